@@ -1,0 +1,114 @@
+//! AuditLogger (seed 004, layer 4): one record per tool call, appended as JSON Lines to
+//! the audit file and kept in memory per session for the embedding host to query.
+//!
+//! A failure to write the audit file is reported on stderr (through `tracing`) and never
+//! fails the call it records: the agent's work should not depend on the log's disk.
+
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Success,
+    /// A policy refused it (sandbox, deny list, limits, writes off).
+    Denied,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// RFC 3339, UTC, milliseconds.
+    pub timestamp: String,
+    pub session_id: String,
+    pub agent_id: String,
+    pub operation: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub result: Outcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub bytes_read: u64,
+    pub file_count: u64,
+    pub duration_ms: f64,
+}
+
+/// How many records the in-memory log keeps across all sessions.
+const MEMORY_CAP: usize = 10_000;
+
+#[derive(Debug, Default)]
+pub struct AuditLogger {
+    file: Option<Mutex<File>>,
+    memory: Mutex<VecDeque<AuditEntry>>,
+}
+
+impl AuditLogger {
+    /// A logger that keeps records in memory only.
+    pub fn in_memory() -> Self {
+        Self::default()
+    }
+
+    /// A logger that also appends to `path` (created if missing).
+    pub fn to_file(path: &Path) -> anyhow::Result<Self> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| anyhow::anyhow!("cannot open audit log {}: {e}", path.display()))?;
+        Ok(AuditLogger {
+            file: Some(Mutex::new(file)),
+            memory: Mutex::default(),
+        })
+    }
+
+    pub fn log(&self, entry: AuditEntry) {
+        if let Some(file) = &self.file {
+            match serde_json::to_string(&entry) {
+                Ok(mut line) => {
+                    line.push('\n');
+                    let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
+                    // One write per record so concurrent appenders never interleave lines.
+                    if let Err(e) = f.write_all(line.as_bytes()) {
+                        tracing::warn!(error = %e, "cannot write the audit log");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot serialize an audit record"),
+            }
+        }
+        let mut mem = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+        if mem.len() == MEMORY_CAP {
+            mem.pop_front();
+        }
+        mem.push_back(entry);
+    }
+
+    /// The records of one session, oldest first (the last 10 000 records overall).
+    pub fn entries_for_session(&self, session_id: &str) -> Vec<AuditEntry> {
+        let mem = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+        mem.iter()
+            .filter(|e| e.session_id == session_id)
+            .cloned()
+            .collect()
+    }
+
+    /// Every record kept in memory, oldest first.
+    pub fn export(&self) -> Vec<AuditEntry> {
+        let mem = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+        mem.iter().cloned().collect()
+    }
+}
+
+/// Now, as RFC 3339 with milliseconds.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}

@@ -1,0 +1,365 @@
+//! The `ferret` command: clap definitions and the human subcommands.
+//!
+//! Every subcommand that runs a tool goes through [`Ferret::call`] with the tool's JSON
+//! arguments, exactly as `ferret call` and the MCP server do, so the command line can
+//! never do something the tools would refuse.
+//!
+//! Exit codes: `ferret call` exits 0 on success, 1 on a tool error, 2 on a usage error.
+//! The human subcommands follow grep and ripgrep: 0 on success, 1 for "no" (`exists` on a
+//! missing path), 2 on an error.
+
+use crate::config::{self, Mode, Overrides};
+use crate::context::{CallOptions, Ferret, Session};
+use crate::error::ToolError;
+use crate::registry::{CallOutput, Registry, SchemaFormat};
+use clap::{Args, Parser, Subcommand};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ferret",
+    version,
+    about = "Fast, sandboxed, undoable file tools for AI agents"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Workspace root (repeatable; default: the current directory). Env: FERRET_ROOT.
+    #[arg(long = "root", global = true, value_name = "DIR")]
+    pub roots: Vec<PathBuf>,
+    /// Configuration file (default: ferret.toml in the first root). Env: FERRET_CONFIG.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Append an audit record per tool call to FILE (JSON Lines). Env: FERRET_AUDIT_LOG.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
+    /// Set any configuration key (repeatable): --set max_file_size=2097152.
+    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Call any tool with JSON arguments; print its structured result as JSON.
+    Call {
+        /// Tool name (see `ferret tools`).
+        tool: String,
+        /// Arguments as a JSON object; `-` reads them from standard input.
+        #[arg(default_value = "{}")]
+        json: String,
+        /// Print the text rendering (what a model reads) instead of JSON.
+        #[arg(long)]
+        text: bool,
+    },
+    /// Print every tool's definition (name, description, schemas, annotations) as JSON.
+    Tools {
+        #[arg(long, value_enum, default_value = "mcp")]
+        format: SchemaFormat,
+    },
+    /// Read a file, with line numbers.
+    Read {
+        path: String,
+        /// First line to print (1-based).
+        #[arg(long)]
+        offset: Option<u64>,
+        /// Number of lines to print.
+        #[arg(long, short = 'n')]
+        limit: Option<u64>,
+        /// Print the bytes as base64.
+        #[arg(long)]
+        base64: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a directory.
+    Ls {
+        #[arg(default_value = ".")]
+        path: String,
+        #[arg(long, short = 'r')]
+        recursive: bool,
+        /// Levels to list (1: the directory's own entries).
+        #[arg(long)]
+        depth: Option<u64>,
+        /// Include hidden entries.
+        #[arg(long, short = 'a')]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a file's metadata.
+    Info {
+        path: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Exit 0 if the path exists, 1 if not.
+    Exists {
+        path: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the effective configuration and where each value came from.
+    Config {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs the command line and returns the exit code.
+pub fn main() -> i32 {
+    init_logging();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ferret: {e:#}");
+            2
+        }
+    }
+}
+
+fn init_logging() {
+    // stdout carries results (and, for `serve`, the MCP transport): logs go to stderr.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FERRET_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// The environment variables ferret reads, with `FERRET_ROOT` (a path list) folded into
+/// `FERRET_ROOTS` (the config key's own name).
+fn ferret_env() -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("FERRET_"))
+        .collect();
+    if let Some(r) = env.remove("FERRET_ROOT") {
+        let joined: Vec<String> = std::env::split_paths(&r)
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        env.entry("FERRET_ROOTS".into()).or_insert(joined.join(","));
+    }
+    env
+}
+
+/// Builds the configuration for `mode` from the global flags and the environment.
+pub fn load_config(global: &Global, mode: Mode) -> anyhow::Result<config::Loaded> {
+    let mut flags = Vec::new();
+    if !global.roots.is_empty() {
+        let roots: Vec<Value> = global
+            .roots
+            .iter()
+            .map(|r| Value::String(r.to_string_lossy().into_owned()))
+            .collect();
+        flags.push((
+            "roots".to_string(),
+            Value::Array(roots),
+            "--root".to_string(),
+        ));
+    }
+    if let Some(a) = &global.audit_log {
+        flags.push((
+            "audit_log".to_string(),
+            Value::String(a.to_string_lossy().into_owned()),
+            "--audit-log".to_string(),
+        ));
+    }
+    let overrides = Overrides {
+        config_file: global.config.clone(),
+        flags,
+        sets: global.sets.clone(),
+    };
+    config::load(mode, &overrides, &ferret_env())
+}
+
+fn run(cli: Cli) -> anyhow::Result<i32> {
+    let loaded = load_config(&cli.global, Mode::Cli)?;
+    let session = Session::new(format!("cli-{}", std::process::id()), "cli");
+    match cli.command {
+        Command::Tools { format } => {
+            let _ = print_json(&Registry::standard().export(format));
+            Ok(0)
+        }
+        Command::Config { json } => {
+            let ferret = Ferret::new(loaded.config.clone())?;
+            print_config(&loaded, &ferret, json);
+            Ok(0)
+        }
+        Command::Call { tool, json, text } => {
+            let raw = if json == "-" {
+                let mut s = String::new();
+                std::io::stdin().read_to_string(&mut s)?;
+                s
+            } else {
+                json
+            };
+            let args: Value = serde_json::from_str(&raw)
+                .map_err(|e| anyhow::anyhow!("the arguments are not valid JSON: {e}"))?;
+            if !args.is_object() {
+                anyhow::bail!("the arguments must be a JSON object, like '{{\"path\":\"a.txt\"}}'");
+            }
+            let ferret = Ferret::new(loaded.config)?;
+            let result = ferret.call(&session, &tool, args, CallOptions::default());
+            let _ = match (&result, text) {
+                (Ok(out), true) => print_text(&out.text),
+                (Ok(out), false) => print_json(&out.structured),
+                (Err(e), true) => print_text(&e.render()),
+                (Err(e), false) => print_json(&json!({ "error": e })),
+            };
+            Ok(if result.is_ok() { 0 } else { 1 })
+        }
+        Command::Read {
+            path,
+            offset,
+            limit,
+            base64,
+            json,
+        } => {
+            let mut args = json!({ "path": path });
+            if let Some(o) = offset {
+                args["offset"] = o.into();
+            }
+            if let Some(l) = limit {
+                args["limit"] = l.into();
+            }
+            if base64 {
+                args["encoding"] = "base64".into();
+            }
+            human(&loaded, &session, "read_file", args, json)
+        }
+        Command::Ls {
+            path,
+            recursive,
+            depth,
+            all,
+            json,
+        } => {
+            let mut args = json!({ "path": path, "recursive": recursive, "include_hidden": all });
+            if let Some(d) = depth {
+                args["max_depth"] = d.into();
+            }
+            human(&loaded, &session, "list_directory", args, json)
+        }
+        Command::Info { path, json } => human(
+            &loaded,
+            &session,
+            "get_file_info",
+            json!({ "path": path }),
+            json,
+        ),
+        Command::Exists { path, json } => {
+            let ferret = Ferret::new(loaded.config.clone())?;
+            match ferret.call(
+                &session,
+                "file_exists",
+                json!({ "path": path }),
+                CallOptions::default(),
+            ) {
+                Ok(out) => {
+                    emit(&out, json);
+                    Ok(if out.structured["exists"] == Value::Bool(true) {
+                        0
+                    } else {
+                        1
+                    })
+                }
+                Err(e) => Ok(report(&e)),
+            }
+        }
+    }
+}
+
+fn human(
+    loaded: &config::Loaded,
+    session: &Session,
+    tool: &str,
+    args: Value,
+    json: bool,
+) -> anyhow::Result<i32> {
+    let ferret = Ferret::new(loaded.config.clone())?;
+    match ferret.call(session, tool, args, CallOptions::default()) {
+        Ok(out) => {
+            emit(&out, json);
+            Ok(0)
+        }
+        Err(e) => Ok(report(&e)),
+    }
+}
+
+fn emit(out: &CallOutput, json: bool) {
+    let _ = if json {
+        print_json(&out.structured)
+    } else {
+        print_text(&out.text)
+    };
+}
+
+fn report(e: &ToolError) -> i32 {
+    eprintln!("ferret: {}", e.render());
+    2
+}
+
+fn print_json(v: &Value) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, v)?;
+    writeln!(out)
+}
+
+fn print_text(s: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(s.as_bytes())?;
+    if !s.ends_with('\n') {
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn print_config(loaded: &config::Loaded, ferret: &Ferret, json: bool) {
+    let values = serde_json::to_value(&loaded.config).unwrap_or(Value::Null);
+    let roots: Vec<Value> = ferret
+        .workspace()
+        .roots()
+        .iter()
+        .map(|r| json!({ "name": r.name, "path": r.path, "canonical": r.canonical }))
+        .collect();
+    if json {
+        let _ = print_json(&json!({ "config": values, "sources": loaded.sources, "roots": roots }));
+        return;
+    }
+    let mut out = String::new();
+    if let Value::Object(map) = &values {
+        for (k, v) in map {
+            let src = loaded
+                .sources
+                .get(k)
+                .map(|s| s.to_string())
+                .unwrap_or_default();
+            let line = match v {
+                Value::Null => format!("# {k} (unset)"),
+                v => format!("{k} = {v}"),
+            };
+            out.push_str(&format!("{line:<60} # {src}\n"));
+        }
+    }
+    out.push_str("\n# roots served:\n");
+    for r in ferret.workspace().roots() {
+        out.push_str(&format!("#   {} = {}\n", r.name, r.canonical.display()));
+    }
+    let _ = print_text(&out);
+}

@@ -1,0 +1,266 @@
+//! What a tool call runs with: [`Ferret`] (the shared services: configuration, sandbox,
+//! limiter, audit log, registry), the caller's [`Session`], and the per-call [`Ctx`]
+//! handed to a tool's `run`.
+//!
+//! [`Ferret::call`] is the one entry point every front end uses. It applies the
+//! request budget, the timeout and cancellation, runs the tool, and writes the audit
+//! record, so no front end can forget one of them.
+
+use crate::audit::{AuditEntry, AuditLogger, Outcome, now_rfc3339};
+use crate::config::Config;
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::limits::{Limits, ResourceLimiter};
+use crate::registry::{CallOutput, Registry};
+use crate::workspace::Workspace;
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Who is calling: the session (one MCP connection, one CLI run) and the agent's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub id: String,
+    pub agent_id: String,
+}
+
+impl Session {
+    pub fn new(id: impl Into<String>, agent_id: impl Into<String>) -> Self {
+        Session {
+            id: id.into(),
+            agent_id: agent_id.into(),
+        }
+    }
+}
+
+/// A flag a front end sets to stop a running call (MCP `notifications/cancelled`).
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Progress of a long call: how much was done so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub files_searched: u64,
+    pub matches: u64,
+}
+
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// Per-call options a front end may set.
+#[derive(Clone, Default)]
+pub struct CallOptions {
+    pub cancel: CancelToken,
+    pub progress: Option<ProgressSink>,
+}
+
+/// The shared services. Build one per process (or per embedding host) and share it.
+pub struct Ferret {
+    config: Config,
+    workspace: Workspace,
+    limiter: ResourceLimiter,
+    audit: AuditLogger,
+    registry: Registry,
+}
+
+impl Ferret {
+    /// Opens the workspace roots and the audit log named by `config`.
+    pub fn new(config: Config) -> anyhow::Result<Self> {
+        let workspace = Workspace::new(&config)?;
+        let audit = match &config.audit_log {
+            Some(p) => AuditLogger::to_file(p)?,
+            None => AuditLogger::in_memory(),
+        };
+        Ok(Ferret {
+            limiter: ResourceLimiter::new(Limits::from_config(&config)),
+            workspace,
+            audit,
+            registry: Registry::standard(),
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+    pub fn limiter(&self) -> &ResourceLimiter {
+        &self.limiter
+    }
+    pub fn audit(&self) -> &AuditLogger {
+        &self.audit
+    }
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Calls a tool by name with JSON arguments.
+    pub fn call(
+        &self,
+        session: &Session,
+        tool: &str,
+        args: Value,
+        opts: CallOptions,
+    ) -> ToolResult<CallOutput> {
+        let started = Instant::now();
+        let audit_path = args.get("path").and_then(Value::as_str).map(str::to_string);
+        let ctx = Ctx {
+            ferret: self,
+            session,
+            cancel: opts.cancel,
+            progress: opts.progress,
+            deadline: Some(self.config.request_timeout)
+                .filter(|d| !d.is_zero())
+                .map(|d| started + d),
+            timeout: self.config.request_timeout,
+            bytes_read: AtomicU64::new(0),
+            file_count: AtomicU64::new(0),
+            path: Mutex::new(audit_path),
+        };
+        let result = match self.registry.get(tool) {
+            None => Err(
+                ToolError::new(ErrorCode::UnknownTool, format!("no tool named {tool:?}"))
+                    .with_hint(format!(
+                        "available tools: {}",
+                        self.registry.names().join(", ")
+                    )),
+            ),
+            Some(t) => self
+                .limiter
+                .begin_request(&session.id)
+                .and_then(|()| t.call(&ctx, args)),
+        };
+        self.record(&ctx, tool, started, &result);
+        result
+    }
+
+    fn record(&self, ctx: &Ctx, tool: &str, started: Instant, result: &ToolResult<CallOutput>) {
+        let (outcome, code, reason) = match result {
+            Ok(_) => (Outcome::Success, None, None),
+            Err(e) => (
+                if e.code.is_denial() {
+                    Outcome::Denied
+                } else {
+                    Outcome::Error
+                },
+                Some(e.code.as_str().to_string()),
+                Some(e.message.clone()),
+            ),
+        };
+        self.audit.log(AuditEntry {
+            timestamp: now_rfc3339(),
+            session_id: ctx.session.id.clone(),
+            agent_id: ctx.session.agent_id.clone(),
+            operation: tool.to_string(),
+            path: ctx.path.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            result: outcome,
+            code,
+            reason,
+            bytes_read: ctx.bytes_read.load(Ordering::Relaxed),
+            file_count: ctx.file_count.load(Ordering::Relaxed),
+            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        });
+    }
+}
+
+/// What a tool's `run` may touch.
+pub struct Ctx<'a> {
+    ferret: &'a Ferret,
+    session: &'a Session,
+    cancel: CancelToken,
+    progress: Option<ProgressSink>,
+    deadline: Option<Instant>,
+    timeout: Duration,
+    bytes_read: AtomicU64,
+    file_count: AtomicU64,
+    path: Mutex<Option<String>>,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn workspace(&self) -> &'a Workspace {
+        &self.ferret.workspace
+    }
+
+    pub fn config(&self) -> &'a Config {
+        &self.ferret.config
+    }
+
+    pub fn limits(&self) -> &'a Limits {
+        self.ferret.limiter.limits()
+    }
+
+    pub fn session(&self) -> &'a Session {
+        self.session
+    }
+
+    /// Fails with `CANCELLED` or `TIMEOUT` when the call should stop. Long loops call it.
+    pub fn check(&self) -> ToolResult<()> {
+        if self.cancel.is_cancelled() {
+            return Err(ToolError::new(
+                ErrorCode::Cancelled,
+                "the call was cancelled",
+            ));
+        }
+        if let Some(d) = self.deadline
+            && Instant::now() >= d
+        {
+            return Err(ToolError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "the call ran longer than {}",
+                    humantime::format_duration(self.timeout)
+                ),
+            )
+            .with_hint("narrow it down (a smaller path, a more specific pattern, fewer results)"));
+        }
+        Ok(())
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    pub fn cancel_token(&self) -> &CancelToken {
+        &self.cancel
+    }
+
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Charges bytes about to be returned against the session's round budget.
+    pub fn charge_bytes(&self, n: u64) -> ToolResult<()> {
+        self.ferret.limiter.charge_bytes(&self.session.id, n)?;
+        self.bytes_read.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Counts files touched, for the audit record.
+    pub fn count_files(&self, n: u64) {
+        self.file_count.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Names the path the audit record shows (by default the `path` argument).
+    pub fn set_audit_path(&self, path: impl Into<String>) {
+        *self.path.lock().unwrap_or_else(|p| p.into_inner()) = Some(path.into());
+    }
+
+    pub fn progress(&self, p: Progress) {
+        if let Some(sink) = &self.progress {
+            sink(p);
+        }
+    }
+}

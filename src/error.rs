@@ -1,0 +1,155 @@
+//! Tool errors: one enum of stable codes, a message saying what happened and a hint
+//! saying what to do instead.
+//!
+//! The codes are part of ferret's interface: agents branch on them, so a code is never
+//! renamed. They serialize SCREAMING_SNAKE_CASE and are grouped the way seed 004 groups
+//! them (security, resources, input, changes).
+
+use serde::Serialize;
+use std::fmt;
+
+/// A stable error code. See the module docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    // security
+    PathEscape,
+    PathTraversal,
+    DeniedPattern,
+    ExtensionDenied,
+    PathTooDeep,
+    // resources
+    FileTooLarge,
+    RoundLimitExceeded,
+    RateLimitExceeded,
+    Timeout,
+    Cancelled,
+    // input
+    InvalidArgument,
+    InvalidRegex,
+    InvalidGlob,
+    NotFound,
+    NotADirectory,
+    IsADirectory,
+    BinaryFile,
+    UnknownTool,
+    // changes
+    WriteDisabled,
+    NoMatch,
+    NotUnique,
+    Conflict,
+    ConfirmationRequired,
+    // everything the filesystem throws at us that is none of the above
+    IoError,
+}
+
+impl ErrorCode {
+    /// The code as it appears on the wire (`PATH_ESCAPE`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::PathEscape => "PATH_ESCAPE",
+            ErrorCode::PathTraversal => "PATH_TRAVERSAL",
+            ErrorCode::DeniedPattern => "DENIED_PATTERN",
+            ErrorCode::ExtensionDenied => "EXTENSION_DENIED",
+            ErrorCode::PathTooDeep => "PATH_TOO_DEEP",
+            ErrorCode::FileTooLarge => "FILE_TOO_LARGE",
+            ErrorCode::RoundLimitExceeded => "ROUND_LIMIT_EXCEEDED",
+            ErrorCode::RateLimitExceeded => "RATE_LIMIT_EXCEEDED",
+            ErrorCode::Timeout => "TIMEOUT",
+            ErrorCode::Cancelled => "CANCELLED",
+            ErrorCode::InvalidArgument => "INVALID_ARGUMENT",
+            ErrorCode::InvalidRegex => "INVALID_REGEX",
+            ErrorCode::InvalidGlob => "INVALID_GLOB",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::NotADirectory => "NOT_A_DIRECTORY",
+            ErrorCode::IsADirectory => "IS_A_DIRECTORY",
+            ErrorCode::BinaryFile => "BINARY_FILE",
+            ErrorCode::UnknownTool => "UNKNOWN_TOOL",
+            ErrorCode::WriteDisabled => "WRITE_DISABLED",
+            ErrorCode::NoMatch => "NO_MATCH",
+            ErrorCode::NotUnique => "NOT_UNIQUE",
+            ErrorCode::Conflict => "CONFLICT",
+            ErrorCode::ConfirmationRequired => "CONFIRMATION_REQUIRED",
+            ErrorCode::IoError => "IO_ERROR",
+        }
+    }
+
+    /// Whether the audit log records this as `denied` (a policy said no) rather than
+    /// `error` (the request or the filesystem failed).
+    pub fn is_denial(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::PathEscape
+                | ErrorCode::PathTraversal
+                | ErrorCode::DeniedPattern
+                | ErrorCode::ExtensionDenied
+                | ErrorCode::PathTooDeep
+                | ErrorCode::FileTooLarge
+                | ErrorCode::RoundLimitExceeded
+                | ErrorCode::RateLimitExceeded
+                | ErrorCode::WriteDisabled
+                | ErrorCode::ConfirmationRequired
+        )
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What every tool returns on failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ToolError {
+    pub code: ErrorCode,
+    /// What happened, naming the path or value at fault.
+    pub message: String,
+    /// What to do instead, when there is something better to say than the message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+impl ToolError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ToolError {
+            code,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidArgument, message)
+    }
+
+    /// Maps an I/O error met while working on `path` (as the agent named it).
+    pub fn io(path: &str, err: &std::io::Error) -> Self {
+        use std::io::ErrorKind as K;
+        match err.kind() {
+            K::NotFound => Self::new(ErrorCode::NotFound, format!("{path}: no such file or directory"))
+                .with_hint("check the path with glob or list_directory; paths are relative to the workspace root"),
+            K::NotADirectory => Self::new(ErrorCode::NotADirectory, format!("{path}: a component of the path is not a directory")),
+            K::IsADirectory => Self::new(ErrorCode::IsADirectory, format!("{path} is a directory"))
+                .with_hint("use list_directory for directories"),
+            K::PermissionDenied => Self::new(ErrorCode::IoError, format!("{path}: permission denied by the operating system")),
+            _ => Self::new(ErrorCode::IoError, format!("{path}: {err}")),
+        }
+    }
+
+    /// The text a model reads: `CODE: message` and the hint on its own line.
+    pub fn render(&self) -> String {
+        match &self.hint {
+            Some(h) => format!("{}: {}\nHint: {}", self.code, self.message, h),
+            None => format!("{}: {}", self.code, self.message),
+        }
+    }
+}
+
+pub type ToolResult<T> = Result<T, ToolError>;

@@ -1,0 +1,48 @@
+//! # ferret — a fast, sandboxed, undoable file toolkit for AI agents
+//!
+//! ferret gives an agent read, search and (opt-in) change access to a workspace, through
+//! one set of tools served to every front end: an MCP server, a command line, and this
+//! Rust API.
+//!
+//! ## Module map
+//! Data flows one way: front ends → [`context::Ferret`] / [`registry`] → [`tools`] →
+//! [`workspace`] (and the limiter and audit log). Nothing below points back up.
+//!
+//! - [`config`]: defaults ← `ferret.toml` ← `FERRET_*` ← flags, with provenance.
+//! - [`error`]: `ToolError` and its stable `ErrorCode`s.
+//! - [`workspace`]: the sandbox. Roots as cap-std directory handles; path checks; deny
+//!   and skip patterns. Tools only ever open through it.
+//! - [`limits`]: per-session round budgets and per-call limits.
+//! - [`audit`]: one JSON Lines record per call.
+//! - [`registry`]: the `Tool` trait, the list of tools, schema export.
+//! - [`context`]: `Ferret` (shared services, `call`), `Session`, the per-call `Ctx`.
+//! - [`tools`]: one file per tool.
+//! - [`cli`]: the `ferret` command.
+//!
+//! ## Using it as a library
+//! ```no_run
+//! use ferret::{config::{Config, Mode}, context::{CallOptions, Ferret, Session}};
+//! let mut config = Config::defaults(Mode::Server);
+//! config.roots = vec!["/path/to/project".into()];
+//! let ferret = Ferret::new(config).unwrap();
+//! let session = Session::new("s1", "my-agent");
+//! let out = ferret.call(&session, "read_file", serde_json::json!({"path": "README.md"}),
+//!                       CallOptions::default());
+//! match out {
+//!     Ok(o) => println!("{}", o.text),
+//!     Err(e) => eprintln!("{}", e.render()),
+//! }
+//! ```
+
+pub mod audit;
+pub mod cli;
+pub mod config;
+pub mod context;
+pub mod error;
+pub mod limits;
+pub mod registry;
+pub mod tools;
+pub mod workspace;
+
+pub use context::{CallOptions, Ferret, Session};
+pub use error::{ErrorCode, ToolError};

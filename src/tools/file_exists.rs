@@ -1,0 +1,66 @@
+//! `file_exists`: whether something stands at a path, and what.
+//!
+//! A denied path answers `DENIED_PATTERN` whether or not it exists, so the tool is no
+//! oracle for which secrets a workspace holds.
+
+use crate::context::Ctx;
+use crate::error::ToolResult;
+use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::workspace::EntryType;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Path to check, relative to the workspace root (or absolute inside it).
+    pub path: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    pub path: String,
+    pub exists: bool,
+    /// What it is (symlinks are followed); absent when it does not exist.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<EntryType>,
+}
+
+pub struct FileExists;
+
+impl Tool for FileExists {
+    type Params = Params;
+    type Output = Output;
+
+    fn meta(&self) -> ToolMeta {
+        ToolMeta {
+            name: "file_exists",
+            title: "Check a path exists",
+            description: "Check whether a file or directory exists in the workspace and whether it is a file or a \
+directory. Cheaper than reading it or listing its parent.",
+            annotations: Annotations::READ_ONLY,
+        }
+    }
+
+    fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
+        let ws = ctx.workspace();
+        let wp = ws.resolve(&p.path)?;
+        let shown = ws.display(&wp);
+        ctx.set_audit_path(shown.clone());
+        let found = ws.stat(&wp)?;
+        Ok(Output {
+            path: shown,
+            exists: found.is_some(),
+            kind: found.map(|(_, m)| EntryType::of(&m.file_type())),
+        })
+    }
+
+    fn render(&self, o: &Output) -> String {
+        match o.kind {
+            Some(EntryType::Directory) => format!("{} exists (directory)", o.path),
+            Some(EntryType::File) => format!("{} exists (file)", o.path),
+            Some(_) => format!("{} exists (special file)", o.path),
+            None => format!("{} does not exist", o.path),
+        }
+    }
+}

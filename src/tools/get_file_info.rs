@@ -1,0 +1,128 @@
+//! `get_file_info`: metadata without the content.
+
+use crate::context::Ctx;
+use crate::error::{ToolError, ToolResult};
+use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::tools::human_size;
+use crate::workspace::EntryType;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// File or directory, relative to the workspace root (or absolute inside it).
+    pub path: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Last modification, RFC 3339.
+    pub modified: String,
+    /// Creation time, RFC 3339; absent where the filesystem does not record it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
+    /// Last access, RFC 3339; absent where the filesystem does not record it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accessed: Option<String>,
+    /// What it is; symlinks are followed (see `symlink`).
+    #[serde(rename = "type")]
+    pub kind: EntryType,
+    /// Unix permission bits in octal, like "0644".
+    pub permissions: String,
+    pub readonly: bool,
+    /// Whether the path itself is a symbolic link (to `target`).
+    pub symlink: bool,
+    /// Where the symbolic link leads, relative to the workspace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+pub struct GetFileInfo;
+
+impl Tool for GetFileInfo {
+    type Params = Params;
+    type Output = Output;
+
+    fn meta(&self) -> ToolMeta {
+        ToolMeta {
+            name: "get_file_info",
+            title: "File metadata",
+            description: "Get a file's or directory's metadata without reading it: size, type, modification, \
+creation and access times (RFC 3339), permissions (\"0644\") and whether it is read-only or a symlink.",
+            annotations: Annotations::READ_ONLY,
+        }
+    }
+
+    fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
+        let ws = ctx.workspace();
+        let wp = ws.resolve(&p.path)?;
+        let shown = ws.display(&wp);
+        ctx.set_audit_path(shown.clone());
+        let (real, meta) = ws.stat(&wp)?.ok_or_else(|| {
+            ToolError::io(&shown, &std::io::Error::from(std::io::ErrorKind::NotFound))
+        })?;
+        let symlink = real != wp;
+        let time = |t: std::io::Result<cap_std::time::SystemTime>| {
+            t.ok()
+                .map(|t| humantime::format_rfc3339_seconds(t.into_std()).to_string())
+        };
+        Ok(Output {
+            size: meta.len(),
+            modified: time(meta.modified()).unwrap_or_default(),
+            created: time(meta.created()),
+            accessed: time(meta.accessed()),
+            kind: EntryType::of(&meta.file_type()),
+            permissions: permissions(&meta),
+            readonly: meta.permissions().readonly(),
+            symlink,
+            target: symlink.then(|| ws.display(&real)),
+            path: shown,
+        })
+    }
+
+    fn render(&self, o: &Output) -> String {
+        let mut s = format!(
+            "{}\n  type: {}\n  size: {} ({} bytes)\n  modified: {}\n",
+            o.path,
+            o.kind.as_str(),
+            human_size(o.size),
+            o.size,
+            o.modified
+        );
+        if let Some(c) = &o.created {
+            s.push_str(&format!("  created: {c}\n"));
+        }
+        if let Some(a) = &o.accessed {
+            s.push_str(&format!("  accessed: {a}\n"));
+        }
+        s.push_str(&format!(
+            "  permissions: {}{}\n",
+            o.permissions,
+            if o.readonly { " (read-only)" } else { "" }
+        ));
+        if let Some(t) = &o.target {
+            s.push_str(&format!("  symlink to: {t}\n"));
+        }
+        s
+    }
+}
+
+#[cfg(unix)]
+fn permissions(meta: &cap_std::fs::Metadata) -> String {
+    use cap_std::fs::PermissionsExt;
+    format!("{:04o}", meta.permissions().mode() & 0o7777)
+}
+
+#[cfg(not(unix))]
+fn permissions(meta: &cap_std::fs::Metadata) -> String {
+    if meta.permissions().readonly() {
+        "0444"
+    } else {
+        "0644"
+    }
+    .to_string()
+}

@@ -1,0 +1,197 @@
+//! `list_directory`: a directory's entries, optionally recursive.
+//!
+//! The walk goes through sandboxed directory handles opened without following symlinks,
+//! so it cannot be led out of the workspace or into a loop. Denied entries (secrets) and
+//! symlinks leading outside are never shown; skipped noise (`node_modules/`, `target/`…)
+//! is left out but can be listed by naming it.
+
+use crate::context::Ctx;
+use crate::error::{ErrorCode, ToolResult};
+use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::tools::{default_dot, human_size};
+use crate::workspace::{EntryType, WsPath};
+use cap_fs_ext::DirExt;
+use cap_std::fs::Dir;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Directory to list, relative to the workspace root (default: the root).
+    #[serde(default = "default_dot")]
+    pub path: String,
+    /// List subdirectories too, down to `max_depth`.
+    #[serde(default)]
+    pub recursive: bool,
+    /// How many levels to list: 1 is the directory's own entries. Default 1, or the
+    /// workspace's path depth limit (20) when `recursive` is true.
+    #[serde(default, alias = "maxDepth")]
+    #[schemars(with = "u64")]
+    pub max_depth: Option<u64>,
+    /// Include names starting with a dot.
+    #[serde(default, alias = "includeHidden")]
+    pub include_hidden: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Entry {
+    /// Path relative to the listed directory, `/`-separated.
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: EntryType,
+    /// Size in bytes (files only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    pub path: String,
+    /// Sorted by path; at most `max_files_per_request` of them.
+    pub entries: Vec<Entry>,
+    /// How many entries there are in all, even when `entries` was cut.
+    pub total_count: u64,
+    pub truncated: bool,
+}
+
+pub struct ListDirectory;
+
+impl Tool for ListDirectory {
+    type Params = Params;
+    type Output = Output;
+
+    fn meta(&self) -> ToolMeta {
+        ToolMeta {
+            name: "list_directory",
+            title: "List directory",
+            description: "List the entries of a directory in the workspace (name, type, size), sorted by path. \
+Set recursive (and max_depth) to see a tree. Hidden entries need include_hidden; secrets are never listed and \
+dependency/build folders (node_modules, target, …) are left out unless listed by name. To find files by name \
+pattern use glob instead.",
+            annotations: Annotations::READ_ONLY,
+        }
+    }
+
+    fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
+        let ws = ctx.workspace();
+        let base = ws.resolve(&p.path)?;
+        let shown = ws.display(&base);
+        ctx.set_audit_path(shown.clone());
+        let dir = ws.open_dir(&base)?;
+        let depth = match (p.recursive, p.max_depth) {
+            (_, Some(d)) => d.max(1),
+            (true, None) => ctx.config().max_path_depth.max(1) as u64,
+            (false, None) => 1,
+        };
+        let mut walk = Walk {
+            ctx,
+            base: &base,
+            include_hidden: p.include_hidden,
+            max_depth: depth,
+            found: Vec::new(),
+        };
+        walk.dir(&dir, PathBuf::new(), 1)?;
+        let mut found = walk.found;
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        let total = found.len() as u64;
+        let cap = ctx.limits().max_files_per_request;
+        let truncated = cap > 0 && found.len() > cap;
+        if truncated {
+            found.truncate(cap);
+        }
+        ctx.count_files(found.len() as u64);
+        Ok(Output {
+            path: shown,
+            entries: found.into_iter().map(|(_, e)| e).collect(),
+            total_count: total,
+            truncated,
+        })
+    }
+
+    fn render(&self, o: &Output) -> String {
+        let mut out = format!("{}:\n", o.path);
+        for e in &o.entries {
+            match (e.kind, e.size) {
+                (EntryType::Directory, _) => out.push_str(&format!("  {}/\n", e.name)),
+                (EntryType::Symlink, _) => out.push_str(&format!("  {}@\n", e.name)),
+                (_, Some(s)) => out.push_str(&format!("  {}  ({})\n", e.name, human_size(s))),
+                (_, None) => out.push_str(&format!("  {}\n", e.name)),
+            }
+        }
+        if o.entries.is_empty() {
+            out.push_str("  (empty)\n");
+        }
+        if o.truncated {
+            out.push_str(&format!(
+                "… {} of {} entries shown; list a subdirectory or lower max_depth to see the rest\n",
+                o.entries.len(),
+                o.total_count
+            ));
+        } else {
+            out.push_str(&format!("{} entries\n", o.total_count));
+        }
+        out
+    }
+}
+
+struct Walk<'a, 'c> {
+    ctx: &'a Ctx<'c>,
+    base: &'a WsPath,
+    include_hidden: bool,
+    max_depth: u64,
+    found: Vec<(PathBuf, Entry)>,
+}
+
+impl Walk<'_, '_> {
+    fn dir(&mut self, dir: &Dir, rel: PathBuf, depth: u64) -> ToolResult<()> {
+        self.ctx.check()?;
+        let ws = self.ctx.workspace();
+        // An unreadable subdirectory costs only itself.
+        let Ok(entries) = dir.entries() else {
+            return Ok(());
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if !self.include_hidden && name.to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let Ok(ft) = entry.file_type() else { continue };
+            let rel_here = rel.join(&name);
+            let wp = self.base.join(&rel_here);
+            let kind = EntryType::of(&ft);
+            let is_dir = kind == EntryType::Directory;
+            if ws.is_denied(&wp, is_dir) || ws.is_skipped(&wp, is_dir) {
+                continue;
+            }
+            if kind == EntryType::Symlink {
+                // Shown only if it resolves inside and not to a secret; never descended.
+                match ws.stat(&wp) {
+                    Err(e) if e.code != ErrorCode::NotFound && e.code != ErrorCode::IoError => {
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
+            let size = (kind == EntryType::File)
+                .then(|| entry.metadata().ok().map(|m| m.len()))
+                .flatten();
+            self.found.push((
+                rel_here.clone(),
+                Entry {
+                    name: rel_here.to_string_lossy().replace('\\', "/"),
+                    kind,
+                    size,
+                },
+            ));
+            if is_dir
+                && depth < self.max_depth
+                && let Ok(sub) = dir.open_dir_nofollow(&name)
+            {
+                self.dir(&sub, rel_here, depth + 1)?;
+            }
+        }
+        Ok(())
+    }
+}

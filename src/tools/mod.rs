@@ -1,0 +1,37 @@
+//! The tools, one file each. Each file holds the params, the output, the run function
+//! and the text rendering of one tool; [`register_all`] lists them for the registry.
+
+pub mod file_exists;
+pub mod get_file_info;
+pub mod list_directory;
+pub mod read_file;
+
+use crate::registry::Registry;
+
+/// Every tool ferret has, in the order `ferret tools` lists them.
+pub fn register_all(r: &mut Registry) {
+    r.register(read_file::ReadFile);
+    r.register(list_directory::ListDirectory);
+    r.register(file_exists::FileExists);
+    r.register(get_file_info::GetFileInfo);
+}
+
+/// `1.5 KiB`, `3.0 MiB`: sizes as people read them.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut size = bytes as f64;
+    let mut unit = 0;
+    while size >= 1024.0 && unit < UNITS.len() - 1 {
+        size /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{size:.1} {}", UNITS[unit])
+    }
+}
+
+fn default_dot() -> String {
+    ".".to_string()
+}

@@ -1,0 +1,297 @@
+//! `read_file`: a file's text (numbered lines in the rendering) or its bytes as base64.
+//!
+//! A whole-file read is refused over `max_file_size`; a ranged read (`offset`/`limit`)
+//! of any file is allowed while what it returns fits that limit, so an agent can page
+//! through a log or a generated file. Ranged reads stream: memory holds only the lines
+//! returned, the rest of the file is only counted.
+
+use crate::context::Ctx;
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::tools::human_size;
+use base64::Engine;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Read};
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Encoding {
+    #[default]
+    #[serde(rename = "utf-8", alias = "utf8")]
+    Utf8,
+    #[serde(rename = "base64")]
+    Base64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// File to read, relative to the workspace root (or absolute inside it).
+    pub path: String,
+    /// `utf-8` (default) for text; `base64` for the raw bytes of a binary file.
+    #[serde(default)]
+    pub encoding: Encoding,
+    /// Read at most this many lines from the start (same as `limit`).
+    #[serde(default, alias = "maxLines")]
+    #[schemars(with = "u64")]
+    pub max_lines: Option<u64>,
+    /// First line to return, 1-based (default 1).
+    #[serde(default)]
+    #[schemars(with = "u64")]
+    pub offset: Option<u64>,
+    /// How many lines to return from `offset`.
+    #[serde(default)]
+    #[schemars(with = "u64")]
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    pub path: String,
+    /// The text (or base64) returned; line endings as in the file.
+    pub content: String,
+    /// Size of the whole file in bytes.
+    pub size: u64,
+    pub encoding: Encoding,
+    /// Lines in the whole file.
+    pub total_lines: u64,
+    /// Line number of the first line of `content`.
+    pub offset: u64,
+    /// Whether the file goes on after `content`.
+    pub truncated: bool,
+}
+
+pub struct ReadFile;
+
+impl Tool for ReadFile {
+    type Params = Params;
+    type Output = Output;
+
+    fn meta(&self) -> ToolMeta {
+        ToolMeta {
+            name: "read_file",
+            title: "Read file",
+            description: "Read a file in the workspace. Returns its text with line numbers (cite and edit by them). \
+For big files pass offset (1-based first line) and limit (number of lines); a whole-file read over the size \
+limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep to find where to read first.",
+            annotations: Annotations::READ_ONLY,
+        }
+    }
+
+    fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
+        let ws = ctx.workspace();
+        let wp = ws.resolve(&p.path)?;
+        let shown = ws.display(&wp);
+        ctx.set_audit_path(shown.clone());
+        let (file, meta, _) = ws.open_file(&wp)?;
+        ctx.count_files(1);
+        let size = meta.len();
+        let max = ctx.limits().max_file_size;
+        let limit = match (p.limit, p.max_lines) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if p.offset == Some(0) {
+            return Err(ToolError::invalid("offset is 1-based: the first line is 1"));
+        }
+        let ranged = p.offset.is_some_and(|o| o > 1) || limit.is_some();
+
+        if p.encoding == Encoding::Base64 {
+            if ranged {
+                return Err(ToolError::invalid(
+                    "offset, limit and max_lines select lines of text; they do not apply to base64",
+                ));
+            }
+            check_whole_size(&shown, size, max)?;
+            let bytes = read_capped(file, size, max, &shown)?;
+            ctx.charge_bytes(bytes.len() as u64)?;
+            return Ok(Output {
+                path: shown,
+                content: base64::engine::general_purpose::STANDARD.encode(&bytes),
+                size,
+                encoding: Encoding::Base64,
+                total_lines: count_lines(&bytes),
+                offset: 1,
+                truncated: false,
+            });
+        }
+
+        if !ranged {
+            check_whole_size(&shown, size, max)?;
+            let bytes = read_capped(file, size, max, &shown)?;
+            let content = into_text(bytes, &shown)?;
+            ctx.charge_bytes(content.len() as u64)?;
+            return Ok(Output {
+                path: shown,
+                total_lines: count_lines(content.as_bytes()),
+                content,
+                size,
+                encoding: Encoding::Utf8,
+                offset: 1,
+                truncated: false,
+            });
+        }
+
+        let offset = p.offset.unwrap_or(1);
+        let (bytes, total_lines) = read_lines(ctx, file, offset, limit, max, &shown)?;
+        let content = into_text(bytes, &shown)?;
+        ctx.charge_bytes(content.len() as u64)?;
+        let returned = count_lines(content.as_bytes());
+        Ok(Output {
+            path: shown,
+            content,
+            size,
+            encoding: Encoding::Utf8,
+            total_lines,
+            offset,
+            truncated: offset.saturating_sub(1) + returned < total_lines,
+        })
+    }
+
+    fn render(&self, o: &Output) -> String {
+        if o.encoding == Encoding::Base64 {
+            return format!("{} ({} bytes, base64):\n{}", o.path, o.size, o.content);
+        }
+        if o.total_lines == 0 {
+            return format!("{}: (empty file)", o.path);
+        }
+        if o.content.is_empty() {
+            return format!(
+                "{}: offset {} is past the end; the file has {} lines",
+                o.path, o.offset, o.total_lines
+            );
+        }
+        let mut out = String::with_capacity(o.content.len() + o.content.len() / 8);
+        let mut last = o.offset;
+        for (i, line) in o.content.split_inclusive('\n').enumerate() {
+            last = o.offset + i as u64;
+            let line = line.strip_suffix('\n').unwrap_or(line);
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            out.push_str(&format!("{last:>6}\t{line}\n"));
+        }
+        if o.truncated {
+            out.push_str(&format!(
+                "… showing lines {}-{} of {}; continue with offset {}\n",
+                o.offset,
+                last,
+                o.total_lines,
+                last + 1
+            ));
+        }
+        out
+    }
+}
+
+fn check_whole_size(shown: &str, size: u64, max: u64) -> ToolResult<()> {
+    if max > 0 && size > max {
+        return Err(ToolError::new(
+            ErrorCode::FileTooLarge,
+            format!(
+                "{shown} is {}, over the {} limit for whole-file reads",
+                human_size(size),
+                human_size(max)
+            ),
+        )
+        .with_hint(
+            "read it in parts with offset and limit (e.g. offset 1, limit 200), or grep for what you need first",
+        ));
+    }
+    Ok(())
+}
+
+/// Reads the whole file, never more than `max` bytes even if it grew since `stat`.
+fn read_capped(file: cap_std::fs::File, size: u64, max: u64, shown: &str) -> ToolResult<Vec<u8>> {
+    let cap = if max > 0 { max } else { u64::MAX };
+    let mut bytes = Vec::with_capacity(size.min(cap) as usize);
+    file.take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| ToolError::io(shown, &e))?;
+    if bytes.len() as u64 > cap {
+        return Err(ToolError::new(
+            ErrorCode::FileTooLarge,
+            format!(
+                "{shown} grew past the {} limit while being read",
+                human_size(max)
+            ),
+        )
+        .with_hint("read it in parts with offset and limit"));
+    }
+    Ok(bytes)
+}
+
+/// Lines `offset..offset+limit` and the file's line count.
+fn read_lines(
+    ctx: &Ctx,
+    file: cap_std::fs::File,
+    offset: u64,
+    limit: Option<u64>,
+    max: u64,
+    shown: &str,
+) -> ToolResult<(Vec<u8>, u64)> {
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut out = Vec::new();
+    let mut line_no = 0u64;
+    let end = limit.map(|l| offset.saturating_add(l));
+    let mut line = Vec::new();
+    loop {
+        if end.is_some_and(|e| line_no + 1 >= e) {
+            break;
+        }
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| ToolError::io(shown, &e))?;
+        if n == 0 {
+            return Ok((out, line_no));
+        }
+        line_no += 1;
+        if line_no.is_multiple_of(4096) {
+            ctx.check()?;
+        }
+        if line_no >= offset {
+            out.extend_from_slice(&line);
+            if max > 0 && out.len() as u64 > max {
+                return Err(ToolError::new(
+                    ErrorCode::FileTooLarge,
+                    format!(
+                        "lines {offset}-{line_no} of {shown} are already over the {} limit",
+                        human_size(max)
+                    ),
+                )
+                .with_hint("ask for fewer lines (a smaller limit)"));
+            }
+        }
+    }
+    // Count the rest without keeping it.
+    let mut rest_lines = 0u64;
+    let mut last_byte = b'\n';
+    loop {
+        let buf = reader.fill_buf().map_err(|e| ToolError::io(shown, &e))?;
+        if buf.is_empty() {
+            break;
+        }
+        rest_lines += memchr::memchr_iter(b'\n', buf).count() as u64;
+        last_byte = buf[buf.len() - 1];
+        let n = buf.len();
+        reader.consume(n);
+        ctx.check()?;
+    }
+    let unterminated = u64::from(last_byte != b'\n');
+    Ok((out, line_no + rest_lines + unterminated))
+}
+
+fn count_lines(bytes: &[u8]) -> u64 {
+    let newlines = memchr::memchr_iter(b'\n', bytes).count() as u64;
+    newlines + u64::from(bytes.last().is_some_and(|&b| b != b'\n'))
+}
+
+fn into_text(bytes: Vec<u8>, shown: &str) -> ToolResult<String> {
+    let binary = || {
+        ToolError::new(ErrorCode::BinaryFile, format!("{shown} is not UTF-8 text"))
+            .with_hint("read it with encoding \"base64\" to get the raw bytes")
+    };
+    if memchr::memchr(0, &bytes).is_some() {
+        return Err(binary());
+    }
+    String::from_utf8(bytes).map_err(|_| binary())
+}

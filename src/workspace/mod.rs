@@ -1,0 +1,595 @@
+//! The workspace sandbox: every path a tool touches goes through here.
+//!
+//! A tool never opens a path string. It hands the agent's path to [`Workspace::resolve`],
+//! which checks it lexically (no `..`, inside a root, not too deep, not denied) and
+//! returns a [`WsPath`]; it then asks the workspace to open that `WsPath`. Opening:
+//!
+//! 1. resolves symlinks *beneath the root* with cap-std (`openat2(RESOLVE_BENEATH)` on
+//!    Linux), so a symlink leading outside fails as `PATH_ESCAPE` instead of being
+//!    followed;
+//! 2. checks the deny and extension rules again on the real name, so an innocent-looking
+//!    symlink to `.env` is denied;
+//! 3. opens that real name one component at a time without following symlinks, so what
+//!    is opened is exactly the object whose name passed the checks — a directory swapped
+//!    for a symlink between the check and the open makes the open fail, never escape.
+//!
+//! The one place an ambient (non-sandboxed) path call is made is
+//! [`std::fs::canonicalize`], to name the target of an absolute symlink that cap-std
+//! refuses; its answer is only ever used as a name to open beneath the root.
+
+pub mod patterns;
+
+use crate::config::Config;
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, File, Metadata, OpenOptions};
+use patterns::PatternSet;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+pub use cap_std::fs::{Dir as SandboxDir, File as SandboxFile, Metadata as SandboxMetadata};
+
+/// One workspace root: a directory handle that cannot be escaped, and its names.
+#[derive(Debug)]
+pub struct Root {
+    /// Short name used to prefix result paths when there are several roots.
+    pub name: String,
+    /// The root as given on the command line, made absolute.
+    pub path: PathBuf,
+    /// The root with every symlink resolved.
+    pub canonical: PathBuf,
+    dir: Dir,
+}
+
+/// A path inside the workspace that passed the lexical checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WsPath {
+    root: usize,
+    /// Relative to the root, normalized: no `.`, no `..`, no leading `/`; empty for the
+    /// root itself.
+    rel: PathBuf,
+}
+
+impl WsPath {
+    pub fn rel(&self) -> &Path {
+        &self.rel
+    }
+
+    pub fn root_index(&self) -> usize {
+        self.root
+    }
+
+    pub fn join(&self, name: impl AsRef<Path>) -> WsPath {
+        WsPath {
+            root: self.root,
+            rel: self.rel.join(name),
+        }
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.rel.as_os_str().is_empty()
+    }
+}
+
+/// The kind of filesystem object, as tools report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryType {
+    File,
+    Directory,
+    Symlink,
+    Other,
+}
+
+impl EntryType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryType::File => "file",
+            EntryType::Directory => "directory",
+            EntryType::Symlink => "symlink",
+            EntryType::Other => "other",
+        }
+    }
+
+    pub fn of(ft: &cap_std::fs::FileType) -> EntryType {
+        if ft.is_symlink() {
+            EntryType::Symlink
+        } else if ft.is_dir() {
+            EntryType::Directory
+        } else if ft.is_file() {
+            EntryType::File
+        } else {
+            EntryType::Other
+        }
+    }
+}
+
+/// The sandbox. Cheap to share (`Arc<Workspace>`); all methods take `&self`.
+#[derive(Debug)]
+pub struct Workspace {
+    roots: Vec<Root>,
+    deny: PatternSet,
+    skip: PatternSet,
+    allowed_extensions: Vec<String>,
+    max_path_depth: usize,
+}
+
+/// How many symlinks one resolution may pass through before it is called a loop.
+const MAX_SYMLINK_HOPS: usize = 40;
+
+impl Workspace {
+    /// Opens the roots. `roots` must be non-empty existing directories.
+    pub fn new(config: &Config) -> anyhow::Result<Workspace> {
+        let mut roots: Vec<Root> = Vec::new();
+        let given = if config.roots.is_empty() {
+            vec![std::env::current_dir()?]
+        } else {
+            config.roots.clone()
+        };
+        for r in given {
+            let path = std::path::absolute(&r)?;
+            let canonical = std::fs::canonicalize(&path)
+                .map_err(|e| anyhow::anyhow!("root {}: {e}", path.display()))?;
+            if !canonical.is_dir() {
+                anyhow::bail!("root {} is not a directory", path.display());
+            }
+            let dir = Dir::open_ambient_dir(&canonical, cap_std::ambient_authority())
+                .map_err(|e| anyhow::anyhow!("cannot open root {}: {e}", canonical.display()))?;
+            let base = canonical
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "root".into());
+            let mut name = base.clone();
+            let mut n = 2;
+            while roots.iter().any(|x| x.name == name) {
+                name = format!("{base}-{n}");
+                n += 1;
+            }
+            roots.push(Root {
+                name,
+                path,
+                canonical,
+                dir,
+            });
+        }
+        let deny = PatternSet::new(config.deny_patterns())
+            .map_err(|e| anyhow::anyhow!("deny patterns: {}", e.message))?;
+        let skip = PatternSet::new(config.skip_patterns())
+            .map_err(|e| anyhow::anyhow!("skip patterns: {}", e.message))?;
+        Ok(Workspace {
+            roots,
+            deny,
+            skip,
+            allowed_extensions: config
+                .allowed_extensions
+                .iter()
+                .map(|e| e.trim_start_matches('.').to_ascii_lowercase())
+                .collect(),
+            max_path_depth: config.max_path_depth,
+        })
+    }
+
+    pub fn roots(&self) -> &[Root] {
+        &self.roots
+    }
+
+    pub fn root_of(&self, p: &WsPath) -> &Root {
+        &self.roots[p.root]
+    }
+
+    /// Whether a path is noise to leave out of walks (it stays readable when named).
+    pub fn is_skipped(&self, p: &WsPath, is_dir: bool) -> bool {
+        self.skip.matches(&p.rel, is_dir)
+    }
+
+    /// Whether a path is a secret. Walks use this to leave entries out.
+    pub fn is_denied(&self, p: &WsPath, is_dir: bool) -> bool {
+        self.deny.matches(&p.rel, is_dir)
+    }
+
+    /// The name a result uses for `p`: relative to its root, `/`-separated, prefixed by the
+    /// root's name when there are several roots; `.` for the single root itself.
+    pub fn display(&self, p: &WsPath) -> String {
+        let rel = p.rel.to_string_lossy().replace('\\', "/");
+        if self.roots.len() > 1 {
+            if rel.is_empty() {
+                self.roots[p.root].name.clone()
+            } else {
+                format!("{}/{}", self.roots[p.root].name, rel)
+            }
+        } else if rel.is_empty() {
+            ".".into()
+        } else {
+            rel
+        }
+    }
+
+    /// Checks a path as the agent wrote it, without touching the filesystem except to
+    /// name an absolute path given through a symlinked alias of a root.
+    pub fn resolve(&self, input: &str) -> ToolResult<WsPath> {
+        if input.is_empty() {
+            return Err(
+                ToolError::invalid("path is empty").with_hint("use \".\" for the workspace root")
+            );
+        }
+        if input.contains('\0') {
+            return Err(ToolError::invalid("path contains a NUL byte"));
+        }
+        let path = Path::new(input);
+        if path.components().any(|c| c == Component::ParentDir) {
+            return Err(ToolError::new(
+                ErrorCode::PathTraversal,
+                format!("{input}: `..` is not allowed in paths"),
+            )
+            .with_hint("name the path from the workspace root instead"));
+        }
+        let (root, rel) = if path.is_absolute() {
+            self.locate_absolute(path)
+                .ok_or_else(|| self.escape_error(input))?
+        } else {
+            let rel = normalize(path);
+            match (self.roots.len() > 1, rel.components().next()) {
+                (true, Some(Component::Normal(first))) => {
+                    match self.roots.iter().position(|r| r.name.as_str() == first) {
+                        Some(i) => (i, rel.strip_prefix(first).unwrap_or(&rel).to_path_buf()),
+                        None => (0, rel),
+                    }
+                }
+                _ => (0, rel),
+            }
+        };
+        let p = WsPath { root, rel };
+        self.check_name(&p, input, None)?;
+        Ok(p)
+    }
+
+    /// The absolute path's root and relative part, comparing whole components (so
+    /// `/allowed_evil` is not inside `/allowed`).
+    fn locate_absolute(&self, path: &Path) -> Option<(usize, PathBuf)> {
+        let normalized = normalize(path);
+        for (i, r) in self.roots.iter().enumerate() {
+            for base in [&r.path, &r.canonical] {
+                if let Ok(rest) = normalized.strip_prefix(base) {
+                    return Some((i, rest.to_path_buf()));
+                }
+            }
+        }
+        // An alias of a root through a symlink (macOS /tmp → /private/tmp): name it by its
+        // deepest existing ancestor.
+        let mut existing = normalized.as_path();
+        let mut tail = PathBuf::new();
+        loop {
+            if let Ok(canon) = std::fs::canonicalize(existing) {
+                for (i, r) in self.roots.iter().enumerate() {
+                    if let Ok(rest) = canon.strip_prefix(&r.canonical) {
+                        return Some((i, rest.join(&tail)));
+                    }
+                }
+                return None;
+            }
+            let name = existing.file_name()?;
+            tail = Path::new(name).join(&tail);
+            existing = existing.parent()?;
+        }
+    }
+
+    fn escape_error(&self, input: &str) -> ToolError {
+        let roots: Vec<String> = self
+            .roots
+            .iter()
+            .map(|r| r.path.display().to_string())
+            .collect();
+        ToolError::new(
+            ErrorCode::PathEscape,
+            format!("{input} is outside the workspace"),
+        )
+        .with_hint(format!(
+            "only paths inside the workspace root(s) can be used: {}",
+            roots.join(", ")
+        ))
+    }
+
+    /// Depth, deny and extension rules on a name. `is_dir` is `None` when the type is not
+    /// known yet (then both readings are checked).
+    fn check_name(&self, p: &WsPath, shown: &str, is_dir: Option<bool>) -> ToolResult<()> {
+        let depth = p.rel.components().count();
+        if self.max_path_depth > 0 && depth > self.max_path_depth {
+            return Err(ToolError::new(
+                ErrorCode::PathTooDeep,
+                format!(
+                    "{shown} is {depth} levels deep; the limit is {}",
+                    self.max_path_depth
+                ),
+            ));
+        }
+        let denied = match is_dir {
+            Some(d) => self.deny.matches(&p.rel, d),
+            None => self.deny.matches_any_type(&p.rel),
+        };
+        if denied {
+            return Err(ToolError::new(
+                ErrorCode::DeniedPattern,
+                format!("{shown} matches a deny pattern (secrets and VCS internals are never accessible)"),
+            )
+            .with_hint("this path cannot be read, listed or changed through ferret; ask the user if it is really needed"));
+        }
+        if is_dir == Some(false) && !self.allowed_extensions.is_empty() {
+            let ext = p
+                .rel
+                .extension()
+                .map(|e| e.to_string_lossy().to_ascii_lowercase())
+                .unwrap_or_default();
+            if !self.allowed_extensions.contains(&ext) {
+                return Err(ToolError::new(
+                    ErrorCode::ExtensionDenied,
+                    format!("{shown}: extension {ext:?} is not allowed"),
+                )
+                .with_hint(format!(
+                    "allowed extensions: {}",
+                    self.allowed_extensions.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The real name of `p` beneath its root, every symlink resolved. `Ok(None)` when it
+    /// does not exist.
+    pub fn real_path(&self, p: &WsPath) -> ToolResult<Option<WsPath>> {
+        let shown = self.display(p);
+        let root = &self.roots[p.root];
+        if p.is_root() {
+            return Ok(Some(p.clone()));
+        }
+        let rel = match root.dir.canonicalize(&p.rel) {
+            Ok(rel) => Some(normalize(&rel)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied || is_loop(&e) => {
+                // cap-std refuses absolute symlinks even when they point back inside; name
+                // the target ambiently and accept it only if it lies beneath the root.
+                match self.ambient_beneath(root, &p.rel) {
+                    Ambient::Inside(rel) => Some(rel),
+                    Ambient::Missing => None,
+                    Ambient::Outside if is_loop(&e) => {
+                        return Err(ToolError::new(
+                            ErrorCode::IoError,
+                            format!("{shown}: too many levels of symbolic links"),
+                        ));
+                    }
+                    Ambient::Outside => {
+                        return Err(ToolError::new(
+                            ErrorCode::PathEscape,
+                            format!("{shown} leads outside the workspace through a symbolic link"),
+                        )
+                        .with_hint(
+                            "symbolic links are followed only while they stay inside the workspace",
+                        ));
+                    }
+                }
+            }
+            Err(e) => return Err(ToolError::io(&shown, &e)),
+        };
+        Ok(rel.map(|rel| WsPath { root: p.root, rel }))
+    }
+
+    fn ambient_beneath(&self, root: &Root, rel: &Path) -> Ambient {
+        let full = root.canonical.join(rel);
+        let mut existing = full.as_path();
+        let mut tail = PathBuf::new();
+        let mut missing = false;
+        for _ in 0..MAX_SYMLINK_HOPS * 4 {
+            match std::fs::canonicalize(existing) {
+                Ok(canon) => {
+                    return match canon.strip_prefix(&root.canonical) {
+                        Ok(r) if !missing => Ambient::Inside(r.join(tail)),
+                        Ok(_) => Ambient::Missing,
+                        Err(_) => Ambient::Outside,
+                    };
+                }
+                Err(_) => {
+                    missing = true;
+                    let (Some(name), Some(parent)) = (existing.file_name(), existing.parent())
+                    else {
+                        return Ambient::Outside;
+                    };
+                    tail = Path::new(name).join(&tail);
+                    existing = parent;
+                }
+            }
+        }
+        Ambient::Outside
+    }
+
+    /// Resolves `p` to its real name and checks the rules on it. Returns the real path
+    /// and what stands there (not following a final symlink: there is none after
+    /// resolution, unless the tree changed under us — then it is reported as it is).
+    fn confirm(&self, p: &WsPath) -> ToolResult<Option<(WsPath, Metadata)>> {
+        let Some(real) = self.real_path(p)? else {
+            return Ok(None);
+        };
+        let shown = self.display(p);
+        let meta = if real.is_root() {
+            self.roots[real.root].dir.dir_metadata()
+        } else {
+            self.parent_dir(&real)
+                .and_then(|(d, name)| d.symlink_metadata(name))
+        };
+        let meta = match meta {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.raced_or_io(&shown, &e)),
+        };
+        if real.rel != p.rel {
+            self.check_name(
+                &real,
+                &format!("{shown} (-> {})", self.display(&real)),
+                Some(meta.is_dir()),
+            )?;
+        } else {
+            self.check_name(&real, &shown, Some(meta.is_dir()))?;
+        }
+        Ok(Some((real, meta)))
+    }
+
+    /// Opens the directory holding `real` component by component, never following a
+    /// symlink, and returns it with the final name.
+    fn parent_dir<'a>(&self, real: &'a WsPath) -> io::Result<(Dir, &'a Path)> {
+        let root = &self.roots[real.root];
+        let name = real
+            .rel
+            .file_name()
+            .map(Path::new)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+        let mut dir = root.dir.try_clone()?;
+        if let Some(parent) = real.rel.parent() {
+            for c in parent.components() {
+                dir = dir.open_dir_nofollow(c.as_os_str())?;
+            }
+        }
+        Ok((dir, name))
+    }
+
+    fn raced_or_io(&self, shown: &str, e: &io::Error) -> ToolError {
+        if is_loop(e) || e.kind() == io::ErrorKind::NotADirectory {
+            ToolError::new(
+                ErrorCode::IoError,
+                format!(
+                    "{shown} changed while it was being opened (a directory became a symbolic link)"
+                ),
+            )
+            .with_hint("retry the call")
+        } else {
+            ToolError::io(shown, e)
+        }
+    }
+
+    /// What stands at `p`, following symlinks within the workspace; `None` if nothing.
+    /// Returns the real path too.
+    pub fn stat(&self, p: &WsPath) -> ToolResult<Option<(WsPath, Metadata)>> {
+        self.confirm(p)
+    }
+
+    /// What stands at `p` itself, not following a final symlink: for listings.
+    pub fn lstat(&self, p: &WsPath) -> ToolResult<Option<Metadata>> {
+        let shown = self.display(p);
+        if p.is_root() {
+            return self.roots[p.root]
+                .dir
+                .dir_metadata()
+                .map(Some)
+                .map_err(|e| ToolError::io(&shown, &e));
+        }
+        let parent = WsPath {
+            root: p.root,
+            rel: p.rel.parent().map(Path::to_path_buf).unwrap_or_default(),
+        };
+        let dir = self.open_dir(&parent)?;
+        let name = p.rel.file_name().unwrap_or_default();
+        match dir.symlink_metadata(name) {
+            Ok(m) => Ok(Some(m)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(ToolError::io(&shown, &e)),
+        }
+    }
+
+    /// Opens a regular file for reading. Never blocks on a FIFO.
+    pub fn open_file(&self, p: &WsPath) -> ToolResult<(File, Metadata, WsPath)> {
+        let shown = self.display(p);
+        let (real, meta) = self.confirm(p)?.ok_or_else(|| not_found(&shown))?;
+        if meta.is_dir() {
+            return Err(
+                ToolError::new(ErrorCode::IsADirectory, format!("{shown} is a directory"))
+                    .with_hint("use list_directory for directories"),
+            );
+        }
+        if !meta.is_file() {
+            return Err(ToolError::invalid(format!(
+                "{shown} is not a regular file (a FIFO, socket or device); it is not read"
+            )));
+        }
+        let (dir, name) = self
+            .parent_dir(&real)
+            .map_err(|e| self.raced_or_io(&shown, &e))?;
+        let mut opts = OpenOptions::new();
+        opts.read(true).follow(FollowSymlinks::No);
+        #[cfg(unix)]
+        {
+            use cap_std::fs::OpenOptionsExt;
+            // A FIFO swapped in after the type check must not hang the call.
+            opts.custom_flags(libc::O_NONBLOCK);
+        }
+        let file = dir
+            .open_with(name, &opts)
+            .map_err(|e| self.raced_or_io(&shown, &e))?;
+        let meta = file.metadata().map_err(|e| ToolError::io(&shown, &e))?;
+        if !meta.is_file() {
+            return Err(ToolError::invalid(format!("{shown} is not a regular file")));
+        }
+        Ok((file, meta, real))
+    }
+
+    /// Opens a directory for listing.
+    pub fn open_dir(&self, p: &WsPath) -> ToolResult<Dir> {
+        let shown = self.display(p);
+        if p.is_root() {
+            return self.roots[p.root]
+                .dir
+                .try_clone()
+                .map_err(|e| ToolError::io(&shown, &e));
+        }
+        let (real, meta) = self.confirm(p)?.ok_or_else(|| not_found(&shown))?;
+        if !meta.is_dir() {
+            return Err(ToolError::new(
+                ErrorCode::NotADirectory,
+                format!("{shown} is not a directory"),
+            )
+            .with_hint("use read_file or get_file_info for files"));
+        }
+        let (dir, name) = self
+            .parent_dir(&real)
+            .map_err(|e| self.raced_or_io(&shown, &e))?;
+        dir.open_dir_nofollow(name)
+            .map_err(|e| self.raced_or_io(&shown, &e))
+    }
+}
+
+enum Ambient {
+    Inside(PathBuf),
+    Missing,
+    Outside,
+}
+
+fn not_found(shown: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::NotFound,
+        format!("{shown}: no such file or directory"),
+    )
+    .with_hint(
+        "check the path with glob or list_directory; paths are relative to the workspace root",
+    )
+}
+
+fn is_loop(e: &io::Error) -> bool {
+    #[cfg(unix)]
+    {
+        e.raw_os_error() == Some(libc::ELOOP)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = e;
+        false
+    }
+}
+
+/// Drops `.` components and a leading `/` or prefix; `..` never reaches here.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::RootDir if path.is_absolute() => out.push("/"),
+            _ => {}
+        }
+    }
+    out
+}

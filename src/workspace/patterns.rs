@@ -1,0 +1,135 @@
+//! Deny and skip pattern sets, in gitignore syntax, matched against root-relative paths.
+
+use crate::error::{ErrorCode, ToolError};
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use std::path::Path;
+
+/// A compiled list of gitignore-style patterns.
+#[derive(Clone, Debug)]
+pub struct PatternSet {
+    matcher: Gitignore,
+}
+
+impl PatternSet {
+    pub fn new<'a>(patterns: impl IntoIterator<Item = &'a str>) -> Result<Self, ToolError> {
+        let mut b = GitignoreBuilder::new("");
+        for p in patterns {
+            b.add_line(None, p).map_err(|e| {
+                ToolError::new(ErrorCode::InvalidGlob, format!("bad pattern {p:?}: {e}"))
+            })?;
+        }
+        let matcher = b
+            .build()
+            .map_err(|e| ToolError::new(ErrorCode::InvalidGlob, e.to_string()))?;
+        Ok(PatternSet { matcher })
+    }
+
+    /// Whether `rel` (relative to its root) or any directory above it is matched.
+    ///
+    /// Unlike gitignore, a `!` re-allow applies only at its own level: `!.env.example`
+    /// must not re-allow `.aws/.env.example` when `.aws/` is denied.
+    pub fn matches(&self, rel: &Path, is_dir: bool) -> bool {
+        if rel.as_os_str().is_empty() || self.matcher.is_empty() {
+            return false;
+        }
+        let mut ancestor = rel.parent();
+        while let Some(a) = ancestor {
+            if a.as_os_str().is_empty() {
+                break;
+            }
+            if self.matcher.matched(a, true).is_ignore() {
+                return true;
+            }
+            ancestor = a.parent();
+        }
+        self.matcher.matched(rel, is_dir).is_ignore()
+    }
+
+    /// For a name whose type is not known yet: matched as a file or as a directory.
+    pub fn matches_any_type(&self, rel: &Path) -> bool {
+        self.matches(rel, false) || self.matches(rel, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{DEFAULT_DENY, DEFAULT_SKIP};
+
+    fn deny() -> PatternSet {
+        PatternSet::new(DEFAULT_DENY.iter().copied()).unwrap()
+    }
+
+    #[test]
+    fn default_deny_blocks_secrets_at_any_depth() {
+        let d = deny();
+        for p in [
+            ".env",
+            ".env.local",
+            "app/.env.production",
+            "certs/server.pem",
+            "tls/site.key",
+            "home/.ssh/id_rsa",
+            "id_ed25519.pub",
+            ".npmrc",
+            "pkg/.pypirc",
+            ".netrc",
+            "config/credentials.json",
+            ".git/config",
+            ".git/objects/ab/cdef",
+            ".aws/credentials",
+            ".aws/.env.example",
+            "deploy/secrets.yaml",
+            "infra/terraform.tfstate",
+        ] {
+            assert!(d.matches(Path::new(p), false), "{p} should be denied");
+        }
+        assert!(d.matches(Path::new(".git"), true));
+    }
+
+    #[test]
+    fn default_deny_leaves_ordinary_source_alone() {
+        let d = deny();
+        for p in [
+            "src/tokenizer.rs",
+            "auth/password_reset.py",
+            "docs/secrets-management.md",
+            ".env.example",
+            "config/.env.sample",
+            "src/keyboard.rs",
+            "environment.md",
+            "src/token.rs",
+            ".gitignore",
+            ".github/workflows/ci.yml",
+            "credentials_test.go",
+        ] {
+            assert!(!d.matches(Path::new(p), false), "{p} should be readable");
+        }
+    }
+
+    #[test]
+    fn default_skip_matches_noise_directories_and_binaries() {
+        let s = PatternSet::new(DEFAULT_SKIP.iter().copied()).unwrap();
+        assert!(s.matches(Path::new("node_modules"), true));
+        assert!(s.matches(Path::new("web/node_modules/react/index.js"), false));
+        assert!(s.matches(Path::new("target/debug/ferret"), false));
+        assert!(s.matches(Path::new("lib/foo.so"), false));
+        // a file called `build` is not a build directory
+        assert!(!s.matches(Path::new("build"), false));
+        assert!(!s.matches(Path::new("src/build.rs"), false));
+    }
+
+    #[test]
+    fn user_patterns_extend_deny() {
+        let d = PatternSet::new(
+            DEFAULT_DENY
+                .iter()
+                .copied()
+                .chain([".obsidian/", ".smarthole/"]),
+        )
+        .unwrap();
+        assert!(d.matches(Path::new("vault/.obsidian/workspace.json"), false));
+        assert!(d.matches(Path::new(".smarthole"), true));
+        assert!(!d.matches(Path::new("notes/obsidian.md"), false));
+    }
+}
