@@ -421,6 +421,22 @@ mod tests {
     }
 
     #[test]
+    fn env_example_lists_every_key() {
+        let example = include_str!("../.env.example");
+        let Value::Object(map) = serde_json::to_value(Config::defaults(Mode::Server)).unwrap()
+        else {
+            panic!()
+        };
+        for key in map.keys().filter(|k| *k != "roots") {
+            let var = format!("FERRET_{}=", key.to_uppercase());
+            assert!(
+                example.lines().any(|l| l.starts_with(&var)),
+                ".env.example lacks {var}"
+            );
+        }
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_are_errors_naming_the_key() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("ferret.toml");

@@ -162,7 +162,7 @@ impl Walk<'_, '_> {
             let wp = self.base.join(&rel_here);
             let kind = EntryType::of(&ft);
             let is_dir = kind == EntryType::Directory;
-            if ws.is_denied(&wp, is_dir) || ws.is_skipped(&wp, is_dir) {
+            if ws.is_denied(&wp, is_dir) || ws.is_skipped(&wp, self.base, is_dir) {
                 continue;
             }
             if kind == EntryType::Symlink {

@@ -177,9 +177,10 @@ impl Workspace {
         &self.roots[p.root]
     }
 
-    /// Whether a path is noise to leave out of walks (it stays readable when named).
-    pub fn is_skipped(&self, p: &WsPath, is_dir: bool) -> bool {
-        self.skip.matches(&p.rel, is_dir)
+    /// Whether a path met in a walk from `base` is noise to leave out. Skip rules only
+    /// apply below `base`: noise stays readable and listable when named.
+    pub fn is_skipped(&self, p: &WsPath, base: &WsPath, is_dir: bool) -> bool {
+        self.skip.matches_below(&p.rel, &base.rel, is_dir)
     }
 
     /// Whether a path is a secret. Walks use this to leave entries out.
@@ -350,7 +351,7 @@ impl Workspace {
                 match self.ambient_beneath(root, &p.rel) {
                     Ambient::Inside(rel) => Some(rel),
                     Ambient::Missing => None,
-                    Ambient::Outside if is_loop(&e) => {
+                    Ambient::Loop => {
                         return Err(ToolError::new(
                             ErrorCode::IoError,
                             format!("{shown}: too many levels of symbolic links"),
@@ -386,6 +387,7 @@ impl Workspace {
                         Err(_) => Ambient::Outside,
                     };
                 }
+                Err(e) if is_loop(&e) => return Ambient::Loop,
                 Err(_) => {
                     missing = true;
                     let (Some(name), Some(parent)) = (existing.file_name(), existing.parent())
@@ -557,6 +559,7 @@ enum Ambient {
     Inside(PathBuf),
     Missing,
     Outside,
+    Loop,
 }
 
 fn not_found(shown: &str) -> ToolError {

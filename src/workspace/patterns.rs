@@ -29,12 +29,18 @@ impl PatternSet {
     /// Unlike gitignore, a `!` re-allow applies only at its own level: `!.env.example`
     /// must not re-allow `.aws/.env.example` when `.aws/` is denied.
     pub fn matches(&self, rel: &Path, is_dir: bool) -> bool {
+        self.matches_below(rel, Path::new(""), is_dir)
+    }
+
+    /// Like [`matches`](Self::matches), but directories at or above `base` do not count:
+    /// a walk the agent started inside `node_modules/` lists it.
+    pub fn matches_below(&self, rel: &Path, base: &Path, is_dir: bool) -> bool {
         if rel.as_os_str().is_empty() || self.matcher.is_empty() {
             return false;
         }
         let mut ancestor = rel.parent();
         while let Some(a) = ancestor {
-            if a.as_os_str().is_empty() {
+            if a.as_os_str().is_empty() || base.starts_with(a) {
                 break;
             }
             if self.matcher.matched(a, true).is_ignore() {
@@ -117,6 +123,16 @@ mod tests {
         // a file called `build` is not a build directory
         assert!(!s.matches(Path::new("build"), false));
         assert!(!s.matches(Path::new("src/build.rs"), false));
+    }
+
+    #[test]
+    fn skip_rules_apply_only_below_the_walk_base() {
+        let s = PatternSet::new(DEFAULT_SKIP.iter().copied()).unwrap();
+        let nm = Path::new("web/node_modules");
+        assert!(!s.matches_below(Path::new("web/node_modules/react"), nm, true));
+        assert!(s.matches_below(Path::new("web/node_modules/react/node_modules"), nm, true));
+        assert!(s.matches_below(Path::new("web/node_modules"), Path::new("web"), true));
+        assert!(s.matches_below(Path::new("web/node_modules/lib.so"), nm, false));
     }
 
     #[test]

@@ -1,0 +1,609 @@
+//! The `ferret` binary on real files in temp dirs: the foundation's acceptance list and
+//! the edges around it.
+
+use assert_cmd::Command;
+use serde_json::{Value, json};
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+
+fn ferret(root: &Path) -> Command {
+    let mut c = Command::cargo_bin("ferret").unwrap();
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    c.arg("--root").arg(root);
+    c
+}
+
+/// Runs `ferret call TOOL ARGS`, returns (exit code, parsed stdout).
+fn call(root: &Path, tool: &str, args: Value) -> (i32, Value) {
+    let out = ferret(root)
+        .args(["call", tool, &args.to_string()])
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    (out.status.code().unwrap(), v)
+}
+
+fn error_code(root: &Path, tool: &str, args: Value) -> String {
+    let (code, v) = call(root, tool, args.clone());
+    assert_eq!(code, 1, "{tool} {args} should fail: {v}");
+    v["error"]["code"].as_str().unwrap().to_string()
+}
+
+fn tree() -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    std::fs::write(r.join("a.txt"), "hello\nworld\n").unwrap();
+    std::fs::write(r.join(".env"), "SECRET=1\n").unwrap();
+    std::fs::write(r.join(".env.example"), "SECRET=\n").unwrap();
+    std::fs::create_dir_all(r.join("src")).unwrap();
+    std::fs::write(r.join("src/tokenizer.rs"), "pub fn tokenize() {}\n").unwrap();
+    std::fs::create_dir_all(r.join("auth")).unwrap();
+    std::fs::write(r.join("auth/password_reset.py"), "def reset(): pass\n").unwrap();
+    std::fs::create_dir_all(r.join("docs")).unwrap();
+    std::fs::write(r.join("docs/secrets-management.md"), "# Secrets\n").unwrap();
+    symlink("/etc", r.join("link")).unwrap();
+    t
+}
+
+#[test]
+fn read_file_acceptance() {
+    let t = tree();
+    let r = t.path();
+    let (code, v) = call(r, "read_file", json!({"path": "a.txt"}));
+    assert_eq!(code, 0);
+    assert_eq!(v["content"], "hello\nworld\n");
+    assert_eq!(v["path"], "a.txt");
+    assert_eq!(v["size"], 12);
+    assert_eq!(v["total_lines"], 2);
+    assert_eq!(v["truncated"], false);
+
+    assert_eq!(
+        error_code(r, "read_file", json!({"path": "../x"})),
+        "PATH_TRAVERSAL"
+    );
+    assert_eq!(
+        error_code(r, "read_file", json!({"path": "/etc/passwd"})),
+        "PATH_ESCAPE"
+    );
+    assert_eq!(
+        error_code(r, "read_file", json!({"path": "link/passwd"})),
+        "PATH_ESCAPE"
+    );
+    assert_eq!(
+        error_code(r, "read_file", json!({"path": ".env"})),
+        "DENIED_PATTERN"
+    );
+    for p in [
+        "src/tokenizer.rs",
+        "auth/password_reset.py",
+        "docs/secrets-management.md",
+        ".env.example",
+    ] {
+        let (code, v) = call(r, "read_file", json!({ "path": p }));
+        assert_eq!(code, 0, "{p} must be readable: {v}");
+    }
+    assert_eq!(
+        error_code(r, "read_file", json!({"path": ""})),
+        "INVALID_ARGUMENT"
+    );
+    assert_eq!(
+        error_code(r, "read_file", json!({"path": "nope.txt"})),
+        "NOT_FOUND"
+    );
+    assert_eq!(
+        error_code(r, "read_file", json!({"path": "src"})),
+        "IS_A_DIRECTORY"
+    );
+    assert_eq!(
+        error_code(r, "read_file", json!({"path": "a.txt", "bogus": 1})),
+        "INVALID_ARGUMENT"
+    );
+}
+
+#[test]
+fn big_files_need_ranges_and_ranges_work() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    let mut s = String::new();
+    let mut i = 1;
+    while s.len() < 2 * 1024 * 1024 {
+        s.push_str(&format!("line {i} {}\n", "x".repeat(40)));
+        i += 1;
+    }
+    let total = i - 1;
+    std::fs::write(r.join("big.txt"), &s).unwrap();
+
+    let (code, v) = call(r, "read_file", json!({"path": "big.txt"}));
+    assert_eq!(code, 1);
+    assert_eq!(v["error"]["code"], "FILE_TOO_LARGE");
+    assert!(
+        v["error"]["hint"].as_str().unwrap().contains("offset"),
+        "{v}"
+    );
+
+    let (code, v) = call(
+        r,
+        "read_file",
+        json!({"path": "big.txt", "offset": 10, "limit": 11}),
+    );
+    assert_eq!(code, 0, "{v}");
+    let content = v["content"].as_str().unwrap();
+    let lines: Vec<&str> = content.lines().collect();
+    assert_eq!(lines.len(), 11);
+    assert!(lines[0].starts_with("line 10 "));
+    assert!(lines[10].starts_with("line 20 "));
+    assert_eq!(v["total_lines"], total);
+    assert_eq!(v["offset"], 10);
+    assert_eq!(v["truncated"], true);
+
+    // seed 004's maxLines alias reads from the start
+    let (_, v) = call(r, "read_file", json!({"path": "big.txt", "maxLines": 2}));
+    assert_eq!(v["content"].as_str().unwrap().lines().count(), 2);
+
+    // a range that itself exceeds the limit is refused with advice
+    let (_, v) = call(
+        r,
+        "read_file",
+        json!({"path": "big.txt", "offset": 1, "limit": 100000}),
+    );
+    assert_eq!(v["error"]["code"], "FILE_TOO_LARGE");
+
+    // the text rendering numbers lines like cat -n and says how to continue
+    let out = ferret(r)
+        .args([
+            "call",
+            "read_file",
+            r#"{"path":"big.txt","offset":10,"limit":2}"#,
+            "--text",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("    10\tline 10 "), "{text}");
+    assert!(text.contains("    11\tline 11 "), "{text}");
+    assert!(text.contains("continue with offset 12"), "{text}");
+}
+
+#[test]
+fn path_too_deep() {
+    let t = tempfile::tempdir().unwrap();
+    let deep: String = (0..25).map(|_| "d/").collect();
+    std::fs::create_dir_all(t.path().join(&deep)).unwrap();
+    std::fs::write(t.path().join(&deep).join("f.txt"), "x").unwrap();
+    assert_eq!(
+        error_code(
+            t.path(),
+            "read_file",
+            json!({ "path": format!("{deep}f.txt") })
+        ),
+        "PATH_TOO_DEEP"
+    );
+    let ok: String = (0..19).map(|_| "d/").collect();
+    std::fs::write(t.path().join(&ok).join("g.txt"), "x").unwrap();
+    assert_eq!(
+        call(
+            t.path(),
+            "read_file",
+            json!({ "path": format!("{ok}g.txt") })
+        )
+        .0,
+        0
+    );
+}
+
+#[test]
+fn binary_files_and_base64() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("bin.dat"), [0u8, 159, 146, 150, 1, 2]).unwrap();
+    std::fs::write(t.path().join("latin1.txt"), [b'c', b'a', b'f', 0xe9]).unwrap();
+    let (_, v) = call(t.path(), "read_file", json!({"path": "bin.dat"}));
+    assert_eq!(v["error"]["code"], "BINARY_FILE");
+    assert!(v["error"]["hint"].as_str().unwrap().contains("base64"));
+    assert_eq!(
+        error_code(t.path(), "read_file", json!({"path": "latin1.txt"})),
+        "BINARY_FILE"
+    );
+    let (code, v) = call(
+        t.path(),
+        "read_file",
+        json!({"path": "bin.dat", "encoding": "base64"}),
+    );
+    assert_eq!(code, 0);
+    assert_eq!(v["content"], "AJ+SlgEC");
+    assert_eq!(v["encoding"], "base64");
+}
+
+#[test]
+fn a_fifo_is_refused_without_hanging() {
+    let t = tempfile::tempdir().unwrap();
+    let fifo = t.path().join("pipe");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut cmd = ferret(t.path());
+    cmd.args(["call", "read_file", r#"{"path":"pipe"}"#])
+        .timeout(std::time::Duration::from_secs(10));
+    let out = cmd.output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["code"], "INVALID_ARGUMENT", "{v}");
+    let (code, v) = call(t.path(), "list_directory", json!({"path": "."}));
+    assert_eq!(code, 0);
+    assert_eq!(v["entries"][0]["type"], "other");
+}
+
+#[test]
+fn list_directory_hides_secrets_noise_and_outside_links() {
+    let t = tree();
+    let r = t.path();
+    std::fs::create_dir_all(r.join("node_modules/react")).unwrap();
+    std::fs::write(r.join("node_modules/react/index.js"), "x").unwrap();
+    std::fs::create_dir_all(r.join(".git")).unwrap();
+    std::fs::write(r.join(".git/config"), "x").unwrap();
+    std::fs::create_dir_all(r.join(".github")).unwrap();
+    std::fs::write(r.join(".github/ci.yml"), "x").unwrap();
+    symlink(".env", r.join("innocent")).unwrap();
+    symlink("a.txt", r.join("alias")).unwrap();
+
+    let names = |v: &Value| -> Vec<String> {
+        v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (_, v) = call(
+        r,
+        "list_directory",
+        json!({"path": ".", "recursive": true, "include_hidden": true}),
+    );
+    let n = names(&v);
+    assert_eq!(
+        n,
+        vec![
+            ".env.example",
+            ".github",
+            ".github/ci.yml",
+            "a.txt",
+            "alias",
+            "auth",
+            "auth/password_reset.py",
+            "docs",
+            "docs/secrets-management.md",
+            "src",
+            "src/tokenizer.rs"
+        ],
+    );
+    assert_eq!(v["total_count"], 11);
+    assert_eq!(v["truncated"], false);
+
+    let (_, v) = call(r, "list_directory", json!({"path": "."}));
+    assert_eq!(names(&v), vec!["a.txt", "alias", "auth", "docs", "src"]);
+    let entries = v["entries"].as_array().unwrap();
+    assert_eq!(
+        entries[0],
+        json!({"name": "a.txt", "type": "file", "size": 12})
+    );
+    assert_eq!(entries[1]["type"], "symlink");
+    assert_eq!(entries[2]["type"], "directory");
+
+    // noise is left out of walks but can be listed by name
+    let (code, v) = call(r, "list_directory", json!({"path": "node_modules"}));
+    assert_eq!(code, 0);
+    assert_eq!(names(&v), vec!["react"]);
+    assert_eq!(
+        error_code(r, "list_directory", json!({"path": ".git"})),
+        "DENIED_PATTERN"
+    );
+    assert_eq!(
+        error_code(r, "list_directory", json!({"path": "a.txt"})),
+        "NOT_A_DIRECTORY"
+    );
+}
+
+#[test]
+fn list_directory_caps_with_the_true_total() {
+    let t = tempfile::tempdir().unwrap();
+    for i in 0..250 {
+        std::fs::write(t.path().join(format!("f{i:03}.txt")), "x").unwrap();
+    }
+    let (_, v) = call(t.path(), "list_directory", json!({"path": "."}));
+    assert_eq!(v["entries"].as_array().unwrap().len(), 100);
+    assert_eq!(v["total_count"], 250);
+    assert_eq!(v["truncated"], true);
+    assert_eq!(v["entries"][0]["name"], "f000.txt");
+    assert_eq!(v["entries"][99]["name"], "f099.txt");
+}
+
+#[test]
+fn file_exists_is_no_oracle_for_secrets() {
+    let t = tree();
+    let r = t.path();
+    let (code, v) = call(r, "file_exists", json!({"path": "a.txt"}));
+    assert_eq!(
+        (code, v),
+        (0, json!({"path": "a.txt", "exists": true, "type": "file"}))
+    );
+    let (_, v) = call(r, "file_exists", json!({"path": "src"}));
+    assert_eq!(v["type"], "directory");
+    let (code, v) = call(r, "file_exists", json!({"path": "missing"}));
+    assert_eq!((code, v), (0, json!({"path": "missing", "exists": false})));
+    // an existing and a missing secret answer alike
+    let (_, present) = call(r, "file_exists", json!({"path": ".env"}));
+    let (_, absent) = call(r, "file_exists", json!({"path": "sub/.env"}));
+    assert_eq!(present["error"]["code"], "DENIED_PATTERN");
+    assert_eq!(absent["error"]["code"], "DENIED_PATTERN");
+    assert_eq!(
+        error_code(r, "file_exists", json!({"path": "link/passwd"})),
+        "PATH_ESCAPE"
+    );
+
+    // the human command answers with its exit code
+    ferret(r).args(["exists", "a.txt"]).assert().code(0);
+    ferret(r).args(["exists", "missing"]).assert().code(1);
+    ferret(r).args(["exists", ".env"]).assert().code(2);
+}
+
+#[test]
+fn get_file_info_reports_metadata() {
+    let t = tree();
+    let r = t.path();
+    std::fs::set_permissions(r.join("a.txt"), std::fs::Permissions::from_mode(0o444)).unwrap();
+    symlink("a.txt", r.join("alias")).unwrap();
+    let (code, v) = call(r, "get_file_info", json!({"path": "a.txt"}));
+    assert_eq!(code, 0);
+    assert_eq!(v["size"], 12);
+    assert_eq!(v["type"], "file");
+    assert_eq!(v["permissions"], "0444");
+    assert_eq!(v["readonly"], true);
+    assert_eq!(v["symlink"], false);
+    let modified = v["modified"].as_str().unwrap();
+    assert!(humantime::parse_rfc3339(modified).is_ok(), "{modified}");
+    let (_, v) = call(r, "get_file_info", json!({"path": "alias"}));
+    assert_eq!(v["symlink"], true);
+    assert_eq!(v["target"], "a.txt");
+    let (_, v) = call(r, "get_file_info", json!({"path": "src"}));
+    assert_eq!(v["type"], "directory");
+    assert_eq!(
+        error_code(r, "get_file_info", json!({"path": "missing"})),
+        "NOT_FOUND"
+    );
+}
+
+#[test]
+fn tools_lists_definitions_in_three_shapes() {
+    let t = tempfile::tempdir().unwrap();
+    let out = ferret(t.path()).arg("tools").output().unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tools = v.as_array().unwrap();
+    for name in [
+        "read_file",
+        "list_directory",
+        "file_exists",
+        "get_file_info",
+    ] {
+        let t = tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing"));
+        assert_eq!(t["inputSchema"]["type"], "object", "{name}");
+        assert_eq!(t["outputSchema"]["type"], "object", "{name}");
+        assert!(t["inputSchema"]["properties"]["path"].is_object(), "{name}");
+        assert!(t["description"].as_str().unwrap().len() > 40, "{name}");
+        assert_eq!(t["annotations"]["readOnlyHint"], true);
+    }
+    let read = tools.iter().find(|t| t["name"] == "read_file").unwrap();
+    assert_eq!(read["inputSchema"]["required"], json!(["path"]));
+    // Optional params are plain integers, not nullable
+    assert_eq!(
+        read["inputSchema"]["properties"]["limit"]["type"],
+        "integer"
+    );
+
+    let out = ferret(t.path())
+        .args(["tools", "--format", "openai"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["type"], "function");
+    assert_eq!(v[0]["function"]["name"], "read_file");
+    assert_eq!(v[0]["function"]["parameters"]["type"], "object");
+    let out = ferret(t.path())
+        .args(["tools", "--format", "anthropic"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["name"], "read_file");
+    assert_eq!(v[0]["input_schema"]["type"], "object");
+}
+
+#[test]
+fn exit_codes_and_usage_errors() {
+    let t = tree();
+    let r = t.path();
+    ferret(r)
+        .args(["call", "read_file", "{not json"])
+        .assert()
+        .code(2);
+    ferret(r)
+        .args(["call", "read_file", "[1]"])
+        .assert()
+        .code(2);
+    ferret(r).args(["frobnicate"]).assert().code(2);
+    let (code, v) = call(r, "no_such_tool", json!({}));
+    assert_eq!(code, 1);
+    assert_eq!(v["error"]["code"], "UNKNOWN_TOOL");
+    // arguments from stdin
+    let out = ferret(r)
+        .args(["call", "read_file", "-"])
+        .write_stdin(r#"{"path":"a.txt"}"#)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    // human commands print text, or JSON with --json
+    let out = ferret(r).args(["read", "a.txt"]).output().unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "     1\thello\n     2\tworld\n"
+    );
+    let out = ferret(r)
+        .args(["read", "a.txt", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["total_lines"], 2);
+    let out = ferret(r).args(["read", ".env"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("DENIED_PATTERN"));
+    let out = ferret(r).args(["ls"]).output().unwrap();
+    assert!(String::from_utf8(out.stdout).unwrap().contains("  src/\n"));
+}
+
+#[test]
+fn several_roots_are_named_and_addressable() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    std::fs::write(a.path().join("one.txt"), "1").unwrap();
+    std::fs::write(b.path().join("two.txt"), "2").unwrap();
+    let name_b = b
+        .path()
+        .canonicalize()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let run = |args: Value| {
+        let out = ferret(a.path())
+            .arg("--root")
+            .arg(b.path())
+            .args(["call", "read_file", &args.to_string()])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    // relative to the first root, by root name, or absolute
+    assert_eq!(run(json!({"path": "one.txt"}))["content"], "1");
+    let v = run(json!({ "path": format!("{name_b}/two.txt") }));
+    assert_eq!(v["content"], "2");
+    assert_eq!(v["path"], format!("{name_b}/two.txt"));
+    let v = run(json!({ "path": b.path().join("two.txt") }));
+    assert_eq!(v["content"], "2");
+}
+
+#[test]
+fn configuration_layers_and_provenance() {
+    let t = tree();
+    let r = t.path();
+    std::fs::write(
+        r.join("ferret.toml"),
+        "max_file_size = 5\ndeny_extra = [\".obsidian/\"]\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(r.join("vault/.obsidian")).unwrap();
+    std::fs::write(r.join("vault/.obsidian/app.json"), "{}").unwrap();
+    // the file applies: a.txt (12 bytes) is now too large, .obsidian is denied
+    assert_eq!(
+        error_code(r, "read_file", json!({"path": "a.txt"})),
+        "FILE_TOO_LARGE"
+    );
+    assert_eq!(
+        error_code(r, "read_file", json!({"path": "vault/.obsidian/app.json"})),
+        "DENIED_PATTERN"
+    );
+    // env beats the file, --set beats env
+    let out = ferret(r)
+        .env("FERRET_MAX_FILE_SIZE", "100")
+        .args(["call", "read_file", r#"{"path":"a.txt"}"#])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = ferret(r)
+        .env("FERRET_MAX_FILE_SIZE", "100")
+        .args([
+            "--set",
+            "max_file_size=6",
+            "call",
+            "read_file",
+            r#"{"path":"a.txt"}"#,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+
+    let out = ferret(r)
+        .env("FERRET_MAX_PATH_DEPTH", "9")
+        .args(["--set", "max_files_per_request=7", "config", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["config"]["max_file_size"], 5);
+    assert_eq!(v["sources"]["max_file_size"]["kind"], "file");
+    assert_eq!(v["config"]["max_path_depth"], 9);
+    assert_eq!(
+        v["sources"]["max_path_depth"],
+        json!({"kind": "env", "from": "FERRET_MAX_PATH_DEPTH"})
+    );
+    assert_eq!(
+        v["sources"]["max_files_per_request"],
+        json!({"kind": "flag", "from": "--set"})
+    );
+    assert_eq!(v["sources"]["request_timeout"]["kind"], "default");
+    // the CLI's defaults: no per-round budgets
+    assert_eq!(v["config"]["max_requests_per_round"], 0);
+
+    // a typo in the file is an error naming the key
+    std::fs::write(r.join("ferret.toml"), "max_fil_size = 5\n").unwrap();
+    let out = ferret(r).args(["config"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("max_fil_size"));
+}
+
+#[test]
+fn ferret_root_env_and_audit_log_file() {
+    let t = tree();
+    let log_dir = tempfile::tempdir().unwrap();
+    let log = log_dir.path().join("audit.jsonl");
+    let mut c = Command::cargo_bin("ferret").unwrap();
+    c.env_clear()
+        .env("FERRET_ROOT", t.path())
+        .env("FERRET_AUDIT_LOG", &log)
+        .current_dir(log_dir.path())
+        .args(["call", "read_file", r#"{"path":"a.txt"}"#])
+        .assert()
+        .success();
+    let mut c = Command::cargo_bin("ferret").unwrap();
+    c.env_clear()
+        .env("FERRET_ROOT", t.path())
+        .env("FERRET_AUDIT_LOG", &log)
+        .args(["call", "read_file", r#"{"path":".env"}"#])
+        .assert()
+        .code(1);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["operation"], "read_file");
+    assert_eq!(lines[0]["path"], "a.txt");
+    assert_eq!(lines[0]["result"], "success");
+    assert_eq!(lines[0]["bytes_read"], 12);
+    assert_eq!(lines[0]["file_count"], 1);
+    assert_eq!(lines[0]["agent_id"], "cli");
+    assert!(lines[0]["session_id"].as_str().unwrap().starts_with("cli-"));
+    assert!(lines[0]["duration_ms"].as_f64().unwrap() >= 0.0);
+    assert!(humantime::parse_rfc3339(lines[0]["timestamp"].as_str().unwrap()).is_ok());
+    assert_eq!(lines[1]["result"], "denied");
+    assert_eq!(lines[1]["code"], "DENIED_PATTERN");
+}
