@@ -121,6 +121,8 @@ pub struct Config {
     pub max_path_depth: usize,
     /// Largest file a whole-file read returns, in bytes (0: no limit).
     pub max_file_size: u64,
+    /// Files larger than this are skipped by searches, in bytes (0: no limit).
+    pub search_max_file_size: u64,
     /// Most entries one listing returns (0: no limit).
     pub max_files_per_request: usize,
     /// Bytes a session may read in one round (0: no limit).
@@ -149,6 +151,7 @@ impl Config {
             allowed_extensions: Vec::new(),
             max_path_depth: 20,
             max_file_size: 1024 * 1024,
+            search_max_file_size: 100 * 1024 * 1024,
             max_files_per_request: 100,
             max_bytes_per_round: if server { 5 * 1024 * 1024 } else { 0 },
             max_requests_per_round: if server { 50 } else { 0 },

@@ -41,6 +41,7 @@ pub mod context;
 pub mod error;
 pub mod limits;
 pub mod registry;
+pub mod search;
 pub mod tools;
 pub mod workspace;
 

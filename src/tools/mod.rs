@@ -2,9 +2,13 @@
 //! and the text rendering of one tool; [`register_all`] lists them for the registry.
 
 pub mod file_exists;
+pub mod file_search;
 pub mod get_file_info;
+pub mod glob;
+pub mod grep;
 pub mod list_directory;
 pub mod read_file;
+pub mod search_files;
 
 use crate::registry::Registry;
 
@@ -14,6 +18,10 @@ pub fn register_all(r: &mut Registry) {
     r.register(list_directory::ListDirectory);
     r.register(file_exists::FileExists);
     r.register(get_file_info::GetFileInfo);
+    r.register(grep::Grep);
+    r.register(glob::Glob);
+    r.register(search_files::SearchFiles);
+    r.register(file_search::FileSearch);
 }
 
 /// `1.5 KiB`, `3.0 MiB`: sizes as people read them.

@@ -173,6 +173,14 @@ impl Workspace {
         &self.roots
     }
 
+    /// The root directory itself, as a path.
+    pub fn root_path(&self, i: usize) -> WsPath {
+        WsPath {
+            root: i,
+            rel: PathBuf::new(),
+        }
+    }
+
     pub fn root_of(&self, p: &WsPath) -> &Root {
         &self.roots[p.root]
     }
@@ -552,6 +560,88 @@ impl Workspace {
             .map_err(|e| self.raced_or_io(&shown, &e))?;
         dir.open_dir_nofollow(name)
             .map_err(|e| self.raced_or_io(&shown, &e))
+    }
+}
+
+impl Workspace {
+    /// Opens a file a walk found at `rel` under root `root`, for reading: one syscall,
+    /// race-free. On Linux `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` refuses any
+    /// symlink anywhere in the path, so a directory swapped for a symlink after the walk
+    /// listed it cannot redirect the open (walks never follow symlinks anyway). `path_only`
+    /// opens an `O_PATH` handle: enough to confirm the file and stat it, without reading.
+    pub fn open_found(
+        &self,
+        root: usize,
+        rel: &Path,
+        path_only: bool,
+    ) -> io::Result<std::fs::File> {
+        let dir = &self.roots[root].dir;
+        #[cfg(target_os = "linux")]
+        {
+            use rustix::fs::{Mode, OFlags, ResolveFlags, openat2};
+            use std::sync::atomic::{AtomicBool, Ordering};
+            static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+            if !NO_OPENAT2.load(Ordering::Relaxed) {
+                // openat2 refuses O_PATH with any flag but O_CLOEXEC, O_DIRECTORY, O_NOFOLLOW.
+                let mode = if path_only {
+                    OFlags::PATH
+                } else {
+                    OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY
+                };
+                match openat2(
+                    dir,
+                    rel,
+                    mode | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                    Mode::empty(),
+                    ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+                ) {
+                    Ok(fd) => return Ok(std::fs::File::from(fd)),
+                    Err(rustix::io::Errno::NOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        // Elsewhere: cap-std keeps the open beneath the root; the final component is not
+        // followed.
+        let _ = path_only;
+        let mut opts = OpenOptions::new();
+        opts.read(true).follow(FollowSymlinks::No);
+        #[cfg(unix)]
+        {
+            use cap_std::fs::OpenOptionsExt;
+            opts.custom_flags(libc::O_NONBLOCK);
+        }
+        dir.open_with(rel, &opts).map(File::into_std)
+    }
+
+    /// The absolute path of a real (symlink-free) workspace path, for the walker, which
+    /// lists directories by path. What it lists is opened through [`open_found`].
+    ///
+    /// [`open_found`]: Workspace::open_found
+    pub fn walk_start(&self, real: &WsPath) -> PathBuf {
+        let root = &self.roots[real.root];
+        if real.is_root() {
+            root.canonical.clone()
+        } else {
+            root.canonical.join(&real.rel)
+        }
+    }
+
+    /// The root-relative form of a path the walker produced under root `root`.
+    pub fn from_walk(&self, root: usize, abs: &Path) -> Option<WsPath> {
+        abs.strip_prefix(&self.roots[root].canonical)
+            .ok()
+            .map(|rel| WsPath {
+                root,
+                rel: rel.to_path_buf(),
+            })
+    }
+
+    /// For walks: whether an entry is denied or skipped, checking only the entry itself
+    /// (its directories were checked, and pruned, on the way down).
+    pub fn walk_excludes(&self, p: &WsPath, base: &WsPath, is_dir: bool) -> bool {
+        self.deny.matches_leaf(&p.rel, is_dir)
+            || (p.rel != base.rel && self.skip.matches_leaf(&p.rel, is_dir))
     }
 }
 

@@ -51,6 +51,11 @@ impl PatternSet {
         self.matcher.matched(rel, is_dir).is_ignore()
     }
 
+    /// Whether `rel` itself is matched, its directories not considered.
+    pub fn matches_leaf(&self, rel: &Path, is_dir: bool) -> bool {
+        !self.matcher.is_empty() && self.matcher.matched(rel, is_dir).is_ignore()
+    }
+
     /// For a name whose type is not known yet: matched as a file or as a directory.
     pub fn matches_any_type(&self, rel: &Path) -> bool {
         self.matches(rel, false) || self.matches(rel, true)

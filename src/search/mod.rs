@@ -1,0 +1,420 @@
+//! The search engine used by `grep`, `glob`, `search_files` and `file_search`: a
+//! parallel walk through the sandbox (the `ignore` crate) and, for content search,
+//! ripgrep's searcher (`grep-searcher`, `grep-regex`).
+//!
+//! - The walk honours `.gitignore`, `.ignore` and `.git/info/exclude` also outside a git
+//!   repository, skips hidden entries unless asked, never follows symlinks, prunes
+//!   denied and skipped directories, and only ever yields regular files: FIFOs, sockets
+//!   and devices are never opened.
+//! - Each file is opened through the workspace ([`Workspace::open_found`]), never by the
+//!   walker's path, so a tree changing under the walk cannot lead a search outside.
+//! - Files with a NUL byte are binary and contribute nothing (ripgrep's rule for files
+//!   found by walking). Files over `search_max_file_size` are skipped.
+//! - Cancellation and the call's deadline are checked before every file and on every
+//!   read, so a stop takes effect within one buffer (64 KiB) of work per thread.
+//! - Results are collected in path order with bounded memory ([`collect::TopN`]), so the
+//!   output is identical from run to run whatever the thread timing.
+//!
+//! The regex engine is Rust's `regex`, which runs in time linear in the input: no pattern
+//! can make a search take exponential time (no ReDoS).
+//!
+//! [`Workspace::open_found`]: crate::workspace::Workspace::open_found
+
+pub mod collect;
+pub mod sink;
+
+use crate::context::{Ctx, Progress};
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::workspace::WsPath;
+use collect::{Key, TopN};
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, SearcherBuilder};
+use ignore::WalkState;
+use ignore::overrides::{Override, OverrideBuilder};
+use sink::{FileSink, Line, Record};
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Where a search starts: a directory to walk or a single file.
+#[derive(Debug, Clone)]
+pub struct Base {
+    pub wp: WsPath,
+    pub is_file: bool,
+}
+
+/// Resolves the `path` argument of a search tool. `None` searches every root.
+pub fn bases(ctx: &Ctx, path: Option<&str>) -> ToolResult<Vec<Base>> {
+    let ws = ctx.workspace();
+    let Some(path) = path else {
+        return Ok((0..ws.roots().len())
+            .map(|i| Base {
+                wp: ws.root_path(i),
+                is_file: false,
+            })
+            .collect());
+    };
+    let wp = ws.resolve(path)?;
+    ctx.set_audit_path(ws.display(&wp));
+    let (real, meta) = ws.stat(&wp)?.ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::NotFound,
+            format!("{path}: no such file or directory"),
+        )
+        .with_hint(
+            "check the path with glob or list_directory; paths are relative to the workspace root",
+        )
+    })?;
+    Ok(vec![Base {
+        wp: real,
+        is_file: meta.is_file(),
+    }])
+}
+
+/// What every walk takes.
+#[derive(Debug, Clone, Default)]
+pub struct WalkOptions {
+    pub include_hidden: bool,
+    /// ripgrep `-g` globs: a file must match one of the positive ones (if any) and none
+    /// of the `!` ones.
+    pub globs: Vec<String>,
+}
+
+/// A regular file met by a walk.
+pub struct Found<'a> {
+    pub key: Key,
+    pub wp: WsPath,
+    /// Path relative to the walk's base, for glob matching.
+    pub rel_to_base: &'a Path,
+}
+
+/// Outcome of a visit: go on, or stop the whole walk.
+pub type Go = bool;
+
+/// Walks every base in parallel, calling a visitor (one per thread, made by `mk`) for
+/// each regular file that passes the sandbox's rules. Fails with `CANCELLED` or
+/// `TIMEOUT` when stopped that way.
+pub fn walk<'s, M, V>(ctx: &Ctx, bases: &[Base], opts: &WalkOptions, mk: M) -> ToolResult<()>
+where
+    M: Fn() -> V + Sync,
+    V: FnMut(&Found) -> Go + Send + 's,
+{
+    let ws = ctx.workspace();
+    let stop = AtomicBool::new(false);
+    for base in bases {
+        let start = ws.walk_start(&base.wp);
+        let overrides = overrides(&start, &opts.globs)?;
+        if base.is_file {
+            // A file named explicitly is searched even if ignored or hidden (as rg does);
+            // the deny list was applied when its name was resolved.
+            let key = (base.wp.root_index(), base.wp.rel().to_path_buf());
+            let name = PathBuf::from(base.wp.rel().file_name().unwrap_or_default());
+            mk()(&Found {
+                key,
+                wp: base.wp.clone(),
+                rel_to_base: &name,
+            });
+            continue;
+        }
+        let mut builder = ignore::WalkBuilder::new(&start);
+        builder
+            .hidden(!opts.include_hidden)
+            .git_ignore(true)
+            .git_exclude(true)
+            .git_global(false)
+            .ignore(true)
+            .parents(true)
+            .require_git(false)
+            .follow_links(false)
+            .overrides(overrides)
+            .threads(threads());
+        let walker = builder.build_parallel();
+        let root = base.wp.root_index();
+        walker.run(|| {
+            let mut visit = mk();
+            let stop = &stop;
+            let base = &base.wp;
+            let start = &start;
+            Box::new(move |entry| {
+                if stop.load(Ordering::Relaxed) {
+                    return WalkState::Quit;
+                }
+                if ctx.check().is_err() {
+                    stop.store(true, Ordering::Relaxed);
+                    return WalkState::Quit;
+                }
+                let Ok(entry) = entry else {
+                    // An unreadable directory costs only itself.
+                    return WalkState::Continue;
+                };
+                if entry.depth() == 0 {
+                    return WalkState::Continue;
+                }
+                let Some(ft) = entry.file_type() else {
+                    return WalkState::Continue;
+                };
+                let is_dir = ft.is_dir();
+                if !is_dir && !ft.is_file() {
+                    // symlinks (never followed), FIFOs, sockets, devices
+                    return WalkState::Continue;
+                }
+                let Some(wp) = ws.from_walk(root, entry.path()) else {
+                    return WalkState::Continue;
+                };
+                if ws.walk_excludes(&wp, base, is_dir) {
+                    return if is_dir {
+                        WalkState::Skip
+                    } else {
+                        WalkState::Continue
+                    };
+                }
+                if is_dir {
+                    return WalkState::Continue;
+                }
+                let rel_to_base = entry.path().strip_prefix(start).unwrap_or(entry.path());
+                let found = Found {
+                    key: (root, wp.rel().to_path_buf()),
+                    wp,
+                    rel_to_base,
+                };
+                if visit(&found) {
+                    WalkState::Continue
+                } else {
+                    stop.store(true, Ordering::Relaxed);
+                    WalkState::Quit
+                }
+            })
+        });
+        ctx.check()?;
+    }
+    ctx.check()
+}
+
+fn threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(12)
+}
+
+fn overrides(start: &Path, globs: &[String]) -> ToolResult<Override> {
+    let mut b = OverrideBuilder::new(start);
+    for g in globs {
+        b.add(g).map_err(|e| {
+            ToolError::new(ErrorCode::InvalidGlob, format!("invalid glob {g:?}: {e}"))
+                .with_hint("globs look like *.rs, src/**, {a,b}.txt, !*.min.js")
+        })?;
+    }
+    b.build()
+        .map_err(|e| ToolError::new(ErrorCode::InvalidGlob, e.to_string()))
+}
+
+/// What a content search looks for and how.
+#[derive(Debug, Clone, Default)]
+pub struct GrepQuery {
+    pub pattern: String,
+    pub fixed_strings: bool,
+    pub ignore_case: bool,
+    pub multiline: bool,
+    pub before: usize,
+    pub after: usize,
+    pub mode: GrepMode,
+    /// Units of output that may be shown (offset + max_results; 0: all).
+    pub needed: usize,
+    /// Count files rather than lines as the units of `needed` (seed 001's max_results is
+    /// a number of files); each file then keeps at most [`PER_FILE_LINES`] lines.
+    pub file_units: bool,
+}
+
+/// Lines one file may contribute when files are the unit.
+pub const PER_FILE_LINES: usize = 1000;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GrepMode {
+    #[default]
+    Files,
+    Count,
+    Content,
+}
+
+/// One file's contribution.
+#[derive(Debug, Clone)]
+pub struct FileHits {
+    pub path: String,
+    pub count: u64,
+    pub lines: Vec<Line>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GrepOutcome {
+    /// The first files in path order (enough to fill `needed`).
+    pub files: Vec<FileHits>,
+    /// Files with at least one match, in all.
+    pub file_count: u64,
+    /// Matching lines, in all (not counted in `Files` mode, which stops at a file's
+    /// first match).
+    pub match_count: u64,
+    /// Output lines kept, in all (content mode).
+    pub line_count: u64,
+    /// Some output was not kept (beyond what can be shown): the result is truncated
+    /// even if the kept lines seem to fit.
+    pub capped: bool,
+    pub files_searched: u64,
+}
+
+/// Builds the matcher; an invalid pattern is `INVALID_REGEX` with the parser's account
+/// of where it went wrong.
+pub fn matcher(q: &GrepQuery) -> ToolResult<RegexMatcher> {
+    let mut b = RegexMatcherBuilder::new();
+    b.case_insensitive(q.ignore_case)
+        .fixed_strings(q.fixed_strings)
+        .multi_line(q.multiline)
+        .dot_matches_new_line(q.multiline);
+    if !q.multiline {
+        b.line_terminator(Some(b'\n'));
+    }
+    b.build(&q.pattern).map_err(|e| {
+        ToolError::new(ErrorCode::InvalidRegex, format!("invalid regex: {e}")).with_hint(
+            "escape special characters (\\( \\[ \\. \\*) or set fixed_strings to search for the text as it is",
+        )
+    })
+}
+
+/// Runs a content search.
+pub fn grep(
+    ctx: &Ctx,
+    bases: &[Base],
+    opts: &WalkOptions,
+    q: &GrepQuery,
+) -> ToolResult<GrepOutcome> {
+    let matcher = matcher(q)?;
+    let ws = ctx.workspace();
+    let max_size = ctx.config().search_max_file_size;
+    let top: Mutex<TopN<FileHits>> = Mutex::new(TopN::new(q.needed));
+    let file_count = AtomicU64::new(0);
+    let match_count = AtomicU64::new(0);
+    let line_count = AtomicU64::new(0);
+    let searched = AtomicU64::new(0);
+    let capped = AtomicBool::new(false);
+    let stop = ctx.cancel_token().clone();
+    let deadline = ctx.deadline();
+    let context = q.mode == GrepMode::Content;
+
+    walk(ctx, bases, opts, || {
+        let mut searcher = SearcherBuilder::new()
+            .line_number(true)
+            .binary_detection(BinaryDetection::quit(b'\x00'))
+            .multi_line(q.multiline)
+            .before_context(if context { q.before } else { 0 })
+            .after_context(if context { q.after } else { 0 })
+            .build();
+        let matcher = matcher.clone();
+        let (top, file_count, match_count, line_count, searched, capped) = (
+            &top,
+            &file_count,
+            &match_count,
+            &line_count,
+            &searched,
+            &capped,
+        );
+        let stop = stop.clone();
+        move |found: &Found| {
+            let record = match q.mode {
+                GrepMode::Files => Record::First,
+                GrepMode::Count => Record::Count,
+                GrepMode::Content => {
+                    let wanted = top.lock().map(|t| t.wants(&found.key)).unwrap_or(true);
+                    if wanted && q.file_units {
+                        Record::Lines(PER_FILE_LINES)
+                    } else if wanted {
+                        Record::Lines(if q.needed == 0 { usize::MAX } else { q.needed })
+                    } else {
+                        Record::Count
+                    }
+                }
+            };
+            let Ok(file) = ws.open_found(found.key.0, &found.key.1, false) else {
+                return true;
+            };
+            let n = searched.fetch_add(1, Ordering::Relaxed) + 1;
+            let mut sink = FileSink::new(&matcher, record);
+            let reader = Guarded {
+                inner: file,
+                read: 0,
+                limit: max_size,
+                stop: &stop,
+                deadline,
+            };
+            let result = searcher.search_reader(&matcher, reader, &mut sink);
+            if n.is_multiple_of(1024) {
+                ctx.progress(Progress {
+                    files_searched: n,
+                    matches: match_count.load(Ordering::Relaxed),
+                });
+            }
+            if result.is_err() || sink.binary || sink.match_count == 0 {
+                // unreadable, too large, stopped, binary, or no match
+                return !stop.is_cancelled();
+            }
+            if sink.capped || (q.mode == GrepMode::Content && record == Record::Count) {
+                capped.store(true, Ordering::Relaxed);
+            }
+            file_count.fetch_add(1, Ordering::Relaxed);
+            match_count.fetch_add(sink.match_count, Ordering::Relaxed);
+            line_count.fetch_add(sink.lines.len() as u64, Ordering::Relaxed);
+            let weight = if q.mode == GrepMode::Content && !q.file_units {
+                sink.lines.len()
+            } else {
+                1
+            };
+            let hits = FileHits {
+                path: ws.display(&found.wp),
+                count: sink.match_count,
+                lines: sink.lines,
+            };
+            if let Ok(mut t) = top.lock() {
+                t.insert(found.key.clone(), weight, hits);
+            }
+            true
+        }
+    })?;
+    let files = top
+        .into_inner()
+        .map_err(|_| ToolError::new(ErrorCode::IoError, "a search thread panicked"))?
+        .into_sorted()
+        .map(|(_, v)| v)
+        .collect();
+    Ok(GrepOutcome {
+        files,
+        file_count: file_count.into_inner(),
+        match_count: match_count.into_inner(),
+        line_count: line_count.into_inner(),
+        capped: capped.into_inner(),
+        files_searched: searched.into_inner(),
+    })
+}
+
+/// A reader that stops a search when the call is cancelled or out of time, and refuses
+/// files larger than the search size limit (0: none).
+struct Guarded<'a, R> {
+    inner: R,
+    read: u64,
+    limit: u64,
+    stop: &'a crate::context::CancelToken,
+    deadline: Option<Instant>,
+}
+
+impl<R: Read> Read for Guarded<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.stop.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(io::Error::other("search stopped"));
+        }
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        if self.limit > 0 && self.read > self.limit {
+            return Err(io::Error::other("file over the search size limit"));
+        }
+        Ok(n)
+    }
+}

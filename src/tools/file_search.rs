@@ -1,0 +1,135 @@
+//! `file_search` (seed 002, kept exactly): case-insensitive substring search that stops
+//! at 50 matches; seed 002's markdown format.
+//!
+//! ```text
+//! Found 3 matches for "TODO":
+//!
+//! - `README.md:12`: // TODO: Add setup instructions
+//! ```
+
+use crate::context::Ctx;
+use crate::error::{ToolError, ToolResult};
+use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::search::{self, GrepMode, GrepQuery, WalkOptions};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Seed 002: stop searching after 50 matches.
+pub const MAX_MATCHES: usize = 50;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// The text string to search for.
+    pub query: String,
+    /// The directory to search in (default: project root).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub path: Option<String>,
+    /// Whether to perform a case-insensitive search (default: true).
+    #[serde(default = "yes")]
+    pub ignore_case: bool,
+    /// Optional glob pattern to restrict files (e.g. '*.md').
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub include: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Match {
+    pub path: String,
+    pub line: u64,
+    /// The matching line, trimmed.
+    pub text: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    pub query: String,
+    pub matches: Vec<Match>,
+    /// Stopped at 50 matches: there are more.
+    pub truncated: bool,
+}
+
+pub struct FileSearch;
+
+impl Tool for FileSearch {
+    type Params = Params;
+    type Output = Output;
+
+    fn meta(&self) -> ToolMeta {
+        ToolMeta {
+            name: "file_search",
+            title: "Search Project Content",
+            description: "Perform a recursive text search throughout the project directory. Use this to find \
+strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
+            annotations: Annotations::READ_ONLY,
+        }
+    }
+
+    fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
+        if p.query.is_empty() {
+            return Err(ToolError::invalid("query is empty"));
+        }
+        let path = p.path.as_deref().filter(|s| !s.is_empty());
+        let bases = search::bases(ctx, Some(path.unwrap_or(".")))?;
+        let q = GrepQuery {
+            pattern: p.query.clone(),
+            fixed_strings: true,
+            ignore_case: p.ignore_case,
+            mode: GrepMode::Content,
+            needed: MAX_MATCHES,
+            ..GrepQuery::default()
+        };
+        let opts = WalkOptions {
+            include_hidden: false,
+            globs: p
+                .include
+                .into_iter()
+                .filter(|g| !g.trim().is_empty())
+                .collect(),
+        };
+        let found = search::grep(ctx, &bases, &opts, &q)?;
+        ctx.count_files(found.files_searched);
+        let total = found.match_count;
+        let matches: Vec<Match> = found
+            .files
+            .into_iter()
+            .flat_map(|f| {
+                let path = f.path;
+                f.lines.into_iter().map(move |l| Match {
+                    path: path.clone(),
+                    line: l.line,
+                    text: l.text.trim().to_string(),
+                })
+            })
+            .take(MAX_MATCHES)
+            .collect();
+        ctx.charge_bytes(matches.iter().map(|m| m.text.len() as u64).sum())?;
+        Ok(Output {
+            query: p.query,
+            truncated: (matches.len() as u64) < total,
+            matches,
+        })
+    }
+
+    fn render(&self, o: &Output) -> String {
+        if o.matches.is_empty() {
+            return format!("No matches found for {:?}.", o.query);
+        }
+        let mut s = format!("Found {} matches for {:?}:\n\n", o.matches.len(), o.query);
+        for m in &o.matches {
+            s.push_str(&format!("- `{}:{}`: {}\n", m.path, m.line, m.text));
+        }
+        if o.truncated {
+            s.push_str(&format!(
+                "\n(Stopped at {MAX_MATCHES} matches; narrow the query, path or include to see the rest.)\n"
+            ));
+        }
+        s
+    }
+}

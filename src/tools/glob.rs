@@ -1,0 +1,202 @@
+//! `glob`: find files by name pattern.
+//!
+//! Semantics (documented in the tool description too):
+//! - `*` and `?` stay within one path component, `**` crosses directories, `{a,b}`
+//!   alternates, `[ab]` is a class;
+//! - a pattern without `/` matches the file name at any depth (`*.c` finds every C file);
+//!   a pattern with `/` matches the path relative to `path` (`src/**/*.rs`);
+//! - files only, never directories; .gitignore, hidden, deny and skip rules as for grep.
+
+use crate::context::Ctx;
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::search::collect::TopN;
+use crate::search::{self, Found, WalkOptions};
+use globset::{GlobBuilder, GlobMatcher};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Sort {
+    /// By path (default).
+    #[default]
+    Path,
+    /// Most recently modified first.
+    Modified,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Glob: "*.c" (any depth), "src/**/*.rs", "*.{ts,tsx}", "test_[ab]*.py".
+    pub pattern: String,
+    /// Directory to search (default: the whole workspace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub path: Option<String>,
+    /// Most files to return (default 100; 0 for all).
+    #[serde(default = "default_max")]
+    pub max_results: usize,
+    /// Match hidden files and look inside hidden directories too.
+    #[serde(default)]
+    pub include_hidden: bool,
+    /// path (default) or modified (newest first).
+    #[serde(default)]
+    pub sort: Sort,
+}
+
+fn default_max() -> usize {
+    100
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// Matching files, relative to the workspace root.
+    pub files: Vec<String>,
+    /// Matching files in all, even when `files` was cut.
+    pub count: u64,
+    pub truncated: bool,
+}
+
+pub struct Glob;
+
+impl Tool for Glob {
+    type Params = Params;
+    type Output = Output;
+
+    fn meta(&self) -> ToolMeta {
+        ToolMeta {
+            name: "glob",
+            title: "Find files by name",
+            description: "Find files whose path matches a glob pattern. Prefer this to running find or ls -R in a \
+shell. A pattern without '/' matches file names at any depth (\"*.c\" finds every C file); with '/' it matches the \
+path from `path` (\"src/**/*.rs\"). '*' stays within a directory, '**' crosses directories, {a,b} and [ab] work. \
+Returns files only, sorted by path or (sort: \"modified\") newest first; honours .gitignore and skips hidden files \
+unless include_hidden.",
+            annotations: Annotations::READ_ONLY,
+        }
+    }
+
+    fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
+        let pattern = p.pattern.trim().trim_start_matches("./");
+        if pattern.is_empty() {
+            return Err(
+                ToolError::invalid("pattern is empty").with_hint("for every file use \"**\"")
+            );
+        }
+        if pattern.starts_with('/') {
+            return Err(ToolError::new(
+                ErrorCode::InvalidGlob,
+                "glob patterns are relative to `path`",
+            )
+            .with_hint("drop the leading '/', and set path to the directory to search"));
+        }
+        let by_name = !pattern.contains('/');
+        let glob = GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| {
+                ToolError::new(
+                    ErrorCode::InvalidGlob,
+                    format!("invalid glob {pattern:?}: {e}"),
+                )
+                .with_hint("globs look like *.rs, src/**/*.rs, *.{ts,tsx}")
+            })?;
+        let matcher: GlobMatcher = glob.compile_matcher();
+        let bases = search::bases(ctx, p.path.as_deref())?;
+        let opts = WalkOptions {
+            include_hidden: p.include_hidden,
+            globs: Vec::new(),
+        };
+        let ws = ctx.workspace();
+        let count = AtomicU64::new(0);
+        type ModKey = (Reverse<SystemTime>, usize, PathBuf);
+        let by_path: Mutex<TopN<()>> = Mutex::new(TopN::new(p.max_results));
+        let by_time: Mutex<TopN<(), ModKey>> = Mutex::new(TopN::new(p.max_results));
+
+        search::walk(ctx, &bases, &opts, || {
+            let (matcher, count, by_path, by_time) = (&matcher, &count, &by_path, &by_time);
+            move |f: &Found| {
+                let hit = if by_name {
+                    f.rel_to_base
+                        .file_name()
+                        .is_some_and(|n| matcher.is_match(n))
+                } else {
+                    matcher.is_match(f.rel_to_base)
+                };
+                if !hit {
+                    return true;
+                }
+                count.fetch_add(1, Ordering::Relaxed);
+                match p.sort {
+                    Sort::Path => {
+                        if let Ok(mut t) = by_path.lock() {
+                            t.insert(f.key.clone(), 1, ());
+                        }
+                    }
+                    Sort::Modified => {
+                        let modified = ws
+                            .open_found(f.key.0, &f.key.1, true)
+                            .and_then(|h| h.metadata())
+                            .and_then(|m| m.modified());
+                        if let (Ok(t), Ok(mut top)) = (modified, by_time.lock()) {
+                            top.insert((Reverse(t), f.key.0, f.key.1.clone()), 1, ());
+                        }
+                    }
+                }
+                true
+            }
+        })?;
+
+        let keys: Vec<(usize, PathBuf)> = match p.sort {
+            Sort::Path => by_path
+                .into_inner()
+                .map(|t| t.into_sorted().map(|(k, _)| k).collect())
+                .unwrap_or_default(),
+            Sort::Modified => by_time
+                .into_inner()
+                .map(|t| t.into_sorted().map(|((_, r, p), _)| (r, p)).collect())
+                .unwrap_or_default(),
+        };
+        let count = count.into_inner();
+        ctx.count_files(count);
+        // The walker lists directories by path; confirm each name shown through the
+        // sandbox so a directory swapped for a symlink mid-walk cannot leak outside names.
+        let files: Vec<String> = keys
+            .into_iter()
+            .filter(|(root, rel)| {
+                p.sort == Sort::Modified || ws.open_found(*root, rel, true).is_ok()
+            })
+            .map(|(root, rel)| ws.display(&ws.root_path(root).join(rel)))
+            .collect();
+        ctx.charge_bytes(files.iter().map(|f| f.len() as u64 + 1).sum())?;
+        Ok(Output {
+            truncated: (files.len() as u64) < count,
+            files,
+            count,
+        })
+    }
+
+    fn render(&self, o: &Output) -> String {
+        if o.count == 0 {
+            return "No files found.".into();
+        }
+        let mut s = o.files.join("\n");
+        s.push('\n');
+        if o.truncated {
+            s.push_str(&format!(
+                "[truncated: {} of {} files shown; narrow the pattern or path, or raise max_results]\n",
+                o.files.len(),
+                o.count
+            ));
+        }
+        s
+    }
+}

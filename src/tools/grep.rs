@@ -1,0 +1,311 @@
+//! `grep`: regex (or literal) content search over the workspace, ripgrep's engine and
+//! rules, deterministic output in path order with true totals.
+
+use crate::context::Ctx;
+use crate::error::{ToolError, ToolResult};
+use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::search::sink::Line;
+use crate::search::{self, GrepMode, GrepQuery, WalkOptions};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Default `max_results`: files, count entries or content lines.
+pub const DEFAULT_MAX_RESULTS: usize = 200;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputMode {
+    /// Matching lines with their line numbers (and context).
+    Content,
+    /// Only the paths of files that match (cheapest in tokens).
+    #[default]
+    FilesWithMatches,
+    /// Matching lines per file.
+    Count,
+}
+
+/// One glob or several.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Globs {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Default for Globs {
+    fn default() -> Self {
+        Globs::Many(Vec::new())
+    }
+}
+
+impl Globs {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            Globs::One(s) if s.trim().is_empty() => Vec::new(),
+            Globs::One(s) => vec![s],
+            Globs::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Regular expression (Rust syntax, like ripgrep), or literal text with fixed_strings.
+    pub pattern: String,
+    /// File or directory to search (default: the whole workspace).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub path: Option<String>,
+    /// Only files matching these globs: "*.rs", "src/**", "*.{ts,tsx}"; "!*.min.js" excludes.
+    #[serde(default)]
+    pub glob: Globs,
+    /// Case-insensitive search.
+    #[serde(default, alias = "-i")]
+    pub ignore_case: bool,
+    /// Treat the pattern as literal text, not a regex.
+    #[serde(default)]
+    pub fixed_strings: bool,
+    /// Let the pattern match across lines (`.` matches newlines too).
+    #[serde(default)]
+    pub multiline: bool,
+    /// Lines of context before and after each match (content mode).
+    #[serde(default, alias = "-C", alias = "C")]
+    #[schemars(with = "u64")]
+    pub context: Option<usize>,
+    /// Lines of context before each match (content mode).
+    #[serde(default, alias = "-B", alias = "B")]
+    #[schemars(with = "u64")]
+    pub context_before: Option<usize>,
+    /// Lines of context after each match (content mode).
+    #[serde(default, alias = "-A", alias = "A")]
+    #[schemars(with = "u64")]
+    pub context_after: Option<usize>,
+    /// content, files_with_matches (default) or count.
+    #[serde(default)]
+    pub output_mode: OutputMode,
+    /// Most results to return: files (files_with_matches, count) or lines (content).
+    /// Default 200; 0 for all.
+    #[serde(default, alias = "head_limit")]
+    #[schemars(with = "u64")]
+    pub max_results: Option<usize>,
+    /// Skip this many results first (to page through a long result).
+    #[serde(default)]
+    pub offset: usize,
+    /// Search hidden files and directories too.
+    #[serde(default)]
+    pub include_hidden: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FileResult {
+    pub path: String,
+    /// Matching lines in the file (count mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// Matching and context lines (content mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lines: Option<Vec<Line>>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// Sorted by path.
+    pub files: Vec<FileResult>,
+    /// Files that match, in all.
+    pub file_count: u64,
+    /// Matching lines, in all (content and count modes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub match_count: Option<u64>,
+    /// More results exist than were returned (see offset).
+    pub truncated: bool,
+    #[serde(skip)]
+    pub mode: OutputMode,
+    #[serde(skip)]
+    pub context: bool,
+    #[serde(skip)]
+    pub offset: usize,
+}
+
+pub struct Grep;
+
+impl Tool for Grep {
+    type Params = Params;
+    type Output = Output;
+
+    fn meta(&self) -> ToolMeta {
+        ToolMeta {
+            name: "grep",
+            title: "Search file contents",
+            description: "Search file contents with a regular expression (ripgrep syntax and speed). Prefer this to \
+running grep or rg in a shell. output_mode: files_with_matches (default: paths only), content (matching lines \
+with line numbers; add context, context_before, context_after), count (matches per file). Filter files with glob \
+(\"*.rs\", \"src/**\", \"!*.min.js\"), set ignore_case, fixed_strings for literal text, multiline to match across \
+lines. Honours .gitignore, skips hidden and binary files. Results are sorted by path; page with offset and \
+max_results.",
+            annotations: Annotations::READ_ONLY,
+        }
+    }
+
+    fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
+        if p.pattern.is_empty() {
+            return Err(ToolError::invalid("pattern is empty")
+                .with_hint("give a regex, or literal text with fixed_strings: true"));
+        }
+        let bases = search::bases(ctx, p.path.as_deref())?;
+        let max = p.max_results.unwrap_or(DEFAULT_MAX_RESULTS);
+        let mode = match p.output_mode {
+            OutputMode::Content => GrepMode::Content,
+            OutputMode::FilesWithMatches => GrepMode::Files,
+            OutputMode::Count => GrepMode::Count,
+        };
+        let around = p.context.unwrap_or(0);
+        let q = GrepQuery {
+            pattern: p.pattern,
+            fixed_strings: p.fixed_strings,
+            ignore_case: p.ignore_case,
+            multiline: p.multiline,
+            before: p.context_before.unwrap_or(around),
+            after: p.context_after.unwrap_or(around),
+            mode,
+            needed: if max == 0 {
+                0
+            } else {
+                p.offset.saturating_add(max)
+            },
+            file_units: false,
+        };
+        let opts = WalkOptions {
+            include_hidden: p.include_hidden,
+            globs: p.glob.into_vec(),
+        };
+        let found = search::grep(ctx, &bases, &opts, &q)?;
+        ctx.count_files(found.files_searched);
+        let take = if max == 0 { usize::MAX } else { max };
+
+        let (files, truncated) = if mode == GrepMode::Content {
+            let mut skip = p.offset;
+            let mut left = take;
+            let mut files = Vec::new();
+            for f in found.files {
+                if left == 0 {
+                    break;
+                }
+                let n = f.lines.len();
+                if skip >= n {
+                    skip -= n;
+                    continue;
+                }
+                let lines: Vec<Line> = f.lines.into_iter().skip(skip).take(left).collect();
+                skip = 0;
+                left -= lines.len();
+                files.push(FileResult {
+                    path: f.path,
+                    count: None,
+                    lines: Some(lines),
+                });
+            }
+            let shown: usize = files
+                .iter()
+                .map(|f| f.lines.as_ref().map_or(0, Vec::len))
+                .sum();
+            let truncated = found.capped || (p.offset + shown) < found.line_count as usize;
+            (files, truncated)
+        } else {
+            let files: Vec<FileResult> = found
+                .files
+                .into_iter()
+                .skip(p.offset)
+                .take(take)
+                .map(|f| FileResult {
+                    path: f.path,
+                    count: (mode == GrepMode::Count).then_some(f.count),
+                    lines: None,
+                })
+                .collect();
+            let truncated = (p.offset + files.len()) < found.file_count as usize;
+            (files, truncated)
+        };
+        let bytes: usize = files
+            .iter()
+            .map(|f| {
+                f.path.len()
+                    + f.lines
+                        .as_ref()
+                        .map_or(0, |l| l.iter().map(|l| l.text.len()).sum())
+            })
+            .sum();
+        ctx.charge_bytes(bytes as u64)?;
+        Ok(Output {
+            files,
+            file_count: found.file_count,
+            match_count: (mode != GrepMode::Files).then_some(found.match_count),
+            truncated,
+            mode: p.output_mode,
+            context: q.before + q.after > 0,
+            offset: p.offset,
+        })
+    }
+
+    fn render(&self, o: &Output) -> String {
+        render(o)
+    }
+}
+
+/// ripgrep's look: `path:line:text` for matches, `path-line-text` for context, `--`
+/// between groups that are not contiguous.
+pub fn render(o: &Output) -> String {
+    let mut s = String::new();
+    if o.files.is_empty() && o.file_count == 0 {
+        return "No matches found.".into();
+    }
+    match o.mode {
+        OutputMode::FilesWithMatches => {
+            for f in &o.files {
+                s.push_str(&f.path);
+                s.push('\n');
+            }
+        }
+        OutputMode::Count => {
+            for f in &o.files {
+                s.push_str(&format!("{}:{}\n", f.path, f.count.unwrap_or(0)));
+            }
+        }
+        OutputMode::Content => {
+            let mut first_group = true;
+            for f in &o.files {
+                let mut prev: Option<u64> = None;
+                for l in f.lines.iter().flatten() {
+                    let gap = prev.is_none_or(|p| l.line != p + 1);
+                    if gap && o.context && !first_group {
+                        s.push_str("--\n");
+                    }
+                    first_group = false;
+                    let sep = if l.is_match { ':' } else { '-' };
+                    s.push_str(&format!("{}{sep}{}{sep}{}\n", f.path, l.line, l.text));
+                    prev = Some(l.line);
+                }
+            }
+        }
+    }
+    if o.truncated {
+        let (unit, shown) = match o.mode {
+            OutputMode::Content => (
+                "lines",
+                o.files
+                    .iter()
+                    .map(|f| f.lines.as_ref().map_or(0, Vec::len))
+                    .sum(),
+            ),
+            _ => ("files", o.files.len()),
+        };
+        s.push_str(&format!(
+            "[truncated: showing {unit} {}-{} ({} matching files in all); pass offset {} for more]\n",
+            o.offset + 1,
+            o.offset + shown,
+            o.file_count,
+            o.offset + shown
+        ));
+    }
+    s
+}

@@ -1,0 +1,145 @@
+//! `search_files` (seed 001, kept exactly): regex search with a glob filter, context
+//! lines and a cap on files; seed 001's text format.
+//!
+//! ```text
+//! Found N matching files:
+//!
+//! ## path/to/file.md
+//! Line 42:   context line before
+//! Line 43: > matching line with pattern
+//! Line 44:   context line after
+//! ```
+
+use crate::context::Ctx;
+use crate::error::{ToolError, ToolResult};
+use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::search::sink::Line;
+use crate::search::{self, GrepMode, GrepQuery, WalkOptions};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Regex pattern to search for.
+    pub pattern: String,
+    /// Glob pattern to filter files (e.g. "*.md", "Projects/**").
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub file_pattern: Option<String>,
+    /// Number of lines before/after each match (default 2).
+    #[serde(default = "two")]
+    pub context_lines: usize,
+    /// Maximum files to return (default 10).
+    #[serde(default = "ten")]
+    pub max_results: usize,
+}
+
+fn two() -> usize {
+    2
+}
+fn ten() -> usize {
+    10
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FileMatches {
+    pub path: String,
+    pub lines: Vec<Line>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    pub files: Vec<FileMatches>,
+    /// Matching files in all.
+    pub file_count: u64,
+    pub truncated: bool,
+}
+
+pub struct SearchFiles;
+
+impl Tool for SearchFiles {
+    type Params = Params;
+    type Output = Output;
+
+    fn meta(&self) -> ToolMeta {
+        ToolMeta {
+            name: "search_files",
+            title: "Search files (regex, with excerpts)",
+            description: "Search file contents using regex patterns. Returns matching file paths with excerpts \
+showing context around matches.",
+            annotations: Annotations::READ_ONLY,
+        }
+    }
+
+    fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
+        if p.pattern.is_empty() {
+            return Err(ToolError::invalid("pattern is empty"));
+        }
+        let bases = search::bases(ctx, None)?;
+        let q = GrepQuery {
+            pattern: p.pattern,
+            before: p.context_lines,
+            after: p.context_lines,
+            mode: GrepMode::Content,
+            needed: p.max_results,
+            file_units: true,
+            ..GrepQuery::default()
+        };
+        let opts = WalkOptions {
+            include_hidden: false,
+            globs: p
+                .file_pattern
+                .into_iter()
+                .filter(|g| !g.trim().is_empty())
+                .collect(),
+        };
+        let found = search::grep(ctx, &bases, &opts, &q)?;
+        ctx.count_files(found.files_searched);
+        let take = if p.max_results == 0 {
+            usize::MAX
+        } else {
+            p.max_results
+        };
+        let files: Vec<FileMatches> = found
+            .files
+            .into_iter()
+            .take(take)
+            .map(|f| FileMatches {
+                path: f.path,
+                lines: f.lines,
+            })
+            .collect();
+        ctx.charge_bytes(
+            files
+                .iter()
+                .flat_map(|f| &f.lines)
+                .map(|l| l.text.len() as u64)
+                .sum(),
+        )?;
+        Ok(Output {
+            truncated: (files.len() as u64) < found.file_count,
+            files,
+            file_count: found.file_count,
+        })
+    }
+
+    fn render(&self, o: &Output) -> String {
+        let mut s = format!("Found {} matching files:\n", o.files.len());
+        for f in &o.files {
+            s.push_str(&format!("\n## {}\n", f.path));
+            for l in &f.lines {
+                let mark = if l.is_match { '>' } else { ' ' };
+                s.push_str(&format!("Line {}: {mark} {}\n", l.line, l.text));
+            }
+        }
+        if o.truncated {
+            s.push_str(&format!(
+                "\n(Showing the first {} of {} matching files; raise max_results to see more.)\n",
+                o.files.len(),
+                o.file_count
+            ));
+        }
+        s
+    }
+}
