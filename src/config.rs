@@ -60,8 +60,8 @@ pub const DEFAULT_DENY: &[&str] = &[
     ".aws/",
     ".ssh/",
     ".gnupg/",
-    ".docker/config.json",
-    ".kube/config",
+    "**/.docker/config.json",
+    "**/.kube/config",
     "*.tfstate",
     "*.tfstate.backup",
     // version-control internals

@@ -107,6 +107,55 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Search file contents (like rg): content by default; exit 1 when nothing matched.
+    Grep {
+        pattern: String,
+        path: Option<String>,
+        #[arg(short = 'i', long)]
+        ignore_case: bool,
+        #[arg(short = 'F', long)]
+        fixed_strings: bool,
+        #[arg(short = 'U', long)]
+        multiline: bool,
+        #[arg(short = 'A', long, value_name = "N")]
+        after_context: Option<usize>,
+        #[arg(short = 'B', long, value_name = "N")]
+        before_context: Option<usize>,
+        #[arg(short = 'C', long, value_name = "N")]
+        context: Option<usize>,
+        /// Only files matching GLOB (repeatable; !GLOB excludes).
+        #[arg(short = 'g', long = "glob", value_name = "GLOB")]
+        globs: Vec<String>,
+        /// Print only the paths of matching files.
+        #[arg(short = 'l', long)]
+        files_with_matches: bool,
+        /// Print matching lines per file.
+        #[arg(short = 'c', long, conflicts_with = "files_with_matches")]
+        count: bool,
+        /// Most results (lines, or files with -l/-c); 0 for all.
+        #[arg(long, default_value_t = 0)]
+        max: usize,
+        /// Search hidden files too.
+        #[arg(long, short = '.')]
+        hidden: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Find files by glob pattern; exit 1 when none matched.
+    Glob {
+        pattern: String,
+        path: Option<String>,
+        /// Most files; 0 for all.
+        #[arg(long, default_value_t = 0)]
+        max: usize,
+        /// Newest first instead of by path.
+        #[arg(long)]
+        modified: bool,
+        #[arg(long, short = '.')]
+        hidden: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the effective configuration and where each value came from.
     Config {
         #[arg(long)]
@@ -256,6 +305,63 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             }
             human(&loaded, &session, "list_directory", args, json)
         }
+        Command::Grep {
+            pattern,
+            path,
+            ignore_case,
+            fixed_strings,
+            multiline,
+            after_context,
+            before_context,
+            context,
+            globs,
+            files_with_matches,
+            count,
+            max,
+            hidden,
+            json,
+        } => {
+            let mode = if files_with_matches {
+                "files_with_matches"
+            } else if count {
+                "count"
+            } else {
+                "content"
+            };
+            let mut args = json!({
+                "pattern": pattern, "ignore_case": ignore_case, "fixed_strings": fixed_strings,
+                "multiline": multiline, "glob": globs, "output_mode": mode, "max_results": max,
+                "include_hidden": hidden,
+            });
+            for (k, v) in [
+                ("path", path.map(Value::from)),
+                ("context", context.map(Value::from)),
+                ("context_before", before_context.map(Value::from)),
+                ("context_after", after_context.map(Value::from)),
+            ] {
+                if let Some(v) = v {
+                    args[k] = v;
+                }
+            }
+            found_or_not(&loaded, &session, "grep", args, json, "file_count")
+        }
+        Command::Glob {
+            pattern,
+            path,
+            max,
+            modified,
+            hidden,
+            json,
+        } => {
+            let mut args = json!({
+                "pattern": pattern, "max_results": max, "include_hidden": hidden,
+                "sort": if modified { "modified" } else { "path" },
+            });
+            if let Some(p) = path {
+                args["path"] = p.into();
+            }
+            found_or_not(&loaded, &session, "glob", args, json, "count")
+        }
         Command::Info { path, json } => human(
             &loaded,
             &session,
@@ -297,6 +403,28 @@ fn human(
         Ok(out) => {
             emit(&out, json);
             Ok(0)
+        }
+        Err(e) => Ok(report(&e)),
+    }
+}
+
+/// Runs a search; exit 0 when it found something, 1 when not (as grep does).
+fn found_or_not(
+    loaded: &config::Loaded,
+    session: &Session,
+    tool: &str,
+    args: Value,
+    json: bool,
+    count_field: &str,
+) -> anyhow::Result<i32> {
+    let ferret = Ferret::new(loaded.config.clone())?;
+    match ferret.call(session, tool, args, CallOptions::default()) {
+        Ok(out) => {
+            let found = out.structured[count_field].as_u64().unwrap_or(0) > 0;
+            if found || json {
+                emit(&out, json);
+            }
+            Ok(if found { 0 } else { 1 })
         }
         Err(e) => Ok(report(&e)),
     }

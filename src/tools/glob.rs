@@ -138,16 +138,16 @@ unless include_hidden.",
                 match p.sort {
                     Sort::Path => {
                         if let Ok(mut t) = by_path.lock() {
-                            t.insert(f.key.clone(), 1, ());
+                            t.insert(f.key(), 1, ());
                         }
                     }
                     Sort::Modified => {
                         let modified = ws
-                            .open_found(f.key.0, &f.key.1, true)
+                            .open_found(f.root, f.rel, true)
                             .and_then(|h| h.metadata())
                             .and_then(|m| m.modified());
                         if let (Ok(t), Ok(mut top)) = (modified, by_time.lock()) {
-                            top.insert((Reverse(t), f.key.0, f.key.1.clone()), 1, ());
+                            top.insert((Reverse(t), f.root, f.rel.to_path_buf()), 1, ());
                         }
                     }
                 }

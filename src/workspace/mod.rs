@@ -110,6 +110,8 @@ pub struct Workspace {
     roots: Vec<Root>,
     deny: PatternSet,
     skip: PatternSet,
+    /// skip then deny, in one matcher: what a walk leaves out, one lookup per entry.
+    walk_exclude: PatternSet,
     allowed_extensions: Vec<String>,
     max_path_depth: usize,
 }
@@ -156,10 +158,13 @@ impl Workspace {
             .map_err(|e| anyhow::anyhow!("deny patterns: {}", e.message))?;
         let skip = PatternSet::new(config.skip_patterns())
             .map_err(|e| anyhow::anyhow!("skip patterns: {}", e.message))?;
+        let walk_exclude = PatternSet::new(config.skip_patterns().chain(config.deny_patterns()))
+            .map_err(|e| anyhow::anyhow!("skip/deny patterns: {}", e.message))?;
         Ok(Workspace {
             roots,
             deny,
             skip,
+            walk_exclude,
             allowed_extensions: config
                 .allowed_extensions
                 .iter()
@@ -628,20 +633,15 @@ impl Workspace {
     }
 
     /// The root-relative form of a path the walker produced under root `root`.
-    pub fn from_walk(&self, root: usize, abs: &Path) -> Option<WsPath> {
-        abs.strip_prefix(&self.roots[root].canonical)
-            .ok()
-            .map(|rel| WsPath {
-                root,
-                rel: rel.to_path_buf(),
-            })
+    pub fn walk_rel<'p>(&self, root: usize, abs: &'p Path) -> Option<&'p Path> {
+        crate::search::strip(abs, &self.roots[root].canonical)
     }
 
-    /// For walks: whether an entry is denied or skipped, checking only the entry itself
-    /// (its directories were checked, and pruned, on the way down).
-    pub fn walk_excludes(&self, p: &WsPath, base: &WsPath, is_dir: bool) -> bool {
-        self.deny.matches_leaf(&p.rel, is_dir)
-            || (p.rel != base.rel && self.skip.matches_leaf(&p.rel, is_dir))
+    /// For walks: whether an entry below the walk's base (root-relative `rel`) is denied
+    /// or skipped, checking only the entry itself (its directories were checked, and
+    /// pruned, on the way down).
+    pub fn walk_excludes(&self, rel: &Path, is_dir: bool) -> bool {
+        self.walk_exclude.matches_leaf(rel, is_dir)
     }
 }
 
