@@ -71,15 +71,19 @@ pub const DEFAULT_DENY: &[&str] = &[
 ];
 
 /// Noise: left out of listings and searches, still readable when named.
+///
+/// Build-output directories are skipped only at the top of a root: a `target/` or
+/// `build/` deeper down is as likely to be source (the Linux kernel's `drivers/target`,
+/// `tools/build`) as output, and output deeper down is usually gitignored anyway.
 pub const DEFAULT_SKIP: &[&str] = &[
     "node_modules/",
     "vendor/",
     ".venv/",
     "venv/",
     "__pycache__/",
-    "dist/",
-    "build/",
-    "target/",
+    "/dist/",
+    "/build/",
+    "/target/",
     ".next/",
     ".idea/",
     ".vscode/",
@@ -137,7 +141,20 @@ pub struct Config {
     pub round_window: Duration,
     /// JSON Lines audit log; none when unset.
     pub audit_log: Option<PathBuf>,
+    /// Tools the MCP server lists (every tool stays reachable through `ferret call` and
+    /// the library). search_files and file_search overlap grep and are off by default.
+    pub tools: Vec<String>,
 }
+
+/// The tools an MCP server lists by default: one search tool of each kind.
+pub const DEFAULT_TOOLS: &[&str] = &[
+    "read_file",
+    "list_directory",
+    "file_exists",
+    "get_file_info",
+    "grep",
+    "glob",
+];
 
 impl Config {
     pub fn defaults(mode: Mode) -> Config {
@@ -162,6 +179,7 @@ impl Config {
             },
             round_window: Duration::from_secs(60),
             audit_log: None,
+            tools: DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect(),
         }
     }
 

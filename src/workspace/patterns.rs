@@ -124,6 +124,9 @@ mod tests {
         assert!(s.matches(Path::new("node_modules"), true));
         assert!(s.matches(Path::new("web/node_modules/react/index.js"), false));
         assert!(s.matches(Path::new("target/debug/ferret"), false));
+        // build-output names deeper down may be source (the kernel's drivers/target)
+        assert!(!s.matches(Path::new("drivers/target/core.c"), false));
+        assert!(!s.matches(Path::new("tools/build/Makefile"), false));
         assert!(s.matches(Path::new("lib/foo.so"), false));
         // a file called `build` is not a build directory
         assert!(!s.matches(Path::new("build"), false));
