@@ -17,6 +17,9 @@
 //! - [`registry`]: the `Tool` trait, the list of tools, schema export.
 //! - [`context`]: `Ferret` (shared services, `call`), `Session`, the per-call `Ctx`.
 //! - [`tools`]: one file per tool.
+//! - [`search`]: the search engine (parallel walk + ripgrep's searcher).
+//! - [`mcp`]: the MCP server (stdio, streamable HTTP), one bridge for every tool.
+//! - [`prompt`]: the guidance given to agents.
 //! - [`cli`]: the `ferret` command.
 //!
 //! ## Using it as a library
@@ -40,6 +43,8 @@ pub mod config;
 pub mod context;
 pub mod error;
 pub mod limits;
+pub mod mcp;
+pub mod prompt;
 pub mod registry;
 pub mod search;
 pub mod tools;

@@ -156,6 +156,30 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the tools to agents over MCP: stdio by default, streamable HTTP with --http.
+    Serve {
+        /// Serve streamable HTTP at ADDR (like 127.0.0.1:8765) instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// Bearer token every HTTP request must carry (needed off loopback). Env: FERRET_TOKEN.
+        #[arg(long, env = "FERRET_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Tools to serve, comma-separated (config key `tools`).
+        #[arg(long, value_delimiter = ',')]
+        tools: Option<Vec<String>>,
+        /// Another Host header value to accept over HTTP (repeatable).
+        #[arg(long = "allow-host", value_name = "HOST")]
+        allow_hosts: Vec<String>,
+        /// Another Origin to accept over HTTP (repeatable), like https://app.example.com:443.
+        #[arg(long = "allow-origin", value_name = "ORIGIN")]
+        allow_origins: Vec<String>,
+        /// Largest HTTP request body in bytes.
+        #[arg(long, default_value_t = 4 * 1024 * 1024)]
+        max_body: usize,
+    },
+    /// Print the instructions the MCP server gives agents (for hosts that write their own
+    /// system prompt).
+    Prompt,
     /// Print the effective configuration and where each value came from.
     Config {
         #[arg(long)]
@@ -237,12 +261,52 @@ pub fn load_config(global: &Global, mode: Mode) -> anyhow::Result<config::Loaded
     config::load(mode, &overrides, &ferret_env())
 }
 
-fn run(cli: Cli) -> anyhow::Result<i32> {
-    let loaded = load_config(&cli.global, Mode::Cli)?;
+fn run(mut cli: Cli) -> anyhow::Result<i32> {
+    let server = matches!(cli.command, Command::Serve { .. } | Command::Prompt);
+    if let Command::Serve { tools: Some(t), .. } = &cli.command {
+        cli.global.sets.push(format!("tools={}", t.join(",")));
+    }
+    let loaded = load_config(&cli.global, if server { Mode::Server } else { Mode::Cli })?;
     let session = Session::new(format!("cli-{}", std::process::id()), "cli");
     match cli.command {
         Command::Tools { format } => {
             let _ = print_json(&Registry::standard().export(format));
+            Ok(0)
+        }
+        Command::Prompt => {
+            let ferret = Ferret::new(loaded.config)?;
+            let tools = crate::mcp::served_tools(&ferret)?;
+            print_text(&crate::prompt::instructions(&ferret, &tools))?;
+            Ok(0)
+        }
+        Command::Serve {
+            http,
+            token,
+            allow_hosts,
+            allow_origins,
+            max_body,
+            ..
+        } => {
+            let ferret = std::sync::Arc::new(Ferret::new(loaded.config)?);
+            let http = http.map(|addr| crate::mcp::http::HttpOptions {
+                addr,
+                token,
+                allowed_hosts: allow_hosts,
+                allowed_origins: allow_origins,
+                max_body_bytes: max_body,
+            });
+            if let Some(h) = &http {
+                crate::mcp::http::check(h)?;
+            }
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                match http {
+                    Some(h) => crate::mcp::http::serve_http(ferret, h).await,
+                    None => crate::mcp::serve_stdio(ferret).await,
+                }
+            })?;
             Ok(0)
         }
         Command::Config { json } => {

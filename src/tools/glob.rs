@@ -169,13 +169,11 @@ unless include_hidden.",
         ctx.count_files(count);
         // The walker lists directories by path; confirm each name shown through the
         // sandbox so a directory swapped for a symlink mid-walk cannot leak outside names.
-        let files: Vec<String> = keys
-            .into_iter()
-            .filter(|(root, rel)| {
-                p.sort == Sort::Modified || ws.open_found(*root, rel, true).is_ok()
-            })
-            .map(|(root, rel)| ws.display(&ws.root_path(root).join(rel)))
-            .collect();
+        let verify = p.sort == Sort::Path;
+        let files = confirmed(keys, |(root, rel)| {
+            (!verify || ws.open_found(*root, rel, true).is_ok())
+                .then(|| ws.display(&ws.root_path(*root).join(rel)))
+        });
         ctx.charge_bytes(files.iter().map(|f| f.len() as u64 + 1).sum())?;
         Ok(Output {
             truncated: (files.len() as u64) < count,
@@ -199,4 +197,24 @@ unless include_hidden.",
         }
         s
     }
+}
+
+/// Maps `keys` through `f` on every core, keeping order: one `openat2` per name adds up
+/// when an agent asks for tens of thousands of paths.
+fn confirmed<K: Sync>(keys: Vec<K>, f: impl Fn(&K) -> Option<String> + Sync) -> Vec<String> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if keys.len() < 512 || threads < 2 {
+        return keys.iter().filter_map(&f).collect();
+    }
+    let chunk = keys.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = keys
+            .chunks(chunk)
+            .map(|c| s.spawn(|| c.iter().filter_map(&f).collect::<Vec<String>>()))
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
 }

@@ -1,0 +1,238 @@
+//! The MCP front end: one generic bridge from registry tools to MCP tools (rmcp), served
+//! over stdio or streamable HTTP ([`http`]).
+//!
+//! No tool has MCP code of its own. `tools/list` is the registry's MCP export filtered by
+//! the `tools` setting; `tools/call` hands the JSON arguments to [`Ferret::call`] on the
+//! blocking pool (a slow search never holds up a `file_exists`), bridges the client's
+//! cancellation to the call's [`CancelToken`] and the search's progress to
+//! `notifications/progress`. A tool error is an `isError` result carrying the code and
+//! the hint, never a protocol error, so the agent can read it and recover.
+
+pub mod http;
+
+use crate::context::{CallOptions, CancelToken, Ferret, Progress, Session};
+use crate::error::ErrorCode;
+use crate::registry::SchemaFormat;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The state one server process shares across all its connections.
+pub struct Shared {
+    pub ferret: Arc<Ferret>,
+    /// MCP definitions of the tools served, in registry order.
+    tools: Vec<Tool>,
+    instructions: String,
+    /// Whether connections are stateless HTTP requests (2026-07-28), which share a
+    /// session by client name rather than by connection.
+    http: bool,
+}
+
+impl Shared {
+    pub fn new(ferret: Arc<Ferret>, http: bool) -> anyhow::Result<Arc<Shared>> {
+        let enabled = served_tools(&ferret)?;
+        let all = ferret.registry().export(SchemaFormat::Mcp);
+        let tools = all
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| {
+                t["name"]
+                    .as_str()
+                    .is_some_and(|n| enabled.iter().any(|e| e == n))
+            })
+            .map(|t| serde_json::from_value::<Tool>(t.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Arc::new(Shared {
+            instructions: crate::prompt::instructions(&ferret, &enabled),
+            ferret,
+            tools,
+            http,
+        }))
+    }
+}
+
+/// The tools the server lists: the `tools` setting, minus write tools when writes are
+/// off. Unknown names are a startup error.
+pub fn served_tools(ferret: &Ferret) -> anyhow::Result<Vec<String>> {
+    let registry = ferret.registry();
+    for name in &ferret.config().tools {
+        if registry.get(name).is_none() {
+            anyhow::bail!(
+                "unknown tool {name:?} in the tools setting; available: {}",
+                registry.names().join(", ")
+            );
+        }
+    }
+    Ok(registry
+        .tools()
+        .map(|t| t.meta())
+        .filter(|m| ferret.config().tools.iter().any(|n| n == m.name))
+        .filter(|m| !m.annotations.needs_write)
+        .map(|m| m.name.to_string())
+        .collect())
+}
+
+/// One MCP connection (stdio) or session (HTTP).
+#[derive(Clone)]
+pub struct FerretServer {
+    shared: Arc<Shared>,
+    connection: String,
+}
+
+impl FerretServer {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        FerretServer {
+            shared,
+            connection: format!("mcp-{}", uuid_like()),
+        }
+    }
+
+    fn session(&self, ctx: &RequestContext<RoleServer>) -> Session {
+        let agent = ctx
+            .client_info()
+            .map(|i| i.name)
+            .unwrap_or_else(|| "unknown".into());
+        // A legacy session (or a stdio connection) is one client; stateless 2026-07-28 HTTP
+        // requests each get a fresh handler, so their rounds are kept per client name.
+        let id = if self.shared.http && ctx.peer.peer_info().is_none() {
+            format!("http-{agent}")
+        } else {
+            self.connection.clone()
+        };
+        Session::new(id, agent)
+    }
+}
+
+fn uuid_like() -> String {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{:x}-{:x}-{n}", std::process::id(), nanos)
+}
+
+impl ServerHandler for FerretServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("ferret", env!("CARGO_PKG_VERSION")))
+            .with_instructions(self.shared.instructions.clone())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        let session = self.session(&ctx);
+        if !self.shared.tools.iter().any(|t| t.name == name) {
+            let served: Vec<&str> = self.shared.tools.iter().map(|t| t.name.as_ref()).collect();
+            let hint = if self.shared.ferret.registry().get(&name).is_some() {
+                "it is switched off on this server (the tools setting, or writes are disabled)"
+                    .to_string()
+            } else {
+                format!("available tools: {}", served.join(", "))
+            };
+            return Ok(error_result(
+                ErrorCode::UnknownTool,
+                &format!("no tool named {name:?} is served"),
+                Some(&hint),
+            )
+            .into());
+        }
+        let args = Value::Object(request.arguments.unwrap_or_default());
+
+        let cancel = CancelToken::new();
+        let progress = ctx.meta.get_progress_token().map(|token| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+            let peer = ctx.peer.clone();
+            tokio::spawn(async move {
+                while let Some(p) = rx.recv().await {
+                    let mut param =
+                        ProgressNotificationParam::new(token.clone(), p.files_searched as f64);
+                    param.message = Some(format!(
+                        "{} files searched, {} matches",
+                        p.files_searched, p.matches
+                    ));
+                    if peer.notify_progress(param).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            Arc::new(move |p: Progress| {
+                let _ = tx.send(p);
+            }) as crate::context::ProgressSink
+        });
+        let opts = CallOptions {
+            cancel: cancel.clone(),
+            progress,
+        };
+        let ferret = self.shared.ferret.clone();
+        let job = tokio::task::spawn_blocking(move || ferret.call(&session, &name, args, opts));
+        tokio::pin!(job);
+        let joined = tokio::select! {
+            r = &mut job => r,
+            () = ctx.ct.cancelled() => {
+                cancel.cancel();
+                job.await
+            }
+        };
+        let result = match joined {
+            Ok(Ok(out)) => {
+                let mut r = CallToolResult::success(vec![ContentBlock::text(out.text)]);
+                r.structured_content = Some(out.structured);
+                r
+            }
+            Ok(Err(e)) => error_result(e.code, &e.message, e.hint.as_deref()),
+            Err(join) => error_result(
+                ErrorCode::IoError,
+                &format!("the tool failed: {join}"),
+                None,
+            ),
+        };
+        Ok(result.into())
+    }
+}
+
+fn error_result(code: ErrorCode, message: &str, hint: Option<&str>) -> CallToolResult {
+    let mut text = format!("{code}: {message}");
+    if let Some(h) = hint {
+        text.push_str(&format!("\nHint: {h}"));
+    }
+    let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
+    r.meta = serde_json::from_value(
+        json!({ "ferret/error": { "code": code, "message": message, "hint": hint } }),
+    )
+    .ok();
+    r
+}
+
+/// Serves MCP on standard input and output until the client hangs up. Logs go to stderr.
+pub async fn serve_stdio(ferret: Arc<Ferret>) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    let shared = Shared::new(ferret, false)?;
+    let server = FerretServer::new(shared)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| anyhow::anyhow!("MCP handshake failed: {e}"))?;
+    server.waiting().await?;
+    Ok(())
+}
