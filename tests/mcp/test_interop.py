@@ -1,0 +1,361 @@
+"""The real ferret binary driven by the official MCP Python SDK (PyPI `mcp`), over stdio
+(protocol 2026-07-28 and the legacy 2025-11-25 handshake) and streamable HTTP."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import anyio
+import httpx2
+import jsonschema
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+REPO = Path(__file__).resolve().parents[2]
+FERRET = os.environ.get("FERRET_BIN", str(REPO / "target" / "release" / "ferret"))
+VERSION = re.search(r'^version = "(.+)"', (REPO / "Cargo.toml").read_text(), re.M).group(1)
+MODES = ["auto", "legacy"]  # auto negotiates 2026-07-28 through server/discover
+DEFAULT_TOOLS = ["read_file", "list_directory", "file_exists", "get_file_info", "grep", "glob"]
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture
+def ws(tmp_path):
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "a.txt").write_text("hello\nworld\n")
+    (root / "src" / "main.rs").write_text("fn main() {\n    // TODO: one\n}\n")
+    (root / ".env").write_text("TOKEN=secret\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("TODO outside\n")
+    (root / "out").symlink_to(outside)
+    return root
+
+
+@pytest.fixture
+def big(tmp_path):
+    """A tree a grep takes a good while over: 2000 files of 150 KB."""
+    root = tmp_path / "big"
+    line = ("lorem ipsum dolor sit amet consectetur adipiscing elit " * 2 + "\n").encode()
+    body = line * (150_000 // len(line))
+    for d in range(20):
+        sub = root / f"d{d:02}"
+        sub.mkdir(parents=True)
+        for i in range(100):
+            (sub / f"f{i:03}.txt").write_bytes(body)
+    (root / "small.txt").write_text("x\n")
+    return root
+
+
+# No digits in the big tree, and no literal to skip to: every byte is scanned (~0.3 s).
+SLOW = r"\w{3,}\s+\w{3,}\s+\d+"
+
+
+def stdio(root, *extra, mode="auto", env=None):
+    params = StdioServerParameters(command=FERRET, args=["--root", str(root), *extra, "serve"], env=env)
+    return Client(params, mode=mode)
+
+
+def text(result):
+    return "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_handshake_tools_and_schemas(ws, mode):
+    async with stdio(ws, mode=mode) as c:
+        assert c.server_info.name == "ferret"
+        assert c.server_info.version == VERSION
+        assert c.protocol_version == ("2026-07-28" if mode != "legacy" else "2025-11-25")
+        assert str(ws.resolve()) in c.instructions
+        assert "glob" in c.instructions and "grep" in c.instructions
+        tools = (await c.list_tools()).tools
+        assert [t.name for t in tools] == DEFAULT_TOOLS
+        for t in tools:
+            assert t.title and len(t.description) > 40
+            assert t.input_schema["type"] == "object"
+            assert t.output_schema["type"] == "object"
+            assert t.annotations.read_only_hint is True
+            assert t.annotations.destructive_hint is False
+            assert t.annotations.open_world_hint is False
+            jsonschema.Draft202012Validator.check_schema(t.input_schema)
+            jsonschema.Draft202012Validator.check_schema(t.output_schema)
+
+
+@pytest.mark.anyio
+async def test_a_pinned_2026_client_needs_no_handshake(ws):
+    """A client that already knows the server pins 2026-07-28: no initialize, no discover."""
+    async with stdio(ws, mode="2026-07-28") as c:
+        assert c.protocol_version == "2026-07-28"
+        assert [t.name for t in (await c.list_tools()).tools] == DEFAULT_TOOLS
+        r = await c.call_tool("read_file", {"path": "a.txt"})
+        assert r.structured_content["content"] == "hello\nworld\n"
+
+
+CALLS = {
+    "read_file": {"path": "a.txt"},
+    "list_directory": {"path": ".", "recursive": True},
+    "file_exists": {"path": "src/main.rs"},
+    "get_file_info": {"path": "a.txt"},
+    "grep": {"pattern": "TODO", "output_mode": "content", "context": 1},
+    "glob": {"pattern": "*.rs"},
+    "search_files": {"pattern": "TODO"},
+    "file_search": {"query": "todo"},
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_every_tool_result_matches_its_output_schema(ws, mode):
+    async with stdio(ws, "--set", "tools=" + ",".join(CALLS), mode=mode) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        assert set(tools) == set(CALLS)
+        for name, args in CALLS.items():
+            r = await c.call_tool(name, args)
+            assert not r.is_error, (name, text(r))
+            jsonschema.validate(r.structured_content, tools[name].output_schema)
+            assert text(r), name
+        r = await c.call_tool("read_file", {"path": "a.txt"})
+        assert r.structured_content["content"] == "hello\nworld\n"
+        assert text(r) == "     1\thello\n     2\tworld\n"
+        r = await c.call_tool("grep", {"pattern": "TODO"})
+        assert r.structured_content == {"files": [{"path": "src/main.rs"}], "file_count": 1, "truncated": False}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_errors_are_tool_results_and_the_server_keeps_serving(ws, mode):
+    async with stdio(ws, mode=mode) as c:
+        cases = [
+            ("read_file", {"path": "../x"}, "PATH_TRAVERSAL"),
+            ("read_file", {"path": "/etc/passwd"}, "PATH_ESCAPE"),
+            ("read_file", {"path": "out/secret.txt"}, "PATH_ESCAPE"),
+            ("read_file", {"path": ".env"}, "DENIED_PATTERN"),
+            ("read_file", {"path": "missing.txt"}, "NOT_FOUND"),
+            ("read_file", {"path": "a.txt", "bogus": 1}, "INVALID_ARGUMENT"),
+            ("grep", {"pattern": "a(b"}, "INVALID_REGEX"),
+            ("glob", {"pattern": "[x"}, "INVALID_GLOB"),
+            ("search_files", {"pattern": "x"}, "UNKNOWN_TOOL"),
+        ]
+        for name, args, code in cases:
+            r = await c.call_tool(name, args)
+            assert r.is_error, (name, args)
+            assert text(r).startswith(code + ":"), (name, text(r))
+        assert "Hint:" in text(await c.call_tool("grep", {"pattern": "a(b"}))
+        r = await c.call_tool("grep", {"pattern": "TODO", "include_hidden": True})
+        assert r.structured_content["files"] == [{"path": "src/main.rs"}]
+
+
+@pytest.mark.anyio
+async def test_progress_notifications(big):
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append((progress, message))
+
+    async with stdio(big) as c:
+        r = await c.call_tool("grep", {"pattern": "lorem", "output_mode": "count"}, progress_callback=on_progress)
+        assert not r.is_error, text(r)
+        assert r.structured_content["file_count"] == 2000
+    assert seen, "no progress notification arrived"
+    assert all(p > 0 for p, _ in seen)
+    assert "files searched" in seen[0][1]
+
+
+@pytest.mark.anyio
+async def test_cancelling_a_grep_stops_it_and_the_server_keeps_serving(big, tmp_path):
+    audit = tmp_path / "audit.jsonl"
+    async with stdio(big, "--audit-log", str(audit)) as c:
+        started = time.monotonic()
+        with anyio.move_on_after(0.05):  # the search takes ~0.3 s on a 2-core machine
+            await c.call_tool("grep", {"pattern": SLOW, "output_mode": "count"})
+        assert time.monotonic() - started < 1.0
+        t0 = time.monotonic()
+        r = await c.call_tool("file_exists", {"path": "small.txt"})
+        assert r.structured_content["exists"] is True
+        assert time.monotonic() - t0 < 1.0
+        # the walk was stopped, not finished
+        for _ in range(50):
+            entries = [json.loads(line) for line in audit.read_text().splitlines()]
+            greps = [e for e in entries if e["operation"] == "grep"]
+            if greps:
+                break
+            await anyio.sleep(0.05)
+        assert greps and greps[0]["code"] == "CANCELLED", greps
+
+
+@pytest.mark.anyio
+async def test_a_slow_search_does_not_block_other_calls(big):
+    async with stdio(big) as c:
+        done = []
+
+        async def slow():
+            await c.call_tool("grep", {"pattern": SLOW, "output_mode": "count"})
+            done.append("grep")
+
+        async def quick():
+            await anyio.sleep(0.05)
+            r = await c.call_tool("file_exists", {"path": "small.txt"})
+            assert r.structured_content["exists"]
+            done.append("exists")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow)
+            tg.start_soon(quick)
+        assert done == ["exists", "grep"]
+
+
+@pytest.mark.anyio
+async def test_sessions_and_agents_reach_the_audit_log(ws, tmp_path):
+    audit = tmp_path / "audit.jsonl"
+    async with stdio(ws, "--audit-log", str(audit)) as c:
+        await c.call_tool("read_file", {"path": "a.txt"})
+        await c.call_tool("read_file", {"path": ".env"})
+    entries = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [e["result"] for e in entries] == ["success", "denied"]
+    assert entries[0]["agent_id"] == "mcp"  # the Python SDK's client name
+    assert entries[0]["session_id"] == entries[1]["session_id"]
+    assert entries[0]["bytes_read"] == 12
+
+
+@pytest.mark.anyio
+async def test_round_limits_apply_per_session(ws):
+    async with stdio(ws, "--set", "max_requests_per_round=3") as c:
+        for _ in range(3):
+            assert not (await c.call_tool("file_exists", {"path": "a.txt"})).is_error
+        r = await c.call_tool("file_exists", {"path": "a.txt"})
+        assert r.is_error and text(r).startswith("RATE_LIMIT_EXCEEDED")
+
+
+# --- HTTP -------------------------------------------------------------------------------
+
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture
+def http_server(ws):
+    proc = subprocess.Popen(
+        [FERRET, "--root", str(ws), "serve", "--http", "127.0.0.1:0", "--token", TOKEN],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = None
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        m = re.search(r"serving MCP at (http://\S+)", line)
+        if m:
+            url = m.group(1)
+            break
+    assert url, "server did not start"
+    yield url
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0, "no graceful shutdown on SIGTERM"
+
+
+def http_client(url, token=TOKEN, mode="auto"):
+    hc = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    return Client(streamable_http_client(url, http_client=hc), mode=mode)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_http_serves_the_tools(http_server, mode):
+    async with http_client(http_server, mode=mode) as c:
+        assert c.server_info.name == "ferret"
+        tools = (await c.list_tools()).tools
+        assert [t.name for t in tools] == DEFAULT_TOOLS
+        r = await c.call_tool("read_file", {"path": "a.txt"})
+        assert r.structured_content["content"] == "hello\nworld\n"
+        jsonschema.validate(r.structured_content, tools[0].output_schema)
+        r = await c.call_tool("read_file", {"path": ".env"})
+        assert r.is_error and text(r).startswith("DENIED_PATTERN")
+
+
+@pytest.mark.anyio
+async def test_http_many_sessions_at_once(http_server):
+    results = []
+
+    async def one(i):
+        async with http_client(http_server, mode="legacy" if i % 2 else "auto") as c:
+            r = await c.call_tool("grep", {"pattern": "TODO"})
+            results.append(r.structured_content["file_count"])
+
+    async with anyio.create_task_group() as tg:
+        for i in range(8):
+            tg.start_soon(one, i)
+    assert results == [1] * 8
+
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def test_http_wrong_or_missing_token_is_401(http_server):
+    for auth in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic " + TOKEN}):
+        r = httpx2.post(http_server, json=INIT, headers={**HEADERS, **auth})
+        assert r.status_code == 401, (auth, r.status_code)
+        assert r.headers["www-authenticate"] == "Bearer"
+    r = httpx2.post(http_server, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 200
+
+
+def test_http_foreign_origin_or_host_is_403(http_server):
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    r = httpx2.post(http_server, json=INIT, headers={**HEADERS, **auth, "Origin": "http://evil.example"})
+    assert r.status_code == 403
+    r = httpx2.post(http_server, json=INIT, headers={**HEADERS, **auth, "Host": "evil.example"})
+    assert r.status_code == 403
+    port = http_server.split(":")[2].split("/")[0]
+    r = httpx2.post(http_server, json=INIT, headers={**HEADERS, **auth, "Origin": f"http://localhost:{port}"})
+    assert r.status_code == 200
+
+
+def test_http_request_body_limit(ws):
+    proc = subprocess.Popen(
+        [FERRET, "--root", str(ws), "serve", "--http", "127.0.0.1:0", "--max-body", "1000"],
+        stderr=subprocess.PIPE, text=True)
+    try:
+        url = re.search(r"serving MCP at (http://\S+)", proc.stderr.readline()).group(1)
+        big = {**INIT, "params": {**INIT["params"], "padding": "x" * 5000}}
+        assert httpx2.post(url, json=big, headers=HEADERS).status_code == 413
+        assert httpx2.post(url, json=INIT, headers=HEADERS).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0
+
+
+def test_non_loopback_bind_without_token_refuses_to_start(ws):
+    r = subprocess.run([FERRET, "--root", str(ws), "serve", "--http", "0.0.0.0:0"],
+                       capture_output=True, text=True, timeout=20, env={"PATH": os.environ.get("PATH", "")})
+    assert r.returncode == 2
+    assert "token" in r.stderr and "0.0.0.0" in r.stderr
+
+
+def test_stdout_carries_only_protocol_messages(ws):
+    """Logs go to stderr: every stdout line of a stdio session is a JSON-RPC message."""
+    msgs = [INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": ".env"}}}]
+    stdin = "".join(json.dumps(m) + "\n" for m in msgs)
+    r = subprocess.run([FERRET, "--root", str(ws), "serve"], input=stdin, capture_output=True, text=True,
+                       timeout=20, env={"PATH": os.environ.get("PATH", ""), "FERRET_LOG": "debug"})
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    assert len(lines) == 2
+    for line in lines:
+        assert json.loads(line)["jsonrpc"] == "2.0"
+    assert json.loads(lines[1])["result"]["isError"] is True
