@@ -171,11 +171,14 @@ where
             let mut visit = mk();
             let stop = &stop;
             let start = &start;
+            let mut seen = 0u32;
             Box::new(move |entry| {
                 if stop.load(Ordering::Relaxed) {
                     return WalkState::Quit;
                 }
-                if ctx.check().is_err() {
+                // The cancel flag is one load; the clock is read every 64 entries.
+                seen += 1;
+                if ctx.is_cancelled() || (seen.is_multiple_of(64) && ctx.check().is_err()) {
                     stop.store(true, Ordering::Relaxed);
                     return WalkState::Quit;
                 }

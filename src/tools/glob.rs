@@ -97,6 +97,11 @@ unless include_hidden.",
             )
             .with_hint("drop the leading '/', and set path to the directory to search"));
         }
+        // `**/X` with no other `/` is X at any depth: match names, which is cheaper.
+        let pattern = match pattern.strip_prefix("**/") {
+            Some(rest) if !rest.contains('/') && !rest.is_empty() => rest,
+            _ => pattern,
+        };
         let by_name = !pattern.contains('/');
         let glob = GlobBuilder::new(pattern)
             .literal_separator(true)

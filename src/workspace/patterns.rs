@@ -8,12 +8,62 @@ use std::path::Path;
 #[derive(Clone, Debug)]
 pub struct PatternSet {
     matcher: Gitignore,
+    prefilter: Prefilter,
+}
+
+/// A necessary condition for a match, checked on the file name alone: a gitignore pattern
+/// can only match a path whose last component matches the pattern's last component. Most
+/// names meet no literal, prefix or suffix of the list, and skip the full matcher (which
+/// runs a regex set for patterns like `.env.*` and shares its cache between threads).
+#[derive(Clone, Debug, Default)]
+struct Prefilter {
+    literals: std::collections::HashSet<Vec<u8>>,
+    prefixes: Vec<Vec<u8>>,
+    suffixes: Vec<Vec<u8>>,
+    /// Some pattern's last component is no simple shape: always run the matcher.
+    always: bool,
+}
+
+impl Prefilter {
+    fn add(&mut self, pattern: &str) {
+        let p = pattern.trim();
+        if p.is_empty() || p.starts_with('#') || p.starts_with('!') {
+            return; // comments and re-allows never make a match
+        }
+        let p = p.trim_end_matches('/');
+        let last = p.rsplit('/').next().unwrap_or(p);
+        let meta = |s: &str| s.contains(['*', '?', '[', '{', '\\']);
+        if !meta(last) {
+            self.literals.insert(last.as_bytes().to_vec());
+        } else if let Some(rest) = last.strip_prefix('*').filter(|r| !meta(r)) {
+            self.suffixes.push(rest.as_bytes().to_vec());
+        } else if let Some(rest) = last.strip_suffix('*').filter(|r| !meta(r)) {
+            self.prefixes.push(rest.as_bytes().to_vec());
+        } else {
+            self.always = true;
+        }
+    }
+
+    fn may_match(&self, rel: &Path) -> bool {
+        if self.always {
+            return true;
+        }
+        let Some(name) = rel.file_name() else {
+            return true;
+        };
+        let name = name.as_encoded_bytes();
+        self.literals.contains(name)
+            || self.suffixes.iter().any(|s| name.ends_with(s))
+            || self.prefixes.iter().any(|p| name.starts_with(p))
+    }
 }
 
 impl PatternSet {
     pub fn new<'a>(patterns: impl IntoIterator<Item = &'a str>) -> Result<Self, ToolError> {
         let mut b = GitignoreBuilder::new("");
+        let mut prefilter = Prefilter::default();
         for p in patterns {
+            prefilter.add(p);
             b.add_line(None, p).map_err(|e| {
                 ToolError::new(ErrorCode::InvalidGlob, format!("bad pattern {p:?}: {e}"))
             })?;
@@ -21,7 +71,7 @@ impl PatternSet {
         let matcher = b
             .build()
             .map_err(|e| ToolError::new(ErrorCode::InvalidGlob, e.to_string()))?;
-        Ok(PatternSet { matcher })
+        Ok(PatternSet { matcher, prefilter })
     }
 
     /// Whether `rel` (relative to its root) or any directory above it is matched.
@@ -53,7 +103,9 @@ impl PatternSet {
 
     /// Whether `rel` itself is matched, its directories not considered.
     pub fn matches_leaf(&self, rel: &Path, is_dir: bool) -> bool {
-        !self.matcher.is_empty() && self.matcher.matched(rel, is_dir).is_ignore()
+        !self.matcher.is_empty()
+            && self.prefilter.may_match(rel)
+            && self.matcher.matched(rel, is_dir).is_ignore()
     }
 
     /// For a name whose type is not known yet: matched as a file or as a directory.
@@ -141,6 +193,23 @@ mod tests {
         assert!(s.matches_below(Path::new("web/node_modules/react/node_modules"), nm, true));
         assert!(s.matches_below(Path::new("web/node_modules"), Path::new("web"), true));
         assert!(s.matches_below(Path::new("web/node_modules/lib.so"), nm, false));
+    }
+
+    proptest::proptest! {
+        /// The prefilter never hides a match: on random names built from the parts of the
+        /// default patterns, matches_leaf agrees with the matcher alone.
+        #[test]
+        fn prefilter_never_hides_a_match(
+            dir in "(|src/|a/b/|\\.aws/|node_modules/)",
+            name in "(\\.env|\\.env\\.local|\\.env\\.example|id_rsa|id_rsa\\.pub|x\\.pem|target|build|credentials\\.json|config\\.json|config|a\\.tfstate\\.backup|main\\.rs|\\.DS_Store|lib\\.so|[a-z._]{1,8})",
+            is_dir in proptest::bool::ANY,
+        ) {
+            let all: Vec<&str> = DEFAULT_DENY.iter().chain(DEFAULT_SKIP).copied().collect();
+            let set = PatternSet::new(all.iter().copied()).unwrap();
+            let rel = format!("{dir}{name}");
+            let rel = Path::new(&rel);
+            proptest::prop_assert_eq!(set.matches_leaf(rel, is_dir), set.matcher.matched(rel, is_dir).is_ignore());
+        }
     }
 
     #[test]
