@@ -20,7 +20,7 @@ cargo build --release -q
 F="$PWD/target/release/ferret"
 OUT="$PWD/bench/results"
 mkdir -p "$OUT"
-RUNS=${RUNS:-10}
+RUNS=${RUNS:-20}
 DENY="$OUT/deny.ignore"
 "$F" config --json | python3 -c 'import json,sys; print("\n".join(json.load(sys.stdin)["config"]["deny"]))' > "$DENY"
 RG=(rg --no-require-git --ignore-file "$DENY")
