@@ -63,6 +63,9 @@ pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 pub struct CallOptions {
     pub cancel: CancelToken,
     pub progress: Option<ProgressSink>,
+    /// Narrows the workspace for this call to these directories (absolute, canonical,
+    /// each inside a root): the roots an MCP client shared. `None`: the whole workspace.
+    pub scope: Option<Arc<Vec<std::path::PathBuf>>>,
 }
 
 /// The shared services. Build one per process (or per embedding host) and share it.
@@ -122,6 +125,7 @@ impl Ferret {
             session,
             cancel: opts.cancel,
             progress: opts.progress,
+            scope: opts.scope,
             deadline: Some(self.config.request_timeout)
                 .filter(|d| !d.is_zero())
                 .map(|d| started + d),
@@ -182,6 +186,7 @@ pub struct Ctx<'a> {
     session: &'a Session,
     cancel: CancelToken,
     progress: Option<ProgressSink>,
+    scope: Option<Arc<Vec<std::path::PathBuf>>>,
     deadline: Option<Instant>,
     timeout: Duration,
     bytes_read: AtomicU64,
@@ -204,6 +209,37 @@ impl<'a> Ctx<'a> {
 
     pub fn session(&self) -> &'a Session {
         self.session
+    }
+
+    /// Checks a path the agent gave (see [`Workspace::resolve`]) and, when the call is
+    /// narrowed to a client's roots, that its real location lies inside one of them.
+    pub fn resolve(&self, input: &str) -> ToolResult<crate::workspace::WsPath> {
+        let ws = self.workspace();
+        let wp = ws.resolve(input)?;
+        let Some(scope) = &self.scope else {
+            return Ok(wp);
+        };
+        let real = ws.real_path(&wp)?.unwrap_or_else(|| wp.clone());
+        let abs = ws.walk_start(&real);
+        if scope.iter().any(|d| abs.starts_with(d)) {
+            return Ok(wp);
+        }
+        let shared: Vec<String> = scope.iter().map(|d| d.display().to_string()).collect();
+        Err(ToolError::new(
+            ErrorCode::PathEscape,
+            format!("{input} is outside the roots this client shared"),
+        )
+        .with_hint(if shared.is_empty() {
+            "the client shared no directory inside this workspace".to_string()
+        } else {
+            format!("use paths inside: {}", shared.join(", "))
+        }))
+    }
+
+    /// The directories a search with no path covers: the client's shared roots when the
+    /// call is narrowed, else every workspace root.
+    pub fn scope(&self) -> Option<&[std::path::PathBuf]> {
+        self.scope.as_deref().map(Vec::as_slice)
     }
 
     /// Fails with `CANCELLED` or `TIMEOUT` when the call should stop. Long loops call it.

@@ -545,7 +545,7 @@ fn cancellation_and_progress() {
             json!({"pattern": "text"}),
             CallOptions {
                 cancel,
-                progress: None,
+                ..CallOptions::default()
             },
         )
         .unwrap_err();
@@ -553,8 +553,8 @@ fn cancellation_and_progress() {
     let seen: Arc<Mutex<Vec<Progress>>> = Arc::default();
     let sink = seen.clone();
     let opts = CallOptions {
-        cancel: CancelToken::new(),
         progress: Some(Arc::new(move |p| sink.lock().unwrap().push(p))),
+        ..CallOptions::default()
     };
     let out = f
         .call(

@@ -21,6 +21,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The state one server process shares across all its connections.
@@ -84,6 +85,14 @@ pub fn served_tools(ferret: &Ferret) -> anyhow::Result<Vec<String>> {
 pub struct FerretServer {
     shared: Arc<Shared>,
     connection: String,
+    roots: Arc<tokio::sync::Mutex<ClientRoots>>,
+}
+
+/// The client's roots, fetched on the first call and again after `roots/list_changed`.
+#[derive(Default)]
+struct ClientRoots {
+    fetched: bool,
+    scope: Option<Arc<Vec<PathBuf>>>,
 }
 
 impl FerretServer {
@@ -91,7 +100,43 @@ impl FerretServer {
         FerretServer {
             shared,
             connection: format!("mcp-{}", uuid_like()),
+            roots: Arc::default(),
         }
+    }
+
+    /// The directories this connection is narrowed to. Roots from the command line are
+    /// authoritative; a client that shares roots (a handshake session whose client has the
+    /// roots capability; 2026-07-28 removed them) narrows them to the parts inside its
+    /// roots, never widens them. An empty list narrows nothing.
+    // Roots are deprecated (SEP-2577) because 2026-07-28 dropped them; they are used here
+    // only for the older sessions that still have them.
+    #[allow(deprecated)]
+    async fn client_scope(&self, ctx: &RequestContext<RoleServer>) -> Option<Arc<Vec<PathBuf>>> {
+        let info = ctx.peer.peer_info()?;
+        info.capabilities.roots.as_ref()?;
+        let mut state = self.roots.lock().await;
+        if !state.fetched {
+            state.scope = match ctx.peer.list_roots().await {
+                Ok(r) if r.roots.is_empty() => None,
+                Ok(r) => {
+                    let uris: Vec<&str> = r.roots.iter().map(|r| r.uri.as_str()).collect();
+                    let scope = narrow(self.shared.ferret.workspace(), &uris);
+                    if scope.is_empty() {
+                        tracing::warn!(
+                            ?uris,
+                            "the client's roots share nothing with the workspace"
+                        );
+                    }
+                    Some(Arc::new(scope))
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not list the client's roots; not narrowing");
+                    None
+                }
+            };
+            state.fetched = true;
+        }
+        state.scope.clone()
     }
 
     fn session(&self, ctx: &RequestContext<RoleServer>) -> Session {
@@ -126,6 +171,10 @@ impl ServerHandler for FerretServer {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("ferret", env!("CARGO_PKG_VERSION")))
             .with_instructions(self.shared.instructions.clone())
+    }
+
+    async fn on_roots_list_changed(&self, _ctx: rmcp::service::NotificationContext<RoleServer>) {
+        self.roots.lock().await.fetched = false;
     }
 
     async fn list_tools(
@@ -184,6 +233,7 @@ impl ServerHandler for FerretServer {
         let opts = CallOptions {
             cancel: cancel.clone(),
             progress,
+            scope: self.client_scope(&ctx).await,
         };
         let ferret = self.shared.ferret.clone();
         let job = tokio::task::spawn_blocking(move || ferret.call(&session, &name, args, opts));
@@ -210,6 +260,34 @@ impl ServerHandler for FerretServer {
         };
         Ok(result.into())
     }
+}
+
+/// The parts of the workspace inside the client's roots (`file://` URIs): a client root
+/// inside a workspace root narrows to it; one containing a workspace root keeps that root
+/// whole; others are ignored.
+pub fn narrow(ws: &crate::workspace::Workspace, uris: &[&str]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for uri in uris {
+        let Some(path) = url::Url::parse(uri)
+            .ok()
+            .and_then(|u| u.to_file_path().ok())
+        else {
+            continue;
+        };
+        let Ok(path) = std::fs::canonicalize(&path) else {
+            continue;
+        };
+        for root in ws.roots() {
+            if path.starts_with(&root.canonical) {
+                out.push(path.clone());
+            } else if root.canonical.starts_with(&path) {
+                out.push(root.canonical.clone());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 fn error_result(code: ErrorCode, message: &str, hint: Option<&str>) -> CallToolResult {

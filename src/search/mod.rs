@@ -49,6 +49,13 @@ pub struct Base {
 pub fn bases(ctx: &Ctx, path: Option<&str>) -> ToolResult<Vec<Base>> {
     let ws = ctx.workspace();
     let Some(path) = path else {
+        if let Some(scope) = ctx.scope() {
+            return Ok(scope
+                .iter()
+                .filter_map(|d| ws.locate(d))
+                .map(|wp| Base { wp, is_file: false })
+                .collect());
+        }
         return Ok((0..ws.roots().len())
             .map(|i| Base {
                 wp: ws.root_path(i),
@@ -56,7 +63,7 @@ pub fn bases(ctx: &Ctx, path: Option<&str>) -> ToolResult<Vec<Base>> {
             })
             .collect());
     };
-    let wp = ws.resolve(path)?;
+    let wp = ctx.resolve(path)?;
     ctx.set_audit_path(ws.display(&wp));
     let (real, meta) = ws.stat(&wp)?.ok_or_else(|| {
         ToolError::new(

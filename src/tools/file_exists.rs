@@ -44,7 +44,7 @@ directory. Cheaper than reading it or listing its parent.",
 
     fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
         let ws = ctx.workspace();
-        let wp = ws.resolve(&p.path)?;
+        let wp = ctx.resolve(&p.path)?;
         let shown = ws.display(&wp);
         ctx.set_audit_path(shown.clone());
         let found = ws.stat(&wp)?;

@@ -59,7 +59,7 @@ creation and access times (RFC 3339), permissions (\"0644\") and whether it is r
 
     fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
         let ws = ctx.workspace();
-        let wp = ws.resolve(&p.path)?;
+        let wp = ctx.resolve(&p.path)?;
         let shown = ws.display(&wp);
         ctx.set_audit_path(shown.clone());
         let (real, meta) = ws.stat(&wp)?.ok_or_else(|| {

@@ -76,7 +76,7 @@ pattern use glob instead.",
 
     fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
         let ws = ctx.workspace();
-        let base = ws.resolve(&p.path)?;
+        let base = ctx.resolve(&p.path)?;
         let shown = ws.display(&base);
         ctx.set_audit_path(shown.clone());
         let dir = ws.open_dir(&base)?;

@@ -80,7 +80,7 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
 
     fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
         let ws = ctx.workspace();
-        let wp = ws.resolve(&p.path)?;
+        let wp = ctx.resolve(&p.path)?;
         let shown = ws.display(&wp);
         ctx.set_audit_path(shown.clone());
         let (file, meta, _) = ws.open_file(&wp)?;

@@ -178,6 +178,12 @@ impl Workspace {
         &self.roots
     }
 
+    /// The workspace path of an absolute path inside a root (whole components compared).
+    pub fn locate(&self, abs: &Path) -> Option<WsPath> {
+        self.locate_absolute(abs)
+            .map(|(root, rel)| WsPath { root, rel })
+    }
+
     /// The root directory itself, as a path.
     pub fn root_path(&self, i: usize) -> WsPath {
         WsPath {

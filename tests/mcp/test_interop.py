@@ -237,6 +237,49 @@ async def test_round_limits_apply_per_session(ws):
         assert r.is_error and text(r).startswith("RATE_LIMIT_EXCEEDED")
 
 
+def roots_client(ws, uris, mode="legacy"):
+    import mcp_types as types
+
+    async def list_roots(_context):
+        return types.ListRootsResult(roots=[types.Root(uri=u) for u in uris])
+
+    params = StdioServerParameters(command=FERRET, args=["--root", str(ws), "serve"])
+    return Client(params, mode=mode, list_roots_callback=list_roots)
+
+
+@pytest.mark.anyio
+async def test_client_roots_narrow_but_never_widen(ws, tmp_path):
+    async with roots_client(ws, [(ws / "src").as_uri(), tmp_path.as_uri() + "/outside"]) as c:
+        r = await c.call_tool("read_file", {"path": "src/main.rs"})
+        assert not r.is_error, text(r)
+        r = await c.call_tool("read_file", {"path": "a.txt"})
+        assert r.is_error and text(r).startswith("PATH_ESCAPE"), text(r)
+        assert "outside the roots this client shared" in text(r)
+        # a search with no path covers only the shared part
+        r = await c.call_tool("grep", {"pattern": "hello|TODO"})
+        assert r.structured_content["files"] == [{"path": "src/main.rs"}]
+        # the client's other root lies outside the workspace: never served
+        r = await c.call_tool("read_file", {"path": str(tmp_path / "outside" / "secret.txt")})
+        assert r.is_error and text(r).startswith("PATH_ESCAPE")
+
+
+@pytest.mark.anyio
+async def test_client_root_containing_the_workspace_narrows_nothing(ws, tmp_path):
+    async with roots_client(ws, [tmp_path.as_uri()]) as c:
+        r = await c.call_tool("read_file", {"path": "a.txt"})
+        assert not r.is_error, text(r)
+        r = await c.call_tool("read_file", {"path": "out/secret.txt"})
+        assert r.is_error and text(r).startswith("PATH_ESCAPE")
+
+
+@pytest.mark.anyio
+async def test_a_2026_session_with_a_roots_callback_does_not_fail(ws):
+    async with roots_client(ws, [(ws / "src").as_uri()], mode="auto") as c:
+        assert c.protocol_version == "2026-07-28"
+        r = await c.call_tool("read_file", {"path": "a.txt"})
+        assert not r.is_error, text(r)
+
+
 # --- HTTP -------------------------------------------------------------------------------
 
 TOKEN = "s3cret-token"
