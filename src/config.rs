@@ -141,6 +141,15 @@ pub struct Config {
     pub round_window: Duration,
     /// JSON Lines audit log; none when unset.
     pub audit_log: Option<PathBuf>,
+    /// Write tools (edit, undo, …) work only when this is true.
+    pub allow_write: bool,
+    /// Every change is previewed, nothing is written.
+    pub dry_run: bool,
+    /// Where backups and the undo journal live (default:
+    /// `$XDG_STATE_HOME/ferret/<workspace id>`); must be outside every root.
+    pub state_dir: Option<PathBuf>,
+    /// Largest file `edit` changes, in bytes (0: no limit).
+    pub max_edit_file_size: u64,
     /// Tools the MCP server lists (every tool stays reachable through `ferret call` and
     /// the library). search_files and file_search overlap grep and are off by default.
     pub tools: Vec<String>,
@@ -154,6 +163,8 @@ pub const DEFAULT_TOOLS: &[&str] = &[
     "get_file_info",
     "grep",
     "glob",
+    "edit",
+    "undo",
 ];
 
 impl Config {
@@ -179,6 +190,10 @@ impl Config {
             },
             round_window: Duration::from_secs(60),
             audit_log: None,
+            allow_write: false,
+            dry_run: false,
+            state_dir: None,
+            max_edit_file_size: 64 * 1024 * 1024,
             tools: DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect(),
         }
     }

@@ -75,6 +75,8 @@ pub struct Ferret {
     limiter: ResourceLimiter,
     audit: AuditLogger,
     registry: Registry,
+    /// Opened on the first change, so read-only use never creates a state directory.
+    history: std::sync::OnceLock<Result<crate::history::History, String>>,
 }
 
 impl Ferret {
@@ -90,6 +92,7 @@ impl Ferret {
             workspace,
             audit,
             registry: Registry::standard(),
+            history: std::sync::OnceLock::new(),
             config,
         })
     }
@@ -108,6 +111,22 @@ impl Ferret {
     }
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The state directory, backups and undo journal.
+    pub fn history(&self) -> ToolResult<&crate::history::History> {
+        self.history
+            .get_or_init(|| {
+                let roots: Vec<_> = self
+                    .workspace
+                    .roots()
+                    .iter()
+                    .map(|r| r.canonical.clone())
+                    .collect();
+                crate::history::History::open(&self.config, &roots).map_err(|e| format!("{e:#}"))
+            })
+            .as_ref()
+            .map_err(|e| ToolError::new(ErrorCode::IoError, e.clone()))
     }
 
     /// Calls a tool by name with JSON arguments.
@@ -142,6 +161,13 @@ impl Ferret {
                         self.registry.names().join(", ")
                     )),
             ),
+            Some(t) if t.meta().annotations.needs_write && !self.config.allow_write => Err(ToolError::new(
+                ErrorCode::WriteDisabled,
+                format!("{tool} changes files, and writes are disabled"),
+            )
+            .with_hint(
+                "the user can enable them: --allow-write, FERRET_ALLOW_WRITE=true or allow_write = true in ferret.toml",
+            )),
             Some(t) => self
                 .limiter
                 .begin_request(&session.id)
@@ -201,6 +227,10 @@ impl<'a> Ctx<'a> {
 
     pub fn config(&self) -> &'a Config {
         &self.ferret.config
+    }
+
+    pub fn history(&self) -> ToolResult<&'a crate::history::History> {
+        self.ferret.history()
     }
 
     pub fn limits(&self) -> &'a Limits {

@@ -14,6 +14,7 @@
 //!   and skip patterns. Tools only ever open through it.
 //! - [`limits`]: per-session round budgets and per-call limits.
 //! - [`audit`]: one JSON Lines record per call.
+//! - [`history`]: the state directory, backups and the undo journal.
 //! - [`registry`]: the `Tool` trait, the list of tools, schema export.
 //! - [`context`]: `Ferret` (shared services, `call`), `Session`, the per-call `Ctx`.
 //! - [`tools`]: one file per tool.
@@ -42,6 +43,7 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod error;
+pub mod history;
 pub mod limits;
 pub mod mcp;
 pub mod prompt;

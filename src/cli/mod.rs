@@ -42,6 +42,15 @@ pub struct Global {
     /// Append an audit record per tool call to FILE (JSON Lines). Env: FERRET_AUDIT_LOG.
     #[arg(long, global = true, value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
+    /// Let write tools change files (edit, undo). Env: FERRET_ALLOW_WRITE.
+    #[arg(long, global = true)]
+    pub allow_write: bool,
+    /// Preview every change, write nothing. Env: FERRET_DRY_RUN.
+    #[arg(long, global = true)]
+    pub dry_run: bool,
+    /// Where backups and the undo journal live. Env: FERRET_STATE_DIR.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Set any configuration key (repeatable): --set max_file_size=2097152.
     #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
@@ -156,6 +165,35 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Replace an exact string in a file (needs --allow-write).
+    Edit {
+        path: String,
+        /// The exact text to replace.
+        #[arg(long = "old", allow_hyphen_values = true)]
+        old: String,
+        /// The replacement.
+        #[arg(long = "new", allow_hyphen_values = true)]
+        new: String,
+        /// Replace every occurrence.
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Undo the last change, or change ID (needs --allow-write).
+    Undo {
+        id: Option<u64>,
+        /// Undo even if the file changed since (its content is backed up first).
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the changes in the undo journal.
+    History {
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve the tools to agents over MCP: stdio by default, streamable HTTP with --http.
     Serve {
         /// Serve streamable HTTP at ADDR (like 127.0.0.1:8765) instead of stdio.
@@ -246,6 +284,21 @@ pub fn load_config(global: &Global, mode: Mode) -> anyhow::Result<config::Loaded
             "--root".to_string(),
         ));
     }
+    for (set, key, flag) in [
+        (global.allow_write, "allow_write", "--allow-write"),
+        (global.dry_run, "dry_run", "--dry-run"),
+    ] {
+        if set {
+            flags.push((key.to_string(), Value::Bool(true), flag.to_string()));
+        }
+    }
+    if let Some(d) = &global.state_dir {
+        flags.push((
+            "state_dir".to_string(),
+            Value::String(d.to_string_lossy().into_owned()),
+            "--state-dir".to_string(),
+        ));
+    }
     if let Some(a) = &global.audit_log {
         flags.push((
             "audit_log".to_string(),
@@ -271,6 +324,55 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Tools { format } => {
             let _ = print_json(&Registry::standard().export(format));
+            Ok(0)
+        }
+        Command::Edit {
+            path,
+            old,
+            new,
+            all,
+            json,
+        } => human(
+            &loaded,
+            &session,
+            "edit",
+            json!({ "path": path, "old_string": old, "new_string": new, "replace_all": all }),
+            json,
+        ),
+        Command::Undo { id, force, json } => {
+            let mut args = json!({ "force": force });
+            if let Some(id) = id {
+                args["id"] = id.into();
+            }
+            human(&loaded, &session, "undo", args, json)
+        }
+        Command::History { json } => {
+            let ferret = Ferret::new(loaded.config)?;
+            let entries = ferret
+                .history()
+                .map_err(|e| anyhow::anyhow!(e.render()))?
+                .entries()
+                .map_err(|e| anyhow::anyhow!(e.render()))?;
+            if json {
+                print_json(&serde_json::to_value(&entries)?)?;
+            } else if entries.is_empty() {
+                print_text("No changes yet.")?;
+            } else {
+                let undone: Vec<u64> = entries.iter().filter_map(|e| e.undoes).collect();
+                let mut out = String::new();
+                for e in &entries {
+                    let what = match e.undoes {
+                        Some(id) => format!("undo of {id}"),
+                        None if undone.contains(&e.id) => format!("{} (undone)", e.action),
+                        None => e.action.clone(),
+                    };
+                    out.push_str(&format!(
+                        "{:>4}  {}  {:<16} {}\n",
+                        e.id, e.timestamp, what, e.path
+                    ));
+                }
+                print_text(&out)?;
+            }
             Ok(0)
         }
         Command::Prompt => {

@@ -75,7 +75,7 @@ pub fn served_tools(ferret: &Ferret) -> anyhow::Result<Vec<String>> {
         .tools()
         .map(|t| t.meta())
         .filter(|m| ferret.config().tools.iter().any(|n| n == m.name))
-        .filter(|m| !m.annotations.needs_write)
+        .filter(|m| !m.annotations.needs_write || ferret.config().allow_write)
         .map(|m| m.name.to_string())
         .collect())
 }

@@ -1,6 +1,7 @@
 //! The tools, one file each. Each file holds the params, the output, the run function
 //! and the text rendering of one tool; [`register_all`] lists them for the registry.
 
+pub mod edit;
 pub mod file_exists;
 pub mod file_search;
 pub mod get_file_info;
@@ -9,6 +10,7 @@ pub mod grep;
 pub mod list_directory;
 pub mod read_file;
 pub mod search_files;
+pub mod undo;
 
 use crate::registry::Registry;
 
@@ -22,6 +24,8 @@ pub fn register_all(r: &mut Registry) {
     r.register(glob::Glob);
     r.register(search_files::SearchFiles);
     r.register(file_search::FileSearch);
+    r.register(edit::Edit);
+    r.register(undo::Undo);
 }
 
 /// `1.5 KiB`, `3.0 MiB`: sizes as people read them.

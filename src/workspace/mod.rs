@@ -651,6 +651,44 @@ impl Workspace {
     }
 }
 
+impl Workspace {
+    /// Replaces the regular file at `real` (a real path, from [`Workspace::stat`]) with
+    /// `content`, atomically: a temporary file in the same directory, created through the
+    /// sandboxed directory handle, written, given `perms`, fsynced, renamed over the file;
+    /// then the directory is fsynced. A crash at any point leaves the old or the new
+    /// content, never a mix.
+    pub fn replace_file(
+        &self,
+        real: &WsPath,
+        content: &[u8],
+        perms: Option<cap_std::fs::Permissions>,
+    ) -> ToolResult<()> {
+        use std::io::Write;
+        let shown = self.display(real);
+        let (dir, name) = self
+            .parent_dir(real)
+            .map_err(|e| self.raced_or_io(&shown, &e))?;
+        let io = |e: io::Error| ToolError::io(&shown, &e);
+        let mut tmp = cap_tempfile::TempFile::new(&dir).map_err(io)?;
+        tmp.as_file_mut().write_all(content).map_err(io)?;
+        if let Some(p) = perms {
+            tmp.as_file().set_permissions(p).map_err(io)?;
+        }
+        tmp.as_file().sync_all().map_err(io)?;
+        tmp.replace(name).map_err(io)?;
+        // The rename is done: the change stands. Making the directory entry durable is
+        // best effort (the directory handle is O_PATH; open it readable to fsync), and a
+        // failure here must not report the change as failed.
+        let mut opts = OpenOptions::new();
+        opts.read(true);
+        cap_fs_ext::OpenOptionsMaybeDirExt::maybe_dir(&mut opts, true);
+        if let Err(e) = dir.open_with(".", &opts).and_then(|d| d.sync_all()) {
+            tracing::warn!(path = %shown, error = %e, "could not fsync the directory after a write");
+        }
+        Ok(())
+    }
+}
+
 enum Ambient {
     Inside(PathBuf),
     Missing,

@@ -237,6 +237,29 @@ async def test_round_limits_apply_per_session(ws):
         assert r.is_error and text(r).startswith("RATE_LIMIT_EXCEEDED")
 
 
+@pytest.mark.anyio
+async def test_write_tools_are_listed_only_when_writes_are_on(ws, tmp_path):
+    async with stdio(ws) as c:
+        names = [t.name for t in (await c.list_tools()).tools]
+        assert "edit" not in names and "undo" not in names
+        r = await c.call_tool("edit", {"path": "a.txt", "old_string": "hello", "new_string": "bye"})
+        assert r.is_error and text(r).startswith("UNKNOWN_TOOL")
+        assert "switched off" in text(r)
+    async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "state")) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        assert tools["edit"].annotations.destructive_hint is True
+        assert tools["edit"].annotations.read_only_hint is False
+        r = await c.call_tool("edit", {"path": "a.txt", "old_string": "hello", "new_string": "bye"})
+        assert not r.is_error, text(r)
+        jsonschema.validate(r.structured_content, tools["edit"].output_schema)
+        assert (ws / "a.txt").read_text() == "bye\nworld\n"
+        assert "+bye" in r.structured_content["diff"]
+        r = await c.call_tool("undo", {})
+        assert not r.is_error, text(r)
+        jsonschema.validate(r.structured_content, tools["undo"].output_schema)
+        assert (ws / "a.txt").read_text() == "hello\nworld\n"
+
+
 def roots_client(ws, uris, mode="legacy"):
     import mcp_types as types
 

@@ -1,0 +1,501 @@
+//! edit and undo on real files, with the state directory in a temp dir.
+
+use ferret::config::{Config, Mode};
+use ferret::{CallOptions, ErrorCode, Ferret, Session};
+use serde_json::{Value, json};
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+
+struct Env {
+    root: tempfile::TempDir,
+    state: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env {
+            root: tempfile::tempdir().unwrap(),
+            state: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn ferret(&self, allow_write: bool) -> Ferret {
+        let mut c = Config::defaults(Mode::Cli);
+        c.roots = vec![self.root.path().to_path_buf()];
+        c.allow_write = allow_write;
+        c.state_dir = Some(self.state.path().to_path_buf());
+        Ferret::new(c).unwrap()
+    }
+    fn p(&self, rel: &str) -> std::path::PathBuf {
+        self.root.path().join(rel)
+    }
+    fn write(&self, rel: &str, content: impl AsRef<[u8]>) {
+        std::fs::write(self.p(rel), content).unwrap();
+    }
+    fn read(&self, rel: &str) -> Vec<u8> {
+        std::fs::read(self.p(rel)).unwrap()
+    }
+}
+
+fn call(f: &Ferret, tool: &str, args: Value) -> Result<Value, ferret::ToolError> {
+    f.call(
+        &Session::new("t", "test"),
+        tool,
+        args,
+        CallOptions::default(),
+    )
+    .map(|o| o.structured)
+}
+
+fn code(r: Result<Value, ferret::ToolError>) -> ErrorCode {
+    r.unwrap_err().code
+}
+
+#[test]
+fn writes_are_opt_in() {
+    let e = Env::new();
+    e.write("a.txt", "one\n");
+    let f = e.ferret(false);
+    assert_eq!(
+        code(call(
+            &f,
+            "edit",
+            json!({"path": "a.txt", "old_string": "one", "new_string": "two"})
+        )),
+        ErrorCode::WriteDisabled
+    );
+    assert_eq!(code(call(&f, "undo", json!({}))), ErrorCode::WriteDisabled);
+    let err = call(
+        &f,
+        "edit",
+        json!({"path": "a.txt", "old_string": "one", "new_string": "two"}),
+    )
+    .unwrap_err();
+    assert!(err.hint.unwrap().contains("--allow-write"));
+    assert_eq!(e.read("a.txt"), b"one\n");
+    assert_eq!(
+        std::fs::read_dir(e.state.path()).unwrap().count(),
+        0,
+        "nothing written to the state dir"
+    );
+}
+
+#[test]
+fn edit_matches_exactly_once_unless_replace_all() {
+    let e = Env::new();
+    e.write("a.txt", "alpha\nbeta\nalpha\n    gamma  delta\n");
+    let f = e.ferret(true);
+    let err = call(
+        &f,
+        "edit",
+        json!({"path": "a.txt", "old_string": "omega", "new_string": "x"}),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::NoMatch);
+    let err = call(
+        &f,
+        "edit",
+        json!({"path": "a.txt", "old_string": "gamma delta", "new_string": "x"}),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::NoMatch);
+    assert!(err.hint.unwrap().contains("whitespace"));
+    let err = call(
+        &f,
+        "edit",
+        json!({"path": "a.txt", "old_string": "alpha", "new_string": "A"}),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotUnique);
+    assert!(
+        err.message.contains("2 times") && err.message.contains("lines 1, 3"),
+        "{}",
+        err.message
+    );
+    assert_eq!(e.read("a.txt"), b"alpha\nbeta\nalpha\n    gamma  delta\n");
+    let out = call(
+        &f,
+        "edit",
+        json!({"path": "a.txt", "old_string": "alpha", "new_string": "A", "replace_all": true}),
+    )
+    .unwrap();
+    assert_eq!(out["replacements"], 2);
+    assert_eq!(e.read("a.txt"), b"A\nbeta\nA\n    gamma  delta\n");
+    assert!(
+        out["diff"].as_str().unwrap().contains("-alpha\n+A\n"),
+        "{}",
+        out["diff"]
+    );
+    let out = call(
+        &f,
+        "edit",
+        json!({"path": "a.txt", "old_string": "beta\n", "new_string": ""}),
+    )
+    .unwrap();
+    assert_eq!(out["replacements"], 1);
+    assert_eq!(e.read("a.txt"), b"A\nA\n    gamma  delta\n");
+    for bad in [
+        json!({"path": "a.txt", "old_string": "", "new_string": "x"}),
+        json!({"path": "a.txt", "old_string": "A", "new_string": "A"}),
+    ] {
+        assert_eq!(code(call(&f, "edit", bad)), ErrorCode::InvalidArgument);
+    }
+    e.write(".env", "K=v\n");
+    assert_eq!(
+        code(call(
+            &f,
+            "edit",
+            json!({"path": ".env", "old_string": "K", "new_string": "J"})
+        )),
+        ErrorCode::DeniedPattern
+    );
+    assert_eq!(
+        code(call(
+            &f,
+            "edit",
+            json!({"path": "../x", "old_string": "K", "new_string": "J"})
+        )),
+        ErrorCode::PathTraversal
+    );
+}
+
+#[test]
+fn edit_keeps_crlf_bom_and_permissions() {
+    let e = Env::new();
+    e.write("win.txt", "one\r\ntwo\r\nthree\r\n");
+    e.write("bom.txt", b"\xEF\xBB\xBFhello world\n");
+    e.write("ro.txt", "locked\n");
+    std::fs::set_permissions(e.p("ro.txt"), std::fs::Permissions::from_mode(0o444)).unwrap();
+    e.write("exec.sh", "#!/bin/sh\necho hi\n");
+    std::fs::set_permissions(e.p("exec.sh"), std::fs::Permissions::from_mode(0o751)).unwrap();
+    let f = e.ferret(true);
+    call(
+        &f,
+        "edit",
+        json!({"path": "win.txt", "old_string": "one\ntwo", "new_string": "1\n2\n2b"}),
+    )
+    .unwrap();
+    assert_eq!(e.read("win.txt"), b"1\r\n2\r\n2b\r\nthree\r\n");
+    call(
+        &f,
+        "edit",
+        json!({"path": "bom.txt", "old_string": "hello", "new_string": "bye"}),
+    )
+    .unwrap();
+    assert_eq!(e.read("bom.txt"), b"\xEF\xBB\xBFbye world\n");
+    call(
+        &f,
+        "edit",
+        json!({"path": "ro.txt", "old_string": "locked", "new_string": "changed"}),
+    )
+    .unwrap();
+    assert_eq!(e.read("ro.txt"), b"changed\n");
+    assert_eq!(
+        std::fs::metadata(e.p("ro.txt"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777,
+        0o444
+    );
+    call(
+        &f,
+        "edit",
+        json!({"path": "exec.sh", "old_string": "hi", "new_string": "ho"}),
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::metadata(e.p("exec.sh"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777,
+        0o751
+    );
+}
+
+#[test]
+fn edit_through_an_inside_symlink_changes_the_target_and_keeps_the_link() {
+    let e = Env::new();
+    std::fs::create_dir(e.p("real")).unwrap();
+    e.write("real/t.txt", "target\n");
+    symlink("real/t.txt", e.p("link.txt")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("o.txt"), "outside\n").unwrap();
+    symlink(outside.path().join("o.txt"), e.p("out.txt")).unwrap();
+    let f = e.ferret(true);
+    let out = call(
+        &f,
+        "edit",
+        json!({"path": "link.txt", "old_string": "target", "new_string": "edited"}),
+    )
+    .unwrap();
+    assert_eq!(out["path"], "link.txt");
+    assert!(
+        std::fs::symlink_metadata(e.p("link.txt"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(e.read("real/t.txt"), b"edited\n");
+    assert_eq!(
+        code(call(
+            &f,
+            "edit",
+            json!({"path": "out.txt", "old_string": "outside", "new_string": "x"})
+        )),
+        ErrorCode::PathEscape
+    );
+    assert_eq!(
+        std::fs::read(outside.path().join("o.txt")).unwrap(),
+        b"outside\n"
+    );
+    // undo restores the target and keeps the link too
+    call(&f, "undo", json!({})).unwrap();
+    assert_eq!(e.read("real/t.txt"), b"target\n");
+    assert!(
+        std::fs::symlink_metadata(e.p("link.txt"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
+
+#[test]
+fn dry_run_writes_nothing() {
+    let e = Env::new();
+    e.write("a.txt", "one\n");
+    let f = e.ferret(true);
+    let out = call(
+        &f,
+        "edit",
+        json!({"path": "a.txt", "old_string": "one", "new_string": "two", "dry_run": true}),
+    )
+    .unwrap();
+    assert_eq!(out["dry_run"], true);
+    assert!(out["diff"].as_str().unwrap().contains("+two"));
+    assert_eq!(e.read("a.txt"), b"one\n");
+    assert!(f.history().unwrap().entries().unwrap().is_empty());
+    let text = f
+        .call(
+            &Session::new("t", "t"),
+            "edit",
+            json!({"path": "a.txt", "old_string": "one", "new_string": "two", "dry_run": true}),
+            CallOptions::default(),
+        )
+        .unwrap()
+        .text;
+    assert!(text.starts_with("Would edit a.txt"), "{text}");
+}
+
+#[test]
+fn undo_restores_and_refuses_to_lose_external_changes() {
+    let e = Env::new();
+    e.write("a.txt", "v1\n");
+    let f = e.ferret(true);
+    let out = call(
+        &f,
+        "edit",
+        json!({"path": "a.txt", "old_string": "v1", "new_string": "v2"}),
+    )
+    .unwrap();
+    let backup = out["backup"].as_str().unwrap().to_string();
+    assert!(
+        Path::new(&backup).starts_with(e.state.path()),
+        "backups live in the state dir"
+    );
+    assert!(backup.contains("a.txt.") && backup.ends_with(".bak"));
+    assert_eq!(std::fs::read(&backup).unwrap(), b"v1\n");
+    // someone else changes the file
+    e.write("a.txt", "v2 plus external work\n");
+    let err = call(&f, "undo", json!({})).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Conflict);
+    assert!(
+        err.message.contains("-v2 plus external work"),
+        "{}",
+        err.message
+    );
+    assert_eq!(e.read("a.txt"), b"v2 plus external work\n");
+    let out = call(&f, "undo", json!({"force": true})).unwrap();
+    assert_eq!(e.read("a.txt"), b"v1\n");
+    let kept = out["backup"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read(kept).unwrap(),
+        b"v2 plus external work\n",
+        "the external version is kept"
+    );
+    assert_eq!(
+        code(call(&f, "undo", json!({"id": 1}))),
+        ErrorCode::Conflict
+    );
+    assert_eq!(code(call(&f, "undo", json!({}))), ErrorCode::NotFound);
+    let entries = f.history().unwrap().entries().unwrap();
+    assert_eq!(
+        entries
+            .iter()
+            .map(|e| e.action.as_str())
+            .collect::<Vec<_>>(),
+        ["edit", "undo"]
+    );
+    assert_eq!(entries[1].undoes, Some(1));
+}
+
+#[test]
+fn undo_picks_the_last_change_and_survives_restarts() {
+    let e = Env::new();
+    e.write("a.txt", "a0\n");
+    e.write("b.txt", "b0\n");
+    {
+        let f = e.ferret(true);
+        call(
+            &f,
+            "edit",
+            json!({"path": "a.txt", "old_string": "a0", "new_string": "a1"}),
+        )
+        .unwrap();
+        call(
+            &f,
+            "edit",
+            json!({"path": "b.txt", "old_string": "b0", "new_string": "b1"}),
+        )
+        .unwrap();
+        call(
+            &f,
+            "edit",
+            json!({"path": "a.txt", "old_string": "a1", "new_string": "a2"}),
+        )
+        .unwrap();
+    }
+    let f = e.ferret(true); // a new process, the same journal
+    call(&f, "undo", json!({})).unwrap();
+    assert_eq!(e.read("a.txt"), b"a1\n");
+    call(&f, "undo", json!({})).unwrap();
+    assert_eq!(e.read("b.txt"), b"b0\n");
+    call(&f, "undo", json!({})).unwrap();
+    assert_eq!(e.read("a.txt"), b"a0\n");
+}
+
+#[test]
+fn the_last_50_backups_per_file_are_kept() {
+    let e = Env::new();
+    e.write("a.txt", "0\n");
+    e.write("b.txt", "x\n");
+    let f = e.ferret(true);
+    for i in 0..55 {
+        call(&f, "edit", json!({"path": "a.txt", "old_string": format!("{i}\n"), "new_string": format!("{}\n", i + 1)})).unwrap();
+    }
+    let b = call(
+        &f,
+        "edit",
+        json!({"path": "b.txt", "old_string": "x", "new_string": "y"}),
+    )
+    .unwrap();
+    let a_dir = Path::new(
+        f.history().unwrap().entries().unwrap()[54]
+            .backup_path
+            .as_ref()
+            .unwrap(),
+    )
+    .parent()
+    .unwrap()
+    .to_path_buf();
+    assert_eq!(std::fs::read_dir(&a_dir).unwrap().count(), 50);
+    assert!(
+        Path::new(b["backup"].as_str().unwrap()).exists(),
+        "other files keep their own backups"
+    );
+}
+
+#[test]
+fn concurrent_writers_share_one_journal() {
+    let e = Env::new();
+    for i in 0..8 {
+        e.write(&format!("f{i}.txt"), "0\n");
+    }
+    std::thread::scope(|s| {
+        for i in 0..8 {
+            let e = &e;
+            s.spawn(move || {
+                let f = e.ferret(true); // separate instances, as separate servers would be
+                for n in 0..10 {
+                    call(&f, "edit", json!({"path": format!("f{i}.txt"), "old_string": format!("{n}\n"), "new_string": format!("{}\n", n + 1)})).unwrap();
+                }
+            });
+        }
+    });
+    let entries = e.ferret(true).history().unwrap().entries().unwrap();
+    let ids: Vec<u64> = entries.iter().map(|e| e.id).collect();
+    assert_eq!(ids, (1..=80).collect::<Vec<_>>());
+}
+
+/// A child process editing a 10 MB file is killed at random moments; the file is always
+/// exactly the old or the new content and the journal always parses.
+#[test]
+fn killed_mid_edit_the_file_is_old_or_new() {
+    let e = Env::new();
+    let line = "0123456789abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ\n";
+    let body = line.repeat(10 * 1024 * 1024 / line.len());
+    let a = format!("MARK-A\n{body}");
+    let b = format!("MARK-B\n{body}");
+    e.write("big.txt", &a);
+    let bin = assert_cmd::cargo::cargo_bin("ferret");
+    let edit = |from: &str, to: &str| {
+        let mut c = std::process::Command::new(&bin);
+        c.arg("--root")
+            .arg(e.root.path())
+            .arg("--state-dir")
+            .arg(e.state.path())
+            .args([
+                "--allow-write",
+                "edit",
+                "big.txt",
+                "--old",
+                from,
+                "--new",
+                to,
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        c
+    };
+    // Time one whole edit, then kill within 1.5 times that: before, during and after.
+    let t = std::time::Instant::now();
+    assert!(edit("MARK-A", "MARK-B").status().unwrap().success());
+    let window = (t.elapsed().as_micros() as u64 * 3 / 2).max(1000);
+    let mut seed = 0x9E3779B97F4A7C15u64;
+    let (mut completed, mut killed) = (0, 0);
+    for _ in 0..200 {
+        let now_a = e.read("big.txt").starts_with(b"MARK-A");
+        let (from, to) = if now_a {
+            ("MARK-A", "MARK-B")
+        } else {
+            ("MARK-B", "MARK-A")
+        };
+        let mut child = edit(from, to).spawn().unwrap();
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(std::time::Duration::from_micros(seed % window));
+        let _ = child.kill(); // SIGKILL
+        let status = child.wait().unwrap();
+        if status.success() {
+            completed += 1
+        } else {
+            killed += 1
+        }
+        let now = e.read("big.txt");
+        assert!(
+            now == a.as_bytes() || now == b.as_bytes(),
+            "the file is neither the old nor the new content"
+        );
+    }
+    let journal = std::fs::read_to_string(e.state.path().join("journal.jsonl")).unwrap_or_default();
+    for l in journal.lines() {
+        serde_json::from_str::<Value>(l)
+            .unwrap_or_else(|err| panic!("journal line does not parse ({err}): {l}"));
+    }
+    eprintln!("crash test: {completed} edits completed, {killed} killed (window {window} µs)");
+    assert!(
+        killed > 20 && completed > 20,
+        "the kills must land both mid-edit and after ({completed} completed, {killed} killed)"
+    );
+}
