@@ -95,6 +95,21 @@ pub const DEFAULT_SKIP: &[&str] = &[
     "*.dylib",
 ];
 
+/// Changes to these need the user's confirmation: what steers CI, version control, and
+/// ferret itself (an agent must not loosen its own sandbox).
+pub const DEFAULT_CONFIRM: &[&str] = &[
+    ".github/",
+    ".gitlab-ci.yml",
+    ".circleci/",
+    "Jenkinsfile",
+    ".travis.yml",
+    "azure-pipelines.yml",
+    ".gitignore",
+    ".gitattributes",
+    ".gitmodules",
+    "ferret.toml",
+];
+
 /// How ferret is being run; the two have different limit defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -148,6 +163,14 @@ pub struct Config {
     /// Where backups and the undo journal live (default:
     /// `$XDG_STATE_HOME/ferret/<workspace id>`); must be outside every root.
     pub state_dir: Option<PathBuf>,
+    /// Permanent deletes are allowed without asking (a server has no one to ask).
+    pub allow_permanent_delete: bool,
+    /// Paths whose edit or deletion needs the user's confirmation (gitignore syntax):
+    /// CI configuration, VCS files, ferret's own configuration.
+    pub confirm: Vec<String>,
+    /// Use the operating system's trash; when false or unusable, ferret's own trash folder
+    /// in the state directory.
+    pub use_os_trash: bool,
     /// Largest file `edit` changes, in bytes (0: no limit).
     pub max_edit_file_size: u64,
     /// Tools the MCP server lists (every tool stays reachable through `ferret call` and
@@ -164,6 +187,7 @@ pub const DEFAULT_TOOLS: &[&str] = &[
     "grep",
     "glob",
     "edit",
+    "file_delete",
     "undo",
 ];
 
@@ -194,6 +218,9 @@ impl Config {
             dry_run: false,
             state_dir: None,
             max_edit_file_size: 64 * 1024 * 1024,
+            allow_permanent_delete: false,
+            confirm: DEFAULT_CONFIRM.iter().map(|s| s.to_string()).collect(),
+            use_os_trash: true,
             tools: DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect(),
         }
     }

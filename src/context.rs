@@ -63,6 +63,9 @@ pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 pub struct CallOptions {
     pub cancel: CancelToken,
     pub progress: Option<ProgressSink>,
+    /// The person at the front end has confirmed destructive operations for this call
+    /// (the CLI's `--yes`, a shell's y/N prompt).
+    pub confirmed: bool,
     /// Narrows the workspace for this call to these directories (absolute, canonical,
     /// each inside a root): the roots an MCP client shared. `None`: the whole workspace.
     pub scope: Option<Arc<Vec<std::path::PathBuf>>>,
@@ -145,6 +148,7 @@ impl Ferret {
             cancel: opts.cancel,
             progress: opts.progress,
             scope: opts.scope,
+            confirmed: opts.confirmed,
             deadline: Some(self.config.request_timeout)
                 .filter(|d| !d.is_zero())
                 .map(|d| started + d),
@@ -213,6 +217,7 @@ pub struct Ctx<'a> {
     cancel: CancelToken,
     progress: Option<ProgressSink>,
     scope: Option<Arc<Vec<std::path::PathBuf>>>,
+    confirmed: bool,
     deadline: Option<Instant>,
     timeout: Duration,
     bytes_read: AtomicU64,
@@ -264,6 +269,19 @@ impl<'a> Ctx<'a> {
         } else {
             format!("use paths inside: {}", shared.join(", "))
         }))
+    }
+
+    /// Fails with `CONFIRMATION_REQUIRED` unless the user confirmed this call, or
+    /// `allowed` (a setting that answers for them) is true.
+    pub fn confirm(&self, what: &str, allowed: bool) -> ToolResult<()> {
+        if self.confirmed || allowed {
+            return Ok(());
+        }
+        Err(ToolError::new(ErrorCode::ConfirmationRequired, format!("{what} needs the user's confirmation"))
+            .with_hint(
+                "ask the user. On the command line they confirm with --yes; a server allows permanent deletes with \
+                 --allow-permanent-delete, and the confirm list is the `confirm` setting",
+            ))
     }
 
     /// The directories a search with no path covers: the client's shared roots when the

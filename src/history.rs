@@ -36,9 +36,12 @@ pub struct Entry {
     /// The content before the change, for edits.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub backup_path: Option<PathBuf>,
-    /// Where a deleted file went.
+    /// Where a deleted file went: the OS trash item's id, or a path in ferret's trash.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub trash_location: Option<PathBuf>,
+    /// `os` or `ferret`: which trash holds it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub trash: Option<String>,
     /// RFC 3339.
     pub timestamp: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -100,6 +103,18 @@ impl History {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// ferret's own trash folder (seed 003 §2.1's fallback), created on demand.
+    pub fn trash_dir(&self) -> ToolResult<PathBuf> {
+        let d = self.dir.join("trash");
+        std::fs::create_dir_all(&d).map_err(|e| io_err("trash folder", &e))?;
+        Ok(d)
+    }
+
+    /// A unique name in ferret's trash for `name`, timestamped.
+    pub fn trash_name(name: &str) -> String {
+        format!("{}_{name}", chrono_stamp())
     }
 
     fn journal_path(&self) -> PathBuf {

@@ -499,3 +499,170 @@ fn killed_mid_edit_the_file_is_old_or_new() {
         "the kills must land both mid-edit and after ({completed} completed, {killed} killed)"
     );
 }
+
+/// `ferret` with a real freedesktop trash under `data` and the state dir of `e`.
+fn cli(e: &Env, data: &Path) -> assert_cmd::Command {
+    let mut c = assert_cmd::Command::cargo_bin("ferret").unwrap();
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("XDG_DATA_HOME", data)
+        .arg("--root")
+        .arg(e.root.path())
+        .arg("--state-dir")
+        .arg(e.state.path())
+        .arg("--allow-write");
+    c
+}
+
+#[test]
+fn rm_then_undo_restores_byte_identical_through_the_os_trash() {
+    let e = Env::new();
+    let data = tempfile::tempdir_in(e.root.path().parent().unwrap()).unwrap();
+    let content: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
+    e.write("x.bin", &content);
+    std::fs::create_dir_all(e.p("dir/sub")).unwrap();
+    e.write("dir/sub/f.txt", "inner\n");
+    cli(&e, data.path())
+        .args(["rm", "x.bin"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("system trash"));
+    assert!(!e.p("x.bin").exists());
+    assert!(
+        data.path().join("Trash/files/x.bin").exists(),
+        "it is in the freedesktop trash"
+    );
+    cli(&e, data.path()).args(["rm", "dir"]).assert().success();
+    assert!(!e.p("dir").exists());
+    cli(&e, data.path()).arg("undo").assert().success();
+    assert_eq!(
+        e.read("dir/sub/f.txt"),
+        b"inner\n",
+        "directories come back whole"
+    );
+    cli(&e, data.path()).arg("undo").assert().success();
+    assert_eq!(e.read("x.bin"), content);
+    assert!(!data.path().join("Trash/files/x.bin").exists());
+}
+
+#[test]
+fn rm_then_undo_with_no_usable_os_trash_uses_ferrets() {
+    let e = Env::new();
+    e.write("x.txt", "precious\n");
+    let nowhere = Path::new("/dev/null/no-trash-here");
+    cli(&e, nowhere)
+        .args(["rm", "x.txt"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("ferret trash"));
+    assert!(!e.p("x.txt").exists());
+    let trashed: Vec<_> = std::fs::read_dir(e.state.path().join("trash"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(trashed.len(), 1);
+    assert!(trashed[0].file_name().to_string_lossy().ends_with("_x.txt"));
+    cli(&e, nowhere).arg("undo").assert().success();
+    assert_eq!(e.read("x.txt"), b"precious\n");
+    // something standing at the path is never overwritten
+    cli(&e, nowhere).args(["rm", "x.txt"]).assert().success();
+    e.write("x.txt", "new file\n");
+    cli(&e, nowhere)
+        .arg("undo")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("CONFLICT"));
+    assert_eq!(e.read("x.txt"), b"new file\n");
+}
+
+#[test]
+fn permanent_and_confirm_listed_deletes_need_confirmation() {
+    let e = Env::new();
+    let data = tempfile::tempdir_in(e.root.path().parent().unwrap()).unwrap();
+    e.write("gone.txt", "x\n");
+    std::fs::create_dir_all(e.p(".github/workflows")).unwrap();
+    e.write(".github/workflows/ci.yml", "on: push\n");
+    e.write(".env", "K=v\n");
+    cli(&e, data.path())
+        .args(["rm", "gone.txt", "--permanent"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("CONFIRMATION_REQUIRED"));
+    assert!(e.p("gone.txt").exists());
+    cli(&e, data.path())
+        .args(["rm", "gone.txt", "--permanent", "--yes"])
+        .assert()
+        .success();
+    assert!(!e.p("gone.txt").exists());
+    assert!(
+        !data.path().join("Trash/files/gone.txt").exists(),
+        "permanent means not in the trash"
+    );
+    cli(&e, data.path())
+        .args(["undo", "1"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("cannot be undone"));
+    cli(&e, data.path())
+        .args(["rm", ".github/workflows/ci.yml"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("CONFIRMATION_REQUIRED"));
+    cli(&e, data.path())
+        .args([
+            "edit",
+            ".github/workflows/ci.yml",
+            "--old",
+            "push",
+            "--new",
+            "pull",
+        ])
+        .assert()
+        .code(2);
+    assert_eq!(e.read(".github/workflows/ci.yml"), b"on: push\n");
+    cli(&e, data.path())
+        .args([
+            "edit",
+            ".github/workflows/ci.yml",
+            "--old",
+            "push",
+            "--new",
+            "pull",
+            "--yes",
+        ])
+        .assert()
+        .success();
+    cli(&e, data.path())
+        .args(["rm", ".env"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("DENIED_PATTERN"));
+    cli(&e, data.path())
+        .args(["rm", "."])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("never deleted"));
+    assert!(e.p(".env").exists());
+}
+
+#[test]
+fn deleting_a_symlink_deletes_the_link_and_dry_run_deletes_nothing() {
+    let e = Env::new();
+    let data = tempfile::tempdir_in(e.root.path().parent().unwrap()).unwrap();
+    e.write("target.txt", "t\n");
+    symlink("target.txt", e.p("link")).unwrap();
+    cli(&e, data.path())
+        .args(["--dry-run", "rm", "target.txt"])
+        .assert()
+        .success()
+        .stdout("Would delete: target.txt\n");
+    assert!(e.p("target.txt").exists());
+    cli(&e, data.path()).args(["rm", "link"]).assert().success();
+    assert!(std::fs::symlink_metadata(e.p("link")).is_err());
+    assert_eq!(e.read("target.txt"), b"t\n");
+    let f = e.ferret(false);
+    assert_eq!(
+        code(call(&f, "file_delete", json!({"path": "target.txt"}))),
+        ErrorCode::WriteDisabled
+    );
+}

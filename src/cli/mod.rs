@@ -177,6 +177,21 @@ pub enum Command {
         /// Replace every occurrence.
         #[arg(long)]
         all: bool,
+        /// Confirm a change to a confirm-listed path.
+        #[arg(long, short = 'y')]
+        yes: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a file or directory: to the trash, undoable (needs --allow-write).
+    Rm {
+        path: String,
+        /// Delete for good instead (asks for confirmation: pass --yes).
+        #[arg(long)]
+        permanent: bool,
+        /// Confirm a permanent delete or a change to a confirm-listed path.
+        #[arg(long, short = 'y')]
+        yes: bool,
         #[arg(long)]
         json: bool,
     },
@@ -331,13 +346,28 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
             old,
             new,
             all,
+            yes,
             json,
-        } => human(
+        } => human_with(
             &loaded,
             &session,
             "edit",
             json!({ "path": path, "old_string": old, "new_string": new, "replace_all": all }),
             json,
+            yes,
+        ),
+        Command::Rm {
+            path,
+            permanent,
+            yes,
+            json,
+        } => human_with(
+            &loaded,
+            &session,
+            "file_delete",
+            json!({ "path": path, "permanent": permanent }),
+            json,
+            yes,
         ),
         Command::Undo { id, force, json } => {
             let mut args = json!({ "force": force });
@@ -564,8 +594,24 @@ fn human(
     args: Value,
     json: bool,
 ) -> anyhow::Result<i32> {
+    human_with(loaded, session, tool, args, json, false)
+}
+
+/// Runs a tool for a person; `confirmed` is their `--yes`.
+fn human_with(
+    loaded: &config::Loaded,
+    session: &Session,
+    tool: &str,
+    args: Value,
+    json: bool,
+    confirmed: bool,
+) -> anyhow::Result<i32> {
     let ferret = Ferret::new(loaded.config.clone())?;
-    match ferret.call(session, tool, args, CallOptions::default()) {
+    let opts = CallOptions {
+        confirmed,
+        ..CallOptions::default()
+    };
+    match ferret.call(session, tool, args, opts) {
         Ok(out) => {
             emit(&out, json);
             Ok(0)

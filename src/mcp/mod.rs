@@ -234,6 +234,8 @@ impl ServerHandler for FerretServer {
             cancel: cancel.clone(),
             progress,
             scope: self.client_scope(&ctx).await,
+            // Elicitation is not wired yet: confirmations are answered by settings only.
+            confirmed: false,
         };
         let ferret = self.shared.ferret.clone();
         let job = tokio::task::spawn_blocking(move || ferret.call(&session, &name, args, opts));

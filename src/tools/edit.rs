@@ -85,6 +85,9 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
         let shown = ws.display(&wp);
         ctx.set_audit_path(shown.clone());
         let (file, meta, real) = ws.open_file(&wp)?;
+        if ws.needs_confirmation(&real, false) {
+            ctx.confirm(&format!("editing {shown} (on the confirm list)"), false)?;
+        }
         let max = ctx.config().max_edit_file_size;
         if max > 0 && meta.len() > max {
             return Err(ToolError::new(
@@ -157,6 +160,7 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
             rel: real.rel().to_path_buf(),
             backup_path: Some(backup.clone()),
             trash_location: None,
+            trash: None,
             timestamp: crate::audit::now_rfc3339(),
             sha256_before: Some(sha256(&before)),
             sha256_after: Some(sha256(&after)),

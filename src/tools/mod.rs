@@ -2,6 +2,7 @@
 //! and the text rendering of one tool; [`register_all`] lists them for the registry.
 
 pub mod edit;
+pub mod file_delete;
 pub mod file_exists;
 pub mod file_search;
 pub mod get_file_info;
@@ -25,6 +26,7 @@ pub fn register_all(r: &mut Registry) {
     r.register(search_files::SearchFiles);
     r.register(file_search::FileSearch);
     r.register(edit::Edit);
+    r.register(file_delete::FileDelete);
     r.register(undo::Undo);
 }
 

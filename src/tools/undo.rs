@@ -16,7 +16,8 @@ use std::io::Read;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// The change to undo (its change_id); default: the last change not yet undone.
+    /// The change to undo (its change_id); default: the last change that can still be
+    /// undone (permanent deletes cannot).
     #[serde(default)]
     #[schemars(with = "u64")]
     pub id: Option<u64>,
@@ -46,6 +47,87 @@ pub struct Output {
 }
 
 pub struct Undo;
+
+/// Brings a deleted entry back from the trash, refusing to overwrite what stands there now.
+fn undo_delete(
+    ctx: &Ctx,
+    target: &Entry,
+    entries: &[Entry],
+    dry_run: bool,
+) -> ToolResult<(Option<Entry>, Output)> {
+    let ws = ctx.workspace();
+    let wp = ws.root_path(target.root).join(&target.rel);
+    if ws.lstat(&wp).ok().flatten().is_some() {
+        return Err(ToolError::new(
+            ErrorCode::Conflict,
+            format!(
+                "something now stands at {}; the deleted entry was not restored over it",
+                target.path
+            ),
+        )
+        .with_hint("move or delete what is there first, then undo again"));
+    }
+    let location = target.trash_location.as_ref().ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::IoError,
+            format!("change {} has no trash location", target.id),
+        )
+    })?;
+    let mut out = Output {
+        undone: target.id,
+        action: target.action.clone(),
+        path: target.path.clone(),
+        diff: String::new(),
+        backup: None,
+        change_id: None,
+        dry_run,
+    };
+    if dry_run {
+        return Ok((None, out));
+    }
+    match target.trash.as_deref() {
+        Some("os") => crate::tools::file_delete::restore_os(location, &target.path)?,
+        _ => {
+            let (dir, name) = ws.parent_of(&wp).map_err(|_| {
+                ToolError::new(
+                    ErrorCode::Conflict,
+                    format!("the directory that held {} is gone", target.path),
+                )
+            })?;
+            let (Some(trash_dir), Some(trash_name)) = (location.parent(), location.file_name())
+            else {
+                return Err(ToolError::new(
+                    ErrorCode::IoError,
+                    "bad trash location in the journal",
+                ));
+            };
+            let src = cap_std::fs::Dir::open_ambient_dir(trash_dir, cap_std::ambient_authority())
+                .map_err(|e| ToolError::io(&target.path, &e))?;
+            src.rename(trash_name, &dir, name).map_err(|e| {
+                ToolError::new(
+                    ErrorCode::IoError,
+                    format!("cannot restore {} from ferret's trash: {e}", target.path),
+                )
+            })?;
+        }
+    }
+    out.change_id = Some(entries.last().map_or(1, |l| l.id + 1));
+    let entry = Entry {
+        id: 0,
+        action: "undo".into(),
+        path: target.path.clone(),
+        root: target.root,
+        rel: target.rel.clone(),
+        backup_path: None,
+        trash_location: None,
+        trash: None,
+        timestamp: crate::audit::now_rfc3339(),
+        sha256_before: None,
+        sha256_after: None,
+        undoes: Some(target.id),
+    };
+    Ok((Some(entry), out))
+}
 
 impl Tool for Undo {
     type Params = Params;
@@ -87,7 +169,10 @@ current content.",
                 None => entries
                     .iter()
                     .rev()
-                    .find(|e| e.action != "undo" && !undone.contains(&e.id))
+                    .find(|e| {
+                        !matches!(e.action.as_str(), "undo" | "delete_permanent")
+                            && !undone.contains(&e.id)
+                    })
                     .ok_or_else(|| {
                         ToolError::new(ErrorCode::NotFound, "there is no change to undo")
                     })?,
@@ -98,13 +183,26 @@ current content.",
                     format!("change {} was already undone", target.id),
                 ));
             }
-            if target.action != "edit" {
-                return Err(ToolError::invalid(format!(
-                    "change {} is a {}, which this version cannot undo",
-                    target.id, target.action
-                )));
-            }
             ctx.set_audit_path(target.path.clone());
+            match target.action.as_str() {
+                "edit" => {}
+                "delete" => return undo_delete(ctx, target, entries, dry_run),
+                "delete_permanent" => {
+                    return Err(ToolError::new(
+                        ErrorCode::Conflict,
+                        format!(
+                            "change {} deleted {} permanently; it cannot be undone",
+                            target.id, target.path
+                        ),
+                    ));
+                }
+                other => {
+                    return Err(ToolError::invalid(format!(
+                        "change {} is a {other}, which cannot be undone",
+                        target.id
+                    )));
+                }
+            }
             let backup_path = target.backup_path.as_ref().ok_or_else(|| {
                 ToolError::new(
                     ErrorCode::IoError,
@@ -199,6 +297,7 @@ current content.",
                 rel: target.rel.clone(),
                 backup_path: out.backup.as_ref().map(Into::into),
                 trash_location: None,
+                trash: None,
                 timestamp: crate::audit::now_rfc3339(),
                 sha256_before: current.as_deref().map(sha256),
                 sha256_after: Some(sha256(&restored)),
@@ -215,7 +314,14 @@ current content.",
                 o.undone, o.action, o.path, o.diff
             );
         }
-        let mut s = format!("Undid change {} ({} of {}).\n", o.undone, o.action, o.path);
+        let mut s = if o.action == "delete" {
+            format!(
+                "Undid change {}: {} is back from the trash.\n",
+                o.undone, o.path
+            )
+        } else {
+            format!("Undid change {} ({} of {}).\n", o.undone, o.action, o.path)
+        };
         if let Some(b) = &o.backup {
             s.push_str(&format!("The content it replaced is saved at {b}.\n"));
         }

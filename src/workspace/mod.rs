@@ -112,6 +112,7 @@ pub struct Workspace {
     skip: PatternSet,
     /// skip then deny, in one matcher: what a walk leaves out, one lookup per entry.
     walk_exclude: PatternSet,
+    confirm: PatternSet,
     allowed_extensions: Vec<String>,
     max_path_depth: usize,
 }
@@ -160,11 +161,14 @@ impl Workspace {
             .map_err(|e| anyhow::anyhow!("skip patterns: {}", e.message))?;
         let walk_exclude = PatternSet::new(config.skip_patterns().chain(config.deny_patterns()))
             .map_err(|e| anyhow::anyhow!("skip/deny patterns: {}", e.message))?;
+        let confirm = PatternSet::new(config.confirm.iter().map(String::as_str))
+            .map_err(|e| anyhow::anyhow!("confirm patterns: {}", e.message))?;
         Ok(Workspace {
             roots,
             deny,
             skip,
             walk_exclude,
+            confirm,
             allowed_extensions: config
                 .allowed_extensions
                 .iter()
@@ -200,6 +204,19 @@ impl Workspace {
     /// apply below `base`: noise stays readable and listable when named.
     pub fn is_skipped(&self, p: &WsPath, base: &WsPath, is_dir: bool) -> bool {
         self.skip.matches_below(&p.rel, &base.rel, is_dir)
+    }
+
+    /// Whether changing `p` needs the user's confirmation (the `confirm` list).
+    pub fn needs_confirmation(&self, p: &WsPath, is_dir: bool) -> bool {
+        self.confirm.matches(&p.rel, is_dir)
+    }
+
+    /// The directory holding a real path, opened without following symlinks, and the
+    /// final name: for changes that work on the entry itself (delete, rename).
+    pub fn parent_of<'a>(&self, real: &'a WsPath) -> ToolResult<(Dir, &'a Path)> {
+        let shown = self.display(real);
+        self.parent_dir(real)
+            .map_err(|e| self.raced_or_io(&shown, &e))
     }
 
     /// Whether a path is a secret. Walks use this to leave entries out.
