@@ -14,7 +14,8 @@ use crate::context::{CallOptions, CancelToken, Ferret, Progress, Session};
 use crate::error::ErrorCode;
 use crate::registry::SchemaFormat;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
+    ElicitRequestParams, ElicitationSchema, Implementation, InputRequest, InputRequiredResult,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
     ServerConfig, Tool,
 };
@@ -230,35 +231,64 @@ impl ServerHandler for FerretServer {
                 let _ = tx.send(p);
             }) as crate::context::ProgressSink
         });
-        let opts = CallOptions {
+        // A 2026-07-28 client answers our confirmation question by sending the call again
+        // with the user's answer in input_responses.
+        let answer = request
+            .input_responses
+            .as_ref()
+            .and_then(|r| r.get(CONFIRM_KEY));
+        let answered = answer.is_some_and(accepted);
+        let mut opts = CallOptions {
             cancel: cancel.clone(),
             progress,
             scope: self.client_scope(&ctx).await,
-            // Elicitation is not wired yet: confirmations are answered by settings only.
-            confirmed: false,
+            confirmed: answered,
         };
-        let ferret = self.shared.ferret.clone();
-        let job = tokio::task::spawn_blocking(move || ferret.call(&session, &name, args, opts));
-        tokio::pin!(job);
-        let joined = tokio::select! {
-            r = &mut job => r,
-            () = ctx.ct.cancelled() => {
-                cancel.cancel();
-                job.await
+        let mut outcome = self.run(&session, &name, &args, opts.clone(), &ctx).await;
+        if let Err(e) = &outcome
+            && e.code == ErrorCode::ConfirmationRequired
+            && answer.is_none()
+            && ctx
+                .client_capabilities()
+                .is_some_and(|c| c.elicitation.is_some())
+        {
+            let params = ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: format!("{}. Allow it?", e.message),
+                requested_schema: ElicitationSchema::builder()
+                    .required_bool(CONFIRM_FIELD)
+                    .build()
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?,
+            };
+            if ctx.peer.peer_info().is_none() {
+                // 2026-07-28 forbids server-to-client requests: ask in the result.
+                let requests = std::collections::BTreeMap::from([(
+                    CONFIRM_KEY.to_string(),
+                    InputRequest::Elicitation(ElicitRequest::new(params)),
+                )]);
+                return Ok(CallToolResponse::InputRequired(
+                    InputRequiredResult::from_input_requests(requests),
+                ));
             }
-        };
-        let result = match joined {
-            Ok(Ok(out)) => {
+            let yes = match ctx.peer.create_elicitation(params).await {
+                Ok(answer) => serde_json::to_value(&answer).is_ok_and(|v| accepted(&v)),
+                Err(err) => {
+                    tracing::warn!(error = %err, "elicitation failed");
+                    false
+                }
+            };
+            if yes {
+                opts.confirmed = true;
+                outcome = self.run(&session, &name, &args, opts, &ctx).await;
+            }
+        }
+        let result = match outcome {
+            Ok(out) => {
                 let mut r = CallToolResult::success(vec![ContentBlock::text(out.text)]);
                 r.structured_content = Some(out.structured);
                 r
             }
-            Ok(Err(e)) => error_result(e.code, &e.message, e.hint.as_deref()),
-            Err(join) => error_result(
-                ErrorCode::IoError,
-                &format!("the tool failed: {join}"),
-                None,
-            ),
+            Err(e) => error_result(e.code, &e.message, e.hint.as_deref()),
         };
         Ok(result.into())
     }
@@ -290,6 +320,47 @@ pub fn narrow(ws: &crate::workspace::Workspace, uris: &[&str]) -> Vec<PathBuf> {
     out.sort();
     out.dedup();
     out
+}
+
+/// The key of ferret's confirmation question among a call's input requests.
+const CONFIRM_KEY: &str = "ferret_confirm";
+/// The yes/no field of the confirmation form.
+const CONFIRM_FIELD: &str = "confirm";
+
+/// Whether an elicitation answer (`{"action":"accept","content":{"confirm":true}}`) says yes.
+fn accepted(answer: &Value) -> bool {
+    answer["action"] == "accept" && answer["content"][CONFIRM_FIELD] == Value::Bool(true)
+}
+
+impl FerretServer {
+    /// Runs a tool on the blocking pool, stopping it when the client cancels.
+    async fn run(
+        &self,
+        session: &Session,
+        name: &str,
+        args: &Value,
+        opts: CallOptions,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<crate::registry::CallOutput, crate::error::ToolError> {
+        let cancel = opts.cancel.clone();
+        let ferret = self.shared.ferret.clone();
+        let (session, name, args) = (session.clone(), name.to_string(), args.clone());
+        let job = tokio::task::spawn_blocking(move || ferret.call(&session, &name, args, opts));
+        tokio::pin!(job);
+        let joined = tokio::select! {
+            r = &mut job => r,
+            () = ctx.ct.cancelled() => {
+                cancel.cancel();
+                job.await
+            }
+        };
+        joined.unwrap_or_else(|join| {
+            Err(crate::error::ToolError::new(
+                ErrorCode::IoError,
+                format!("the tool failed: {join}"),
+            ))
+        })
+    }
 }
 
 fn error_result(code: ErrorCode, message: &str, hint: Option<&str>) -> CallToolResult {

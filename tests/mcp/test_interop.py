@@ -260,6 +260,45 @@ async def test_write_tools_are_listed_only_when_writes_are_on(ws, tmp_path):
         assert (ws / "a.txt").read_text() == "hello\nworld\n"
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("answer", ["accept", "decline"])
+async def test_confirmations_are_asked_through_elicitation(ws, tmp_path, mode, answer):
+    """A permanent delete needs the user's yes: asked with elicitation/create on a 2025-11-25
+    session, with an input-required result on 2026-07-28."""
+    import mcp_types as types
+
+    asked = []
+
+    async def elicit(_context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action=answer, content={"confirm": True} if answer == "accept" else None)
+
+    params = StdioServerParameters(
+        command=FERRET, args=["--root", str(ws), "--allow-write", "--state-dir", str(tmp_path / "s"), "serve"])
+    async with Client(params, mode=mode, elicitation_callback=elicit) as c:
+        r = await c.call_tool("file_delete", {"path": "a.txt", "permanent": True})
+        assert asked and "permanently deleting a.txt" in asked[0]
+        if answer == "accept":
+            assert not r.is_error, text(r)
+            assert not (ws / "a.txt").exists()
+        else:
+            assert r.is_error and text(r).startswith("CONFIRMATION_REQUIRED")
+            assert (ws / "a.txt").exists()
+
+
+@pytest.mark.anyio
+async def test_without_elicitation_confirmations_fail_with_a_hint(ws, tmp_path):
+    async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "s")) as c:
+        r = await c.call_tool("file_delete", {"path": "a.txt", "permanent": True})
+        assert r.is_error and text(r).startswith("CONFIRMATION_REQUIRED")
+        assert "--allow-permanent-delete" in text(r)
+    async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "s"), "--set", "allow_permanent_delete=true") as c:
+        r = await c.call_tool("file_delete", {"path": "a.txt", "permanent": True})
+        assert not r.is_error, text(r)
+    assert not (ws / "a.txt").exists()
+
+
 def roots_client(ws, uris, mode="legacy"):
     import mcp_types as types
 
