@@ -178,8 +178,12 @@ permanent: true deletes for good and needs the user's confirmation. dry_run show
     }
 }
 
-/// Moves `abs` to the OS trash and returns the trash item's id, or `None` when there is
-/// no usable OS trash (the caller falls back to ferret's).
+use os::os_trash;
+pub use os::restore_os;
+
+/// The OS trash, where it can be listed and restored from: freedesktop (Linux, the BSDs)
+/// and Windows. macOS's trash takes files but cannot give them back, so there ferret uses
+/// its own trash, which undo can restore.
 #[cfg(any(
     target_os = "windows",
     all(
@@ -189,69 +193,54 @@ permanent: true deletes for good and needs the user's confirmation. dry_run show
         not(target_os = "android")
     )
 ))]
-fn os_trash(abs: &std::path::Path) -> Option<std::path::PathBuf> {
-    let parent = abs.parent()?.to_path_buf();
-    let name = abs.file_name()?.to_os_string();
-    if let Err(e) = trash::delete(abs) {
-        tracing::info!(error = %e, "the OS trash is unusable; using ferret's");
-        return None;
+mod os {
+    use crate::error::{ErrorCode, ToolError, ToolResult};
+    use std::path::{Path, PathBuf};
+
+    /// Moves `abs` to the OS trash and returns the trash item's id, or `None` when there
+    /// is no usable OS trash (the caller falls back to ferret's).
+    pub fn os_trash(abs: &Path) -> Option<PathBuf> {
+        let parent = abs.parent()?.to_path_buf();
+        let name = abs.file_name()?.to_os_string();
+        if let Err(e) = trash::delete(abs) {
+            tracing::info!(error = %e, "the OS trash is unusable; using ferret's");
+            return None;
+        }
+        // Find the item just trashed, to restore exactly it on undo.
+        let items = trash::os_limited::list().ok()?;
+        items
+            .into_iter()
+            .filter(|i| i.original_parent == parent && i.name == name)
+            .max_by_key(|i| i.time_deleted)
+            .map(|i| PathBuf::from(i.id))
+            .or_else(|| Some(PathBuf::new()))
     }
-    // Find the item just trashed, to restore exactly it on undo.
-    let items = trash::os_limited::list().ok()?;
-    items
-        .into_iter()
-        .filter(|i| i.original_parent == parent && i.name == name)
-        .max_by_key(|i| i.time_deleted)
-        .map(|i| std::path::PathBuf::from(i.id))
-        .or_else(|| Some(std::path::PathBuf::new()))
-}
 
-/// macOS has no way to list or restore the trash: use ferret's own, which undo can restore.
-#[cfg(not(any(
-    target_os = "windows",
-    all(
-        unix,
-        not(target_os = "macos"),
-        not(target_os = "ios"),
-        not(target_os = "android")
-    )
-)))]
-fn os_trash(_abs: &std::path::Path) -> Option<std::path::PathBuf> {
-    None
-}
-
-/// Restores an item from the OS trash by id.
-#[cfg(any(
-    target_os = "windows",
-    all(
-        unix,
-        not(target_os = "macos"),
-        not(target_os = "ios"),
-        not(target_os = "android")
-    )
-))]
-pub fn restore_os(id: &std::path::Path, shown: &str) -> ToolResult<()> {
-    let items = trash::os_limited::list()
-        .map_err(|e| ToolError::new(ErrorCode::IoError, format!("cannot list the trash: {e}")))?;
-    let item = items
-        .into_iter()
-        .find(|i| std::path::Path::new(&i.id) == id)
-        .ok_or_else(|| {
-            ToolError::new(
-                ErrorCode::Conflict,
-                format!("{shown} is no longer in the trash (emptied or restored)"),
-            )
+    /// Restores an item from the OS trash by id, never over something that stands there.
+    pub fn restore_os(id: &Path, shown: &str) -> ToolResult<()> {
+        let items = trash::os_limited::list().map_err(|e| {
+            ToolError::new(ErrorCode::IoError, format!("cannot list the trash: {e}"))
         })?;
-    trash::os_limited::restore_all([item]).map_err(|e| match e {
-        trash::Error::RestoreCollision { .. } => ToolError::new(
-            ErrorCode::Conflict,
-            format!("something now stands at {shown}; it was not overwritten"),
-        ),
-        e => ToolError::new(
-            ErrorCode::IoError,
-            format!("cannot restore {shown} from the trash: {e}"),
-        ),
-    })
+        let item = items
+            .into_iter()
+            .find(|i| Path::new(&i.id) == id)
+            .ok_or_else(|| {
+                ToolError::new(
+                    ErrorCode::Conflict,
+                    format!("{shown} is no longer in the trash (emptied or restored)"),
+                )
+            })?;
+        trash::os_limited::restore_all([item]).map_err(|e| match e {
+            trash::Error::RestoreCollision { .. } => ToolError::new(
+                ErrorCode::Conflict,
+                format!("something now stands at {shown}; it was not overwritten"),
+            ),
+            e => ToolError::new(
+                ErrorCode::IoError,
+                format!("cannot restore {shown} from the trash: {e}"),
+            ),
+        })
+    }
 }
 
 #[cfg(not(any(
@@ -263,9 +252,18 @@ pub fn restore_os(id: &std::path::Path, shown: &str) -> ToolResult<()> {
         not(target_os = "android")
     )
 )))]
-pub fn restore_os(_id: &std::path::Path, shown: &str) -> ToolResult<()> {
-    Err(ToolError::new(
-        ErrorCode::IoError,
-        format!("{shown}: this system's trash cannot be restored from"),
-    ))
+mod os {
+    use crate::error::{ErrorCode, ToolError, ToolResult};
+    use std::path::{Path, PathBuf};
+
+    pub fn os_trash(_abs: &Path) -> Option<PathBuf> {
+        None
+    }
+
+    pub fn restore_os(_id: &Path, shown: &str) -> ToolResult<()> {
+        Err(ToolError::new(
+            ErrorCode::IoError,
+            format!("{shown}: this system's trash cannot be restored from"),
+        ))
+    }
 }

@@ -48,6 +48,29 @@ pub struct Output {
 
 pub struct Undo;
 
+/// The journal entry recording the undo of `target`.
+fn undo_entry(
+    target: &Entry,
+    backup_path: Option<std::path::PathBuf>,
+    sha256_before: Option<String>,
+    sha256_after: Option<String>,
+) -> Entry {
+    Entry {
+        id: 0,
+        action: "undo".into(),
+        path: target.path.clone(),
+        root: target.root,
+        rel: target.rel.clone(),
+        backup_path,
+        trash_location: None,
+        trash: None,
+        timestamp: crate::audit::now_rfc3339(),
+        sha256_before,
+        sha256_after,
+        undoes: Some(target.id),
+    }
+}
+
 /// Brings a deleted entry back from the trash, refusing to overwrite what stands there now.
 fn undo_delete(
     ctx: &Ctx,
@@ -112,20 +135,7 @@ fn undo_delete(
         }
     }
     out.change_id = Some(entries.last().map_or(1, |l| l.id + 1));
-    let entry = Entry {
-        id: 0,
-        action: "undo".into(),
-        path: target.path.clone(),
-        root: target.root,
-        rel: target.rel.clone(),
-        backup_path: None,
-        trash_location: None,
-        trash: None,
-        timestamp: crate::audit::now_rfc3339(),
-        sha256_before: None,
-        sha256_after: None,
-        undoes: Some(target.id),
-    };
+    let entry = undo_entry(target, None, None, None);
     Ok((Some(entry), out))
 }
 
@@ -287,22 +297,13 @@ current content.",
                 );
             }
             ws.replace_file(&wp, &restored, perms)?;
-            let next = entries.last().map_or(1, |l| l.id + 1);
-            out.change_id = Some(next);
-            let entry = Entry {
-                id: 0,
-                action: "undo".into(),
-                path: target.path.clone(),
-                root: target.root,
-                rel: target.rel.clone(),
-                backup_path: out.backup.as_ref().map(Into::into),
-                trash_location: None,
-                trash: None,
-                timestamp: crate::audit::now_rfc3339(),
-                sha256_before: current.as_deref().map(sha256),
-                sha256_after: Some(sha256(&restored)),
-                undoes: Some(target.id),
-            };
+            out.change_id = Some(entries.last().map_or(1, |l| l.id + 1));
+            let entry = undo_entry(
+                target,
+                out.backup.as_ref().map(Into::into),
+                current.as_deref().map(sha256),
+                Some(sha256(&restored)),
+            );
             Ok((Some(entry), out))
         })
     }
