@@ -33,6 +33,14 @@ impl Annotations {
         idempotent: true,
         needs_write: false,
     };
+
+    /// A tool that changes files: destructive (if undoable), not idempotent, writes on.
+    pub const WRITE: Annotations = Annotations {
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+        needs_write: true,
+    };
 }
 
 /// Name and description of a tool, written for the model that will choose it.

@@ -61,12 +61,7 @@ impl Tool for Edit {
 exactly (whitespace included) and occur once, unless replace_all is true: give enough surrounding lines to make \
 it unique. Returns a unified diff. The old content is backed up and the change can be undone with undo; set \
 dry_run to preview. Keeps line endings, BOM and permissions.",
-            annotations: Annotations {
-                read_only: false,
-                destructive: true,
-                idempotent: false,
-                needs_write: true,
-            },
+            annotations: Annotations::WRITE,
         }
     }
 

@@ -54,12 +54,7 @@ impl Tool for FileDelete {
             title: "Delete safely",
             description: "Delete a file or a directory (whole) by moving it to the trash; undo brings it back. \
 permanent: true deletes for good and needs the user's confirmation. dry_run shows what would be deleted.",
-            annotations: Annotations {
-                read_only: false,
-                destructive: true,
-                idempotent: false,
-                needs_write: true,
-            },
+            annotations: Annotations::WRITE,
         }
     }
 

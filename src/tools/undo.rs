@@ -150,12 +150,7 @@ impl Tool for Undo {
             description: "Undo the last change made through ferret (or the change with the given id). Refuses with \
 CONFLICT if the file was changed since, showing the difference; force: true undoes anyway after backing up the \
 current content.",
-            annotations: Annotations {
-                read_only: false,
-                destructive: true,
-                idempotent: false,
-                needs_write: true,
-            },
+            annotations: Annotations::WRITE,
         }
     }
 
