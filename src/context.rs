@@ -90,14 +90,28 @@ impl Ferret {
             Some(p) => AuditLogger::to_file(p)?,
             None => AuditLogger::in_memory(),
         };
-        Ok(Ferret {
+        let ferret = Ferret {
             limiter: ResourceLimiter::new(Limits::from_config(&config)),
             workspace,
             audit,
             registry: Registry::standard(),
             history: std::sync::OnceLock::new(),
             config,
-        })
+        };
+        // A workspace with a history is recovered at start: a change a killed process
+        // left half-done is finished or rolled back before anything else looks at it.
+        let roots: Vec<_> = ferret
+            .workspace
+            .roots()
+            .iter()
+            .map(|r| r.canonical.clone())
+            .collect();
+        if crate::history::state_dir(&ferret.config, &roots)
+            .is_ok_and(|d| d.join("journal.jsonl").exists())
+        {
+            let _ = ferret.history();
+        }
+        Ok(ferret)
     }
 
     pub fn config(&self) -> &Config {
@@ -126,7 +140,13 @@ impl Ferret {
                     .iter()
                     .map(|r| r.canonical.clone())
                     .collect();
-                crate::history::History::open(&self.config, &roots).map_err(|e| format!("{e:#}"))
+                let h = crate::history::History::open(&self.config, &roots)
+                    .map_err(|e| format!("{e:#}"))?;
+                // Changes a killed process left half-done are settled before any new one.
+                if let Err(e) = h.recover(&self.workspace) {
+                    tracing::warn!(error = %e.message, "recovery of the journal failed");
+                }
+                Ok(h)
             })
             .as_ref()
             .map_err(|e| ToolError::new(ErrorCode::IoError, e.clone()))

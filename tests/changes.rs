@@ -556,7 +556,13 @@ fn rm_then_undo_with_no_usable_os_trash_uses_ferrets() {
         .success()
         .stdout(predicates::str::contains("ferret trash"));
     assert!(!e.p("x.txt").exists());
-    let trashed: Vec<_> = std::fs::read_dir(e.state.path().join("trash"))
+    let ws_state = std::fs::read_dir(e.state.path())
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let trashed: Vec<_> = std::fs::read_dir(ws_state.join("trash"))
         .unwrap()
         .flatten()
         .collect();

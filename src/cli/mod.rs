@@ -393,8 +393,11 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
                 for e in &entries {
                     let what = match e.undoes {
                         Some(id) => format!("undo of {id}"),
-                        None if undone.contains(&e.id) => format!("{} (undone)", e.action),
-                        None => e.action.clone(),
+                        None if undone.contains(&e.id) => {
+                            format!("{} (undone)", e.action.as_str())
+                        }
+                        None if e.pending => format!("{} (under way)", e.action.as_str()),
+                        None => e.action.as_str().to_string(),
                     };
                     out.push_str(&format!(
                         "{:>4}  {}  {:<16} {}\n",

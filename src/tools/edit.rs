@@ -7,12 +7,13 @@
 
 use crate::context::Ctx;
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::history::{Entry, sha256};
+use crate::history::{Action, Entry, sha256};
 use crate::registry::{Annotations, Tool, ToolMeta};
 use crate::tools::human_size;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
+use std::os::fd::AsFd;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -49,6 +50,9 @@ pub struct Output {
 
 pub struct Edit;
 
+/// How long an edit waits for another process editing the same file.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Tool for Edit {
     type Params = Params;
     type Output = Output;
@@ -79,7 +83,10 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
         let wp = ctx.resolve(&p.path)?;
         let shown = ws.display(&wp);
         ctx.set_audit_path(shown.clone());
-        let (file, meta, real) = ws.open_file(&wp)?;
+        // Locked until the change is made: a concurrent edit of the same file, in this
+        // process or another, applies on top of this one instead of overwriting it.
+        let (file, meta, at) = ws.open_file_locked(&wp, LOCK_WAIT)?;
+        let real = at.real.clone();
         if ws.needs_confirmation(&real, false) {
             ctx.confirm(&format!("editing {shown} (on the confirm list)"), false)?;
         }
@@ -110,15 +117,15 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
         })?;
 
         let (old, new) = adapt_line_endings(text, &p.old_string, &p.new_string);
-        let at: Vec<usize> = text.match_indices(old.as_str()).map(|(i, _)| i).collect();
-        if at.is_empty() {
+        let hits: Vec<usize> = text.match_indices(old.as_str()).map(|(i, _)| i).collect();
+        if hits.is_empty() {
             return Err(no_match(text, &p.old_string, &shown));
         }
-        if at.len() > 1 && !p.replace_all {
-            let lines: Vec<String> = at.iter().map(|&i| line_of(text, i).to_string()).collect();
+        if hits.len() > 1 && !p.replace_all {
+            let lines: Vec<String> = hits.iter().map(|&i| line_of(text, i).to_string()).collect();
             return Err(ToolError::new(
                 ErrorCode::NotUnique,
-                format!("old_string occurs {} times in {shown} (lines {})", at.len(), lines.join(", ")),
+                format!("old_string occurs {} times in {shown} (lines {})", hits.len(), lines.join(", ")),
             )
             .with_hint("add surrounding lines to old_string so it occurs once, or set replace_all to change every one"));
         }
@@ -136,7 +143,7 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
         if dry_run {
             return Ok(Output {
                 path: shown,
-                replacements: at.len(),
+                replacements: hits.len(),
                 diff,
                 backup: None,
                 change_id: None,
@@ -146,24 +153,25 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
 
         let history = ctx.history()?;
         let backup = history.backup(real.root_index(), real.rel(), &before)?;
-        ws.replace_file(&real, &after, Some(meta.permissions()))?;
-        let id = history.append(Entry {
-            id: 0,
-            action: "edit".into(),
-            path: ws.display(&real),
-            root: real.root_index(),
-            rel: real.rel().to_path_buf(),
-            backup_path: Some(backup.clone()),
-            trash_location: None,
-            trash: None,
-            timestamp: crate::audit::now_rfc3339(),
-            sha256_before: Some(sha256(&before)),
-            sha256_after: Some(sha256(&after)),
-            undoes: None,
-        })?;
+        let mut entry = Entry::new(
+            Action::Edit,
+            ws.display(&real),
+            real.root_index(),
+            real.rel(),
+        );
+        entry.backup_path = Some(backup.clone());
+        entry.sha256_before = Some(sha256(&before));
+        entry.sha256_after = Some(sha256(&after));
+        let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
+            return Err(ToolError::new(
+                ErrorCode::NotFound,
+                format!("{shown} is gone"),
+            ));
+        };
+        let id = history.replace(dir, name, Some(file.as_fd()), &after, entry, |_| Ok(()))?;
         Ok(Output {
             path: shown,
-            replacements: at.len(),
+            replacements: hits.len(),
             diff,
             backup: Some(backup.display().to_string()),
             change_id: Some(id),

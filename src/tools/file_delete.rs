@@ -1,14 +1,15 @@
 //! `file_delete`: delete a file or directory safely: to the trash, undoable.
 //!
-//! By default the entry goes to the operating system's trash (freedesktop on Linux,
-//! the Finder's on macOS, the recycle bin on Windows, through the `trash` crate); where
-//! that is unusable, to ferret's own trash folder in the state directory, moved there by
-//! `renameat` between sandboxed directory handles. `permanent: true` removes it for good
+//! By default the entry goes to the freedesktop home trash (where a person's file manager
+//! shows it); where that is unusable (another filesystem, inside the workspace, none),
+//! to ferret's own trash folder in the state directory. Either way it is moved by
+//! `renameat` between directory handles (see `history::trash`), and undo restores it by
+//! the journal's record. `permanent: true` removes it for good
 //! and needs the user's confirmation. A root is never deleted; secrets never match.
 
 use crate::context::Ctx;
-use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::history::{Entry, History};
+use crate::error::{ToolError, ToolResult};
+use crate::history::trash::Kind;
 use crate::registry::{Annotations, Tool, ToolMeta};
 use crate::workspace::EntryType;
 use schemars::JsonSchema;
@@ -63,19 +64,31 @@ permanent: true deletes for good and needs the user's confirmation. dry_run show
         let wp = ctx.resolve(&p.path)?;
         let shown = ws.display(&wp);
         ctx.set_audit_path(shown.clone());
-        // The entry itself, not what a symlink points to: deleting a link deletes the link.
-        let meta = ws.lstat(&wp)?.ok_or_else(|| {
-            ToolError::io(&shown, &std::io::Error::from(std::io::ErrorKind::NotFound))
-        })?;
         if wp.is_root() {
             return Err(ToolError::invalid(format!(
                 "{shown} is a workspace root; a root is never deleted"
             )));
         }
+        // The entry itself, not what a symlink points to: deleting a link deletes the
+        // link. Its directory is a handle opened beneath the root: the move to the trash
+        // happens there, whatever the path names now.
+        let at = ws.entry(&wp, false)?;
+        let meta = at.meta.as_ref().ok_or_else(|| {
+            ToolError::io(&shown, &std::io::Error::from(std::io::ErrorKind::NotFound))
+        })?;
         let kind = EntryType::of(&meta.file_type());
         let is_dir = kind == EntryType::Directory;
-        if ws.needs_confirmation(&wp, is_dir) {
+        if ws.needs_confirmation(&at.real, is_dir) {
             ctx.confirm(&format!("deleting {shown} (on the confirm list)"), false)?;
+        }
+        if is_dir && ws.holds_denied(&at, &|| ctx.check())? {
+            ctx.confirm(
+                &format!(
+                    "deleting {shown}, which holds entries matching the deny patterns (secrets or version-control \
+                     internals, which ferret never touches one by one)"
+                ),
+                false,
+            )?;
         }
         if p.permanent {
             ctx.confirm(
@@ -96,54 +109,25 @@ permanent: true deletes for good and needs the user's confirmation. dry_run show
             return Ok(out);
         }
         let history = ctx.history()?;
-        let (dir, name) = ws.parent_of(&wp)?;
-        let io = |e: std::io::Error| ToolError::io(&shown, &e);
-        let (action, trash, location) = if p.permanent {
-            if is_dir {
-                dir.remove_dir_all(name)
-            } else {
-                dir.remove_file(name)
-            }
-            .map_err(io)?;
-            ("delete_permanent", None, None)
-        } else {
-            let abs = ws.walk_start(&wp);
-            match ctx.config().use_os_trash.then(|| os_trash(&abs)).flatten() {
-                Some(id) => ("delete", Some("os"), Some(id)),
-                None => {
-                    let trash_dir = history.trash_dir()?;
-                    let dest_name = History::trash_name(&name.to_string_lossy());
-                    let dest = cap_std::fs::Dir::open_ambient_dir(
-                        &trash_dir,
-                        cap_std::ambient_authority(),
-                    )
-                    .map_err(io)?;
-                    dir.rename(name, &dest, &dest_name).map_err(|e| {
-                        ToolError::new(
-                            ErrorCode::IoError,
-                            format!("cannot move {shown} to ferret's trash ({e}); the OS trash was unusable too"),
-                        )
-                        .with_hint("put the state directory (--state-dir) on the same filesystem as the workspace")
-                    })?;
-                    ("delete", Some("ferret"), Some(trash_dir.join(dest_name)))
-                }
-            }
+        let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
+            return Err(ToolError::io(
+                &shown,
+                &std::io::Error::from(std::io::ErrorKind::NotFound),
+            ));
         };
-        out.trash = trash.map(String::from);
-        out.change_id = Some(history.append(Entry {
-            id: 0,
-            action: action.into(),
-            path: shown,
-            root: wp.root_index(),
-            rel: wp.rel().to_path_buf(),
-            backup_path: None,
-            trash_location: location,
-            trash: trash.map(String::from),
-            timestamp: crate::audit::now_rfc3339(),
-            sha256_before: None,
-            sha256_after: None,
-            undoes: None,
-        })?);
+        if p.permanent {
+            out.change_id = Some(history.remove(dir, name, &at.real, &shown, is_dir)?);
+        } else {
+            let (id, trash) = history.trash(dir, name, &at.real, ws, ctx.config().use_os_trash)?;
+            out.change_id = Some(id);
+            out.trash = Some(
+                match trash {
+                    Kind::Home => "os",
+                    Kind::Ferret => "ferret",
+                }
+                .to_string(),
+            );
+        }
         Ok(out)
     }
 
@@ -170,95 +154,5 @@ permanent: true deletes for good and needs the user's confirmation. dry_run show
                 o.change_id.unwrap_or_default()
             ),
         }
-    }
-}
-
-use os::os_trash;
-pub use os::restore_os;
-
-/// The OS trash, where it can be listed and restored from: freedesktop (Linux, the BSDs)
-/// and Windows. macOS's trash takes files but cannot give them back, so there ferret uses
-/// its own trash, which undo can restore.
-#[cfg(any(
-    target_os = "windows",
-    all(
-        unix,
-        not(target_os = "macos"),
-        not(target_os = "ios"),
-        not(target_os = "android")
-    )
-))]
-mod os {
-    use crate::error::{ErrorCode, ToolError, ToolResult};
-    use std::path::{Path, PathBuf};
-
-    /// Moves `abs` to the OS trash and returns the trash item's id, or `None` when there
-    /// is no usable OS trash (the caller falls back to ferret's).
-    pub fn os_trash(abs: &Path) -> Option<PathBuf> {
-        let parent = abs.parent()?.to_path_buf();
-        let name = abs.file_name()?.to_os_string();
-        if let Err(e) = trash::delete(abs) {
-            tracing::info!(error = %e, "the OS trash is unusable; using ferret's");
-            return None;
-        }
-        // Find the item just trashed, to restore exactly it on undo.
-        let items = trash::os_limited::list().ok()?;
-        items
-            .into_iter()
-            .filter(|i| i.original_parent == parent && i.name == name)
-            .max_by_key(|i| i.time_deleted)
-            .map(|i| PathBuf::from(i.id))
-            .or_else(|| Some(PathBuf::new()))
-    }
-
-    /// Restores an item from the OS trash by id, never over something that stands there.
-    pub fn restore_os(id: &Path, shown: &str) -> ToolResult<()> {
-        let items = trash::os_limited::list().map_err(|e| {
-            ToolError::new(ErrorCode::IoError, format!("cannot list the trash: {e}"))
-        })?;
-        let item = items
-            .into_iter()
-            .find(|i| Path::new(&i.id) == id)
-            .ok_or_else(|| {
-                ToolError::new(
-                    ErrorCode::Conflict,
-                    format!("{shown} is no longer in the trash (emptied or restored)"),
-                )
-            })?;
-        trash::os_limited::restore_all([item]).map_err(|e| match e {
-            trash::Error::RestoreCollision { .. } => ToolError::new(
-                ErrorCode::Conflict,
-                format!("something now stands at {shown}; it was not overwritten"),
-            ),
-            e => ToolError::new(
-                ErrorCode::IoError,
-                format!("cannot restore {shown} from the trash: {e}"),
-            ),
-        })
-    }
-}
-
-#[cfg(not(any(
-    target_os = "windows",
-    all(
-        unix,
-        not(target_os = "macos"),
-        not(target_os = "ios"),
-        not(target_os = "android")
-    )
-)))]
-mod os {
-    use crate::error::{ErrorCode, ToolError, ToolResult};
-    use std::path::{Path, PathBuf};
-
-    pub fn os_trash(_abs: &Path) -> Option<PathBuf> {
-        None
-    }
-
-    pub fn restore_os(_id: &Path, shown: &str) -> ToolResult<()> {
-        Err(ToolError::new(
-            ErrorCode::IoError,
-            format!("{shown}: this system's trash cannot be restored from"),
-        ))
     }
 }

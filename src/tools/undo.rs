@@ -2,16 +2,22 @@
 //!
 //! An edit is undone only if the file still holds what the edit wrote; otherwise the
 //! answer is `CONFLICT` with a diff, and `force` first backs up the current content, so
-//! nothing is ever lost. The undo is itself journalled. The journal stays locked for the
-//! whole operation, so two undos can never restore the same change twice.
+//! nothing is ever lost. A delete is undone by moving exactly the object the journal
+//! recorded (same inode, same content) back from the trash into the directory that held
+//! it, opened beneath the root without a symlink on the way, and never over something
+//! standing there. The undo is itself journalled; the check that a change is not already
+//! undone and the undo's own journal entry are made under one journal lock, so two
+//! undos, in any number of processes, never restore one change twice.
 
 use crate::context::Ctx;
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::history::{Entry, sha256};
+use crate::history::{Action, Entry, History, sha256};
 use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::tools::edit::LOCK_WAIT;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
+use std::os::fd::AsFd;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -48,95 +54,153 @@ pub struct Output {
 
 pub struct Undo;
 
-/// The journal entry recording the undo of `target`.
-fn undo_entry(
-    target: &Entry,
-    backup_path: Option<std::path::PathBuf>,
-    sha256_before: Option<String>,
-    sha256_after: Option<String>,
-) -> Entry {
-    Entry {
-        id: 0,
-        action: "undo".into(),
-        path: target.path.clone(),
-        root: target.root,
-        rel: target.rel.clone(),
-        backup_path,
-        trash_location: None,
-        trash: None,
-        timestamp: crate::audit::now_rfc3339(),
-        sha256_before,
-        sha256_after,
-        undoes: Some(target.id),
+/// Refuses when `target` was undone, or is being undone, by anyone (run with the
+/// journal locked, just before the undo begins).
+fn not_undone(target: u64) -> impl FnOnce(&[Entry]) -> ToolResult<()> {
+    move |entries| {
+        if entries.iter().any(|e| e.undoes == Some(target)) {
+            return Err(already_undone(target));
+        }
+        Ok(())
     }
 }
 
-/// Brings a deleted entry back from the trash, refusing to overwrite what stands there now.
-fn undo_delete(
-    ctx: &Ctx,
-    target: &Entry,
-    entries: &[Entry],
-    dry_run: bool,
-) -> ToolResult<(Option<Entry>, Output)> {
+fn already_undone(id: u64) -> ToolError {
+    ToolError::new(
+        ErrorCode::Conflict,
+        format!("change {id} was already undone"),
+    )
+}
+
+fn conflict(msg: String) -> ToolError {
+    ToolError::new(ErrorCode::Conflict, msg)
+}
+
+/// Brings a deleted entry back from the trash.
+fn undo_delete(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> ToolResult<()> {
     let ws = ctx.workspace();
     let wp = ws.root_path(target.root).join(&target.rel);
-    if ws.lstat(&wp).ok().flatten().is_some() {
-        return Err(ToolError::new(
-            ErrorCode::Conflict,
-            format!(
-                "something now stands at {}; the deleted entry was not restored over it",
-                target.path
-            ),
-        )
+    let at = ws.entry(&wp, false)?;
+    if at.real.rel() != target.rel {
+        return Err(conflict(format!(
+            "a directory on the way to {} is now a symbolic link; nothing was restored",
+            target.path
+        ))
+        .with_hint("put the directory back as it was, then undo again"));
+    }
+    if at.meta.is_some() {
+        return Err(conflict(format!(
+            "something now stands at {}; the deleted entry was not restored over it",
+            target.path
+        ))
         .with_hint("move or delete what is there first, then undo again"));
     }
-    let location = target.trash_location.as_ref().ok_or_else(|| {
+    let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
+        return Err(
+            conflict(format!("the directory that held {} is gone", target.path))
+                .with_hint("create the directory again, then undo"),
+        );
+    };
+    if out.dry_run {
+        return Ok(());
+    }
+    out.change_id = Some(history.restore(target, dir, name, not_undone(target.id))?);
+    Ok(())
+}
+
+/// Puts an edited file's earlier content back.
+fn undo_edit(
+    ctx: &Ctx,
+    history: &History,
+    target: &Entry,
+    force: bool,
+    out: &mut Output,
+) -> ToolResult<()> {
+    let ws = ctx.workspace();
+    let backup_path = target.backup_path.as_ref().ok_or_else(|| {
         ToolError::new(
             ErrorCode::IoError,
-            format!("change {} has no trash location", target.id),
+            format!("change {} has no backup", target.id),
         )
     })?;
-    let mut out = Output {
-        undone: target.id,
-        action: target.action.clone(),
-        path: target.path.clone(),
-        diff: String::new(),
-        backup: None,
-        change_id: None,
-        dry_run,
-    };
-    if dry_run {
-        return Ok((None, out));
+    let restored = std::fs::read(backup_path).map_err(|e| {
+        ToolError::new(
+            ErrorCode::IoError,
+            format!("cannot read the backup {}: {e}", backup_path.display()),
+        )
+    })?;
+    let wp = ws.root_path(target.root).join(&target.rel);
+    let probe = ws.entry(&wp, false)?;
+    if probe.real.rel() != target.rel {
+        return Err(conflict(format!(
+            "a directory on the way to {} is now a symbolic link; nothing was restored",
+            target.path
+        )));
     }
-    match target.trash.as_deref() {
-        Some("os") => crate::tools::file_delete::restore_os(location, &target.path)?,
-        _ => {
-            let (dir, name) = ws.parent_of(&wp).map_err(|_| {
-                ToolError::new(
-                    ErrorCode::Conflict,
-                    format!("the directory that held {} is gone", target.path),
-                )
-            })?;
-            let (Some(trash_dir), Some(trash_name)) = (location.parent(), location.file_name())
-            else {
-                return Err(ToolError::new(
-                    ErrorCode::IoError,
-                    "bad trash location in the journal",
-                ));
-            };
-            let src = cap_std::fs::Dir::open_ambient_dir(trash_dir, cap_std::ambient_authority())
+    // Locked from the comparison to the write: an edit racing the undo lands before or
+    // after it, never in between.
+    let (locked, at) = match &probe.meta {
+        Some(m) if m.is_file() => {
+            let (file, _, at) = ws.open_file_locked(&wp, LOCK_WAIT)?;
+            let mut buf = Vec::new();
+            (&file)
+                .read_to_end(&mut buf)
                 .map_err(|e| ToolError::io(&target.path, &e))?;
-            src.rename(trash_name, &dir, name).map_err(|e| {
-                ToolError::new(
-                    ErrorCode::IoError,
-                    format!("cannot restore {} from ferret's trash: {e}", target.path),
-                )
-            })?;
+            (Some((file, buf)), at)
         }
+        Some(_) => {
+            return Err(conflict(format!("{} is no longer a file", target.path)));
+        }
+        None => (None, probe),
+    };
+    let current = locked.as_ref().map(|(_, b)| b.as_slice());
+    let current_text = current.map(String::from_utf8_lossy).unwrap_or_default();
+    out.diff = similar::TextDiff::from_lines(
+        current_text.as_ref(),
+        String::from_utf8_lossy(&restored).as_ref(),
+    )
+    .unified_diff()
+    .context_radius(3)
+    .header(
+        &format!("a/{} (now)", target.path),
+        &format!("b/{} (restored)", target.path),
+    )
+    .to_string();
+    let unchanged = current.map(sha256) == target.sha256_after;
+    if !unchanged && !force {
+        let what = if current.is_none() {
+            "was deleted"
+        } else {
+            "was changed"
+        };
+        return Err(conflict(format!(
+            "{} {what} after change {}; undoing would lose that:\n{}",
+            target.path, target.id, out.diff
+        ))
+        .with_hint("pass force: true to undo anyway; the current content is backed up first"));
     }
-    out.change_id = Some(entries.last().map_or(1, |l| l.id + 1));
-    let entry = undo_entry(target, None, None, None);
-    Ok((Some(entry), out))
+    if out.dry_run {
+        return Ok(());
+    }
+    let mut entry = Entry::new(Action::Undo, target.path.clone(), target.root, &target.rel);
+    entry.undoes = Some(target.id);
+    if !unchanged && let Some(cur) = current {
+        let b = history.backup(target.root, &target.rel, cur)?;
+        out.backup = Some(b.display().to_string());
+        entry.backup_path = Some(b);
+    }
+    entry.sha256_before = current.map(sha256);
+    entry.sha256_after = Some(sha256(&restored));
+    let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
+        return Err(conflict(format!(
+            "the directory that held {} is gone",
+            target.path
+        )));
+    };
+    let like = locked.as_ref().map(|(f, _)| f.as_fd());
+    out.change_id =
+        Some(history.replace(dir, name, like, &restored, entry, not_undone(target.id))?);
+    Ok(())
 }
 
 impl Tool for Undo {
@@ -156,151 +220,67 @@ current content.",
 
     fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
         let history = ctx.history()?;
-        let ws = ctx.workspace();
         let dry_run = p.dry_run || ctx.config().dry_run;
-        history.with_journal(|entries| {
-            let undone: Vec<u64> = entries.iter().filter_map(|e| e.undoes).collect();
-            let target = match p.id {
-                Some(id) => entries
-                    .iter()
-                    .find(|e| e.id == id && e.action != "undo")
-                    .ok_or_else(|| {
-                        ToolError::new(
-                            ErrorCode::NotFound,
-                            format!("no change with id {id} in the journal"),
-                        )
-                        .with_hint("list the changes with `ferret history`")
-                    })?,
-                None => entries
-                    .iter()
-                    .rev()
-                    .find(|e| {
-                        !matches!(e.action.as_str(), "undo" | "delete_permanent")
-                            && !undone.contains(&e.id)
-                    })
-                    .ok_or_else(|| {
-                        ToolError::new(ErrorCode::NotFound, "there is no change to undo")
-                    })?,
-            };
-            if undone.contains(&target.id) {
-                return Err(ToolError::new(
-                    ErrorCode::Conflict,
-                    format!("change {} was already undone", target.id),
-                ));
+        let entries = history.entries()?;
+        let undone: Vec<u64> = entries.iter().filter_map(|e| e.undoes).collect();
+        let target = match p.id {
+            Some(id) => entries
+                .iter()
+                .find(|e| e.id == id && e.action != Action::Undo)
+                .ok_or_else(|| {
+                    ToolError::new(
+                        ErrorCode::NotFound,
+                        format!("no change with id {id} in the journal"),
+                    )
+                    .with_hint("list the changes with `ferret history`")
+                })?,
+            None => entries
+                .iter()
+                .rev()
+                .find(|e| {
+                    matches!(e.action, Action::Edit | Action::Delete)
+                        && !e.pending
+                        && !undone.contains(&e.id)
+                })
+                .ok_or_else(|| ToolError::new(ErrorCode::NotFound, "there is no change to undo"))?,
+        };
+        if undone.contains(&target.id) {
+            return Err(already_undone(target.id));
+        }
+        if target.pending {
+            return Err(conflict(format!(
+                "change {} is still under way in another process",
+                target.id
+            ))
+            .with_hint("retry in a moment"));
+        }
+        ctx.set_audit_path(target.path.clone());
+        let mut out = Output {
+            undone: target.id,
+            action: target.action.as_str().to_string(),
+            path: target.path.clone(),
+            diff: String::new(),
+            backup: None,
+            change_id: None,
+            dry_run,
+        };
+        match target.action {
+            Action::Edit => undo_edit(ctx, history, target, p.force, &mut out)?,
+            Action::Delete => undo_delete(ctx, history, target, &mut out)?,
+            Action::DeletePermanent => {
+                return Err(conflict(format!(
+                    "change {} deleted {} permanently; it cannot be undone",
+                    target.id, target.path
+                )));
             }
-            ctx.set_audit_path(target.path.clone());
-            match target.action.as_str() {
-                "edit" => {}
-                "delete" => return undo_delete(ctx, target, entries, dry_run),
-                "delete_permanent" => {
-                    return Err(ToolError::new(
-                        ErrorCode::Conflict,
-                        format!(
-                            "change {} deleted {} permanently; it cannot be undone",
-                            target.id, target.path
-                        ),
-                    ));
-                }
-                other => {
-                    return Err(ToolError::invalid(format!(
-                        "change {} is a {other}, which cannot be undone",
-                        target.id
-                    )));
-                }
+            Action::Undo => {
+                return Err(ToolError::invalid(format!(
+                    "change {} is an undo, which cannot be undone",
+                    target.id
+                )));
             }
-            let backup_path = target.backup_path.as_ref().ok_or_else(|| {
-                ToolError::new(
-                    ErrorCode::IoError,
-                    format!("change {} has no backup", target.id),
-                )
-            })?;
-            let restored = std::fs::read(backup_path).map_err(|e| {
-                ToolError::new(
-                    ErrorCode::IoError,
-                    format!("cannot read the backup {}: {e}", backup_path.display()),
-                )
-            })?;
-            let wp = ws.root_path(target.root).join(&target.rel);
-            let (current, perms) = match ws.stat(&wp)? {
-                Some((_, m)) if m.is_file() => {
-                    let (file, meta, _) = ws.open_file(&wp)?;
-                    let mut buf = Vec::new();
-                    (&file)
-                        .read_to_end(&mut buf)
-                        .map_err(|e| ToolError::io(&target.path, &e))?;
-                    (Some(buf), Some(meta.permissions()))
-                }
-                Some(_) => {
-                    return Err(ToolError::new(
-                        ErrorCode::Conflict,
-                        format!("{} is no longer a file", target.path),
-                    ));
-                }
-                None => (None, None),
-            };
-            let current_text = current
-                .as_deref()
-                .map(String::from_utf8_lossy)
-                .unwrap_or_default();
-            let diff = similar::TextDiff::from_lines(
-                current_text.as_ref(),
-                String::from_utf8_lossy(&restored).as_ref(),
-            )
-            .unified_diff()
-            .context_radius(3)
-            .header(
-                &format!("a/{} (now)", target.path),
-                &format!("b/{} (restored)", target.path),
-            )
-            .to_string();
-            let unchanged = current.as_deref().map(sha256) == target.sha256_after;
-            if !unchanged && !p.force {
-                let what = if current.is_none() {
-                    "was deleted"
-                } else {
-                    "was changed"
-                };
-                return Err(ToolError::new(
-                    ErrorCode::Conflict,
-                    format!(
-                        "{} {what} after change {}; undoing would lose that:\n{diff}",
-                        target.path, target.id
-                    ),
-                )
-                .with_hint(
-                    "pass force: true to undo anyway; the current content is backed up first",
-                ));
-            }
-            let mut out = Output {
-                undone: target.id,
-                action: target.action.clone(),
-                path: target.path.clone(),
-                diff,
-                backup: None,
-                change_id: None,
-                dry_run,
-            };
-            if dry_run {
-                return Ok((None, out));
-            }
-            if !unchanged && let Some(cur) = &current {
-                out.backup = Some(
-                    history
-                        .backup(target.root, &target.rel, cur)?
-                        .display()
-                        .to_string(),
-                );
-            }
-            ws.replace_file(&wp, &restored, perms)?;
-            out.change_id = Some(entries.last().map_or(1, |l| l.id + 1));
-            let entry = undo_entry(
-                target,
-                out.backup.as_ref().map(Into::into),
-                current.as_deref().map(sha256),
-                Some(sha256(&restored)),
-            );
-            Ok((Some(entry), out))
-        })
+        }
+        Ok(out)
     }
 
     fn render(&self, o: &Output) -> String {

@@ -18,12 +18,15 @@
 //! refuses; its answer is only ever used as a name to open beneath the root.
 
 pub mod patterns;
+pub mod resolve;
+pub mod write;
 
 use crate::config::Config;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, File, Metadata, OpenOptions};
 use patterns::PatternSet;
+pub use resolve::Resolved;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
@@ -117,9 +120,6 @@ pub struct Workspace {
     max_path_depth: usize,
 }
 
-/// How many symlinks one resolution may pass through before it is called a loop.
-const MAX_SYMLINK_HOPS: usize = 40;
-
 impl Workspace {
     /// Opens the roots. `roots` must be non-empty existing directories.
     pub fn new(config: &Config) -> anyhow::Result<Workspace> {
@@ -211,14 +211,6 @@ impl Workspace {
         self.confirm.matches(&p.rel, is_dir)
     }
 
-    /// The directory holding a real path, opened without following symlinks, and the
-    /// final name: for changes that work on the entry itself (delete, rename).
-    pub fn parent_of<'a>(&self, real: &'a WsPath) -> ToolResult<(Dir, &'a Path)> {
-        let shown = self.display(real);
-        self.parent_dir(real)
-            .map_err(|e| self.raced_or_io(&shown, &e))
-    }
-
     /// Whether a path is a secret. Walks use this to leave entries out.
     pub fn is_denied(&self, p: &WsPath, is_dir: bool) -> bool {
         self.deny.matches(&p.rel, is_dir)
@@ -291,23 +283,9 @@ impl Workspace {
                 }
             }
         }
-        // An alias of a root through a symlink (macOS /tmp → /private/tmp): name it by its
-        // deepest existing ancestor.
-        let mut existing = normalized.as_path();
-        let mut tail = PathBuf::new();
-        loop {
-            if let Ok(canon) = std::fs::canonicalize(existing) {
-                for (i, r) in self.roots.iter().enumerate() {
-                    if let Ok(rest) = canon.strip_prefix(&r.canonical) {
-                        return Some((i, rest.join(&tail)));
-                    }
-                }
-                return None;
-            }
-            let name = existing.file_name()?;
-            tail = Path::new(name).join(&tail);
-            existing = existing.parent()?;
-        }
+        // No ambient look-up of an agent's path: a root is known by the name it was
+        // given and by its canonical name (macOS /tmp and /private/tmp), nothing else.
+        None
     }
 
     fn escape_error(&self, input: &str) -> ToolError {
@@ -344,11 +322,7 @@ impl Workspace {
             None => self.deny.matches_any_type(&p.rel),
         };
         if denied {
-            return Err(ToolError::new(
-                ErrorCode::DeniedPattern,
-                format!("{shown} matches a deny pattern (secrets and VCS internals are never accessible)"),
-            )
-            .with_hint("this path cannot be read, listed or changed through ferret; ask the user if it is really needed"));
+            return Err(denied_error(shown));
         }
         if is_dir == Some(false) && !self.allowed_extensions.is_empty() {
             let ext = p
@@ -370,170 +344,64 @@ impl Workspace {
         Ok(())
     }
 
+    /// Walks `p` to its real path beneath the root (see [`resolve`]) and checks the
+    /// rules on the real name: deny before every component is looked at, depth and
+    /// extension once the type is known. `follow` says whether a final symlink is
+    /// followed (reading it) or is itself the object (deleting it).
+    pub fn entry(&self, p: &WsPath, follow: bool) -> ToolResult<Resolved> {
+        let shown = self.display(p);
+        let root = &self.roots[p.root];
+        let deny = &self.deny;
+        let r = resolve::walk(root, p.root, &p.rel, follow, &|rel| {
+            deny.matches_any_type(rel)
+        })
+        .map_err(|e| {
+            e.into_tool_error(&shown, |real| {
+                self.display(&WsPath {
+                    root: p.root,
+                    rel: real.to_path_buf(),
+                })
+            })
+        })?;
+        let named = if r.real.rel == p.rel {
+            shown
+        } else {
+            format!("{shown} (-> {})", self.display(&r.real))
+        };
+        match &r.meta {
+            Some(m) => self.check_name(&r.real, &named, Some(m.is_dir()))?,
+            None => self.check_name(&r.real, &named, None)?,
+        }
+        Ok(r)
+    }
+
     /// The real name of `p` beneath its root, every symlink resolved. `Ok(None)` when it
     /// does not exist.
     pub fn real_path(&self, p: &WsPath) -> ToolResult<Option<WsPath>> {
-        let shown = self.display(p);
-        let root = &self.roots[p.root];
-        if p.is_root() {
-            return Ok(Some(p.clone()));
-        }
-        let rel = match root.dir.canonicalize(&p.rel) {
-            Ok(rel) => Some(normalize(&rel)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied || is_loop(&e) => {
-                // cap-std refuses absolute symlinks even when they point back inside; name
-                // the target ambiently and accept it only if it lies beneath the root.
-                match self.ambient_beneath(root, &p.rel) {
-                    Ambient::Inside(rel) => Some(rel),
-                    Ambient::Missing => None,
-                    Ambient::Loop => {
-                        return Err(ToolError::new(
-                            ErrorCode::IoError,
-                            format!("{shown}: too many levels of symbolic links"),
-                        ));
-                    }
-                    Ambient::Outside => {
-                        return Err(ToolError::new(
-                            ErrorCode::PathEscape,
-                            format!("{shown} leads outside the workspace through a symbolic link"),
-                        )
-                        .with_hint(
-                            "symbolic links are followed only while they stay inside the workspace",
-                        ));
-                    }
-                }
-            }
-            Err(e) => return Err(ToolError::io(&shown, &e)),
-        };
-        Ok(rel.map(|rel| WsPath { root: p.root, rel }))
-    }
-
-    fn ambient_beneath(&self, root: &Root, rel: &Path) -> Ambient {
-        let full = root.canonical.join(rel);
-        let mut existing = full.as_path();
-        let mut tail = PathBuf::new();
-        let mut missing = false;
-        for _ in 0..MAX_SYMLINK_HOPS * 4 {
-            match std::fs::canonicalize(existing) {
-                Ok(canon) => {
-                    return match canon.strip_prefix(&root.canonical) {
-                        Ok(r) if !missing => Ambient::Inside(r.join(tail)),
-                        Ok(_) => Ambient::Missing,
-                        Err(_) => Ambient::Outside,
-                    };
-                }
-                Err(e) if is_loop(&e) => return Ambient::Loop,
-                Err(_) => {
-                    missing = true;
-                    let (Some(name), Some(parent)) = (existing.file_name(), existing.parent())
-                    else {
-                        return Ambient::Outside;
-                    };
-                    tail = Path::new(name).join(&tail);
-                    existing = parent;
-                }
-            }
-        }
-        Ambient::Outside
-    }
-
-    /// Resolves `p` to its real name and checks the rules on it. Returns the real path
-    /// and what stands there (not following a final symlink: there is none after
-    /// resolution, unless the tree changed under us — then it is reported as it is).
-    fn confirm(&self, p: &WsPath) -> ToolResult<Option<(WsPath, Metadata)>> {
-        let Some(real) = self.real_path(p)? else {
-            return Ok(None);
-        };
-        let shown = self.display(p);
-        let meta = if real.is_root() {
-            self.roots[real.root].dir.dir_metadata()
-        } else {
-            self.parent_dir(&real)
-                .and_then(|(d, name)| d.symlink_metadata(name))
-        };
-        let meta = match meta {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(self.raced_or_io(&shown, &e)),
-        };
-        if real.rel != p.rel {
-            self.check_name(
-                &real,
-                &format!("{shown} (-> {})", self.display(&real)),
-                Some(meta.is_dir()),
-            )?;
-        } else {
-            self.check_name(&real, &shown, Some(meta.is_dir()))?;
-        }
-        Ok(Some((real, meta)))
-    }
-
-    /// Opens the directory holding `real` component by component, never following a
-    /// symlink, and returns it with the final name.
-    fn parent_dir<'a>(&self, real: &'a WsPath) -> io::Result<(Dir, &'a Path)> {
-        let root = &self.roots[real.root];
-        let name = real
-            .rel
-            .file_name()
-            .map(Path::new)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-        let mut dir = root.dir.try_clone()?;
-        if let Some(parent) = real.rel.parent() {
-            for c in parent.components() {
-                dir = dir.open_dir_nofollow(c.as_os_str())?;
-            }
-        }
-        Ok((dir, name))
-    }
-
-    fn raced_or_io(&self, shown: &str, e: &io::Error) -> ToolError {
-        if is_loop(e) || e.kind() == io::ErrorKind::NotADirectory {
-            ToolError::new(
-                ErrorCode::IoError,
-                format!(
-                    "{shown} changed while it was being opened (a directory became a symbolic link)"
-                ),
-            )
-            .with_hint("retry the call")
-        } else {
-            ToolError::io(shown, e)
-        }
+        let r = self.entry(p, true)?;
+        Ok(r.meta.is_some().then_some(r.real))
     }
 
     /// What stands at `p`, following symlinks within the workspace; `None` if nothing.
     /// Returns the real path too.
     pub fn stat(&self, p: &WsPath) -> ToolResult<Option<(WsPath, Metadata)>> {
-        self.confirm(p)
+        let r = self.entry(p, true)?;
+        Ok(r.meta.map(|m| (r.real, m)))
     }
 
     /// What stands at `p` itself, not following a final symlink: for listings.
     pub fn lstat(&self, p: &WsPath) -> ToolResult<Option<Metadata>> {
-        let shown = self.display(p);
-        if p.is_root() {
-            return self.roots[p.root]
-                .dir
-                .dir_metadata()
-                .map(Some)
-                .map_err(|e| ToolError::io(&shown, &e));
-        }
-        let parent = WsPath {
-            root: p.root,
-            rel: p.rel.parent().map(Path::to_path_buf).unwrap_or_default(),
-        };
-        let dir = self.open_dir(&parent)?;
-        let name = p.rel.file_name().unwrap_or_default();
-        match dir.symlink_metadata(name) {
-            Ok(m) => Ok(Some(m)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(ToolError::io(&shown, &e)),
-        }
+        Ok(self.entry(p, false)?.meta)
     }
 
-    /// Opens a regular file for reading. Never blocks on a FIFO.
-    pub fn open_file(&self, p: &WsPath) -> ToolResult<(File, Metadata, WsPath)> {
+    /// Opens a regular file for reading. Never blocks on a FIFO. Returns the resolution
+    /// too: its `parent` handle is where a change to the file is made.
+    pub fn open_file(&self, p: &WsPath) -> ToolResult<(File, Metadata, Resolved)> {
         let shown = self.display(p);
-        let (real, meta) = self.confirm(p)?.ok_or_else(|| not_found(&shown))?;
+        let r = self.entry(p, true)?;
+        let (Some(meta), Some(dir), Some(name)) = (&r.meta, &r.parent, r.name()) else {
+            return Err(not_found(&shown));
+        };
         if meta.is_dir() {
             return Err(
                 ToolError::new(ErrorCode::IsADirectory, format!("{shown} is a directory"))
@@ -545,37 +413,104 @@ impl Workspace {
                 "{shown} is not a regular file (a FIFO, socket or device); it is not read"
             )));
         }
-        let (dir, name) = self
-            .parent_dir(&real)
-            .map_err(|e| self.raced_or_io(&shown, &e))?;
         let mut opts = OpenOptions::new();
         opts.read(true).follow(FollowSymlinks::No);
         #[cfg(unix)]
         {
             use cap_std::fs::OpenOptionsExt;
             // A FIFO swapped in after the type check must not hang the call.
-            opts.custom_flags(libc::O_NONBLOCK);
+            opts.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
         }
         let file = dir
             .open_with(name, &opts)
-            .map_err(|e| self.raced_or_io(&shown, &e))?;
+            .map_err(|e| raced_or_io(&shown, &e))?;
         let meta = file.metadata().map_err(|e| ToolError::io(&shown, &e))?;
         if !meta.is_file() {
             return Err(ToolError::invalid(format!("{shown} is not a regular file")));
         }
-        Ok((file, meta, real))
+        Ok((file, meta, r))
+    }
+
+    /// Opens a regular file and takes an exclusive lock on it for a read-modify-write:
+    /// edits of one file, by any number of ferret processes, apply one after another.
+    /// The lock is on the file's inode, and a change replaces the inode, so once the lock
+    /// is held the name is checked to still lead to the locked inode; if a change landed
+    /// meanwhile the file is opened again. Waits up to `wait` for another editor.
+    pub fn open_file_locked(
+        &self,
+        p: &WsPath,
+        wait: std::time::Duration,
+    ) -> ToolResult<(File, Metadata, Resolved)> {
+        let shown = self.display(p);
+        for _ in 0..1000 {
+            let (file, meta, r) = self.open_file(p)?;
+            if !write::lock(&file, wait).map_err(|e| ToolError::io(&shown, &e))? {
+                return Err(ToolError::new(
+                    ErrorCode::Conflict,
+                    format!("{shown} is being changed by another process"),
+                )
+                .with_hint("retry in a moment"));
+            }
+            let (Some(dir), Some(name)) = (&r.parent, r.name()) else {
+                return Err(not_found(&shown));
+            };
+            let mine = write::identity(&file).map_err(|e| ToolError::io(&shown, &e))?;
+            if write::identity_at(dir, name).ok() == Some(mine) {
+                return Ok((file, meta, r));
+            }
+        }
+        Err(ToolError::new(
+            ErrorCode::Conflict,
+            format!("{shown} kept changing while it was being opened"),
+        )
+        .with_hint("retry in a moment"))
+    }
+
+    /// Whether the directory `at` (from [`Workspace::entry`]) holds, at any depth, an
+    /// entry the deny rules match: deleting it would take secrets or VCS internals along.
+    /// Walks handles without following links; `check` is called per directory (for the
+    /// call's deadline).
+    pub fn holds_denied(
+        &self,
+        at: &Resolved,
+        check: &dyn Fn() -> ToolResult<()>,
+    ) -> ToolResult<bool> {
+        let shown = self.display(&at.real);
+        let (Some(parent), Some(name)) = (&at.parent, at.name()) else {
+            return Ok(false);
+        };
+        let dir = parent
+            .open_dir_nofollow(name)
+            .map_err(|e| raced_or_io(&shown, &e))?;
+        let mut stack = vec![(dir, at.real.rel.clone())];
+        while let Some((dir, rel)) = stack.pop() {
+            check()?;
+            let entries = dir.entries().map_err(|e| ToolError::io(&shown, &e))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| ToolError::io(&shown, &e))?;
+                let ft = entry.file_type().map_err(|e| ToolError::io(&shown, &e))?;
+                let here = rel.join(entry.file_name());
+                if self.deny.matches(&here, ft.is_dir()) {
+                    return Ok(true);
+                }
+                if ft.is_dir() {
+                    let sub = dir
+                        .open_dir_nofollow(entry.file_name())
+                        .map_err(|e| raced_or_io(&shown, &e))?;
+                    stack.push((sub, here));
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// Opens a directory for listing.
     pub fn open_dir(&self, p: &WsPath) -> ToolResult<Dir> {
         let shown = self.display(p);
-        if p.is_root() {
-            return self.roots[p.root]
-                .dir
-                .try_clone()
-                .map_err(|e| ToolError::io(&shown, &e));
-        }
-        let (real, meta) = self.confirm(p)?.ok_or_else(|| not_found(&shown))?;
+        let r = self.entry(p, true)?;
+        let Some(meta) = &r.meta else {
+            return Err(not_found(&shown));
+        };
         if !meta.is_dir() {
             return Err(ToolError::new(
                 ErrorCode::NotADirectory,
@@ -583,11 +518,15 @@ impl Workspace {
             )
             .with_hint("use read_file or get_file_info for files"));
         }
-        let (dir, name) = self
-            .parent_dir(&real)
-            .map_err(|e| self.raced_or_io(&shown, &e))?;
-        dir.open_dir_nofollow(name)
-            .map_err(|e| self.raced_or_io(&shown, &e))
+        let Some(dir) = r.parent else {
+            return Err(not_found(&shown));
+        };
+        match r.real.rel.file_name() {
+            None => Ok(dir),
+            Some(name) => dir
+                .open_dir_nofollow(name)
+                .map_err(|e| raced_or_io(&shown, &e)),
+        }
     }
 }
 
@@ -637,7 +576,7 @@ impl Workspace {
         #[cfg(unix)]
         {
             use cap_std::fs::OpenOptionsExt;
-            opts.custom_flags(libc::O_NONBLOCK);
+            opts.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
         }
         dir.open_with(rel, &opts).map(File::into_std)
     }
@@ -668,49 +607,30 @@ impl Workspace {
     }
 }
 
-impl Workspace {
-    /// Replaces the regular file at `real` (a real path, from [`Workspace::stat`]) with
-    /// `content`, atomically: a temporary file in the same directory, created through the
-    /// sandboxed directory handle, written, given `perms`, fsynced, renamed over the file;
-    /// then the directory is fsynced. A crash at any point leaves the old or the new
-    /// content, never a mix.
-    pub fn replace_file(
-        &self,
-        real: &WsPath,
-        content: &[u8],
-        perms: Option<cap_std::fs::Permissions>,
-    ) -> ToolResult<()> {
-        use std::io::Write;
-        let shown = self.display(real);
-        let (dir, name) = self
-            .parent_dir(real)
-            .map_err(|e| self.raced_or_io(&shown, &e))?;
-        let io = |e: io::Error| ToolError::io(&shown, &e);
-        let mut tmp = cap_tempfile::TempFile::new(&dir).map_err(io)?;
-        tmp.as_file_mut().write_all(content).map_err(io)?;
-        if let Some(p) = perms {
-            tmp.as_file().set_permissions(p).map_err(io)?;
-        }
-        tmp.as_file().sync_all().map_err(io)?;
-        tmp.replace(name).map_err(io)?;
-        // The rename is done: the change stands. Making the directory entry durable is
-        // best effort (the directory handle is O_PATH; open it readable to fsync), and a
-        // failure here must not report the change as failed.
-        let mut opts = OpenOptions::new();
-        opts.read(true);
-        cap_fs_ext::OpenOptionsMaybeDirExt::maybe_dir(&mut opts, true);
-        if let Err(e) = dir.open_with(".", &opts).and_then(|d| d.sync_all()) {
-            tracing::warn!(path = %shown, error = %e, "could not fsync the directory after a write");
-        }
-        Ok(())
-    }
+/// The error for a name that matches a deny rule. It reads the same whether or not the
+/// object exists.
+pub(crate) fn denied_error(shown: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::DeniedPattern,
+        format!("{shown} matches a deny pattern (secrets and VCS internals are never accessible)"),
+    )
+    .with_hint("this path cannot be read, listed or changed through ferret; ask the user if it is really needed")
 }
 
-enum Ambient {
-    Inside(PathBuf),
-    Missing,
-    Outside,
-    Loop,
+/// An I/O error met while walking or opening; a directory that turned into a symlink
+/// under us (ELOOP, ENOTDIR from an O_NOFOLLOW open) is named as the race it is.
+pub(crate) fn raced_or_io(shown: &str, e: &io::Error) -> ToolError {
+    if is_loop(e) || e.kind() == io::ErrorKind::NotADirectory {
+        ToolError::new(
+            ErrorCode::IoError,
+            format!(
+                "{shown} changed while it was being opened (a directory became a symbolic link)"
+            ),
+        )
+        .with_hint("retry the call")
+    } else {
+        ToolError::io(shown, e)
+    }
 }
 
 fn not_found(shown: &str) -> ToolError {
@@ -724,15 +644,7 @@ fn not_found(shown: &str) -> ToolError {
 }
 
 fn is_loop(e: &io::Error) -> bool {
-    #[cfg(unix)]
-    {
-        e.raw_os_error() == Some(libc::ELOOP)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = e;
-        false
-    }
+    e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
 }
 
 /// Drops `.` components and a leading `/` or prefix; `..` never reaches here.

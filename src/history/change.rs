@@ -1,0 +1,370 @@
+//! The changes themselves — replacing a file, trashing, removing, restoring — each
+//! bracketed by the journal: `begin` before the workspace is touched, a mark after.
+//!
+//! Every one works on directory handles from the workspace's resolver; the journal's
+//! records (temporary file names, trash names, inodes, hashes) are what recovery and undo
+//! go by, never anything an agent could write.
+
+use super::journal::{Action, Entry, Outcome, TrashRecord};
+use super::trash::{Kind, Trash};
+use super::{History, stamp};
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::workspace::{Workspace, WsPath, write};
+use cap_std::fs::Dir;
+use sha2::{Digest, Sha256};
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::fd::BorrowedFd;
+
+/// Regular files up to this size are hashed when trashed, and the hash checked before
+/// they are restored; larger ones are identified by device and inode alone.
+const HASH_TRASHED_UP_TO: u64 = 256 * 1024 * 1024;
+
+impl History {
+    /// Replaces (or creates) the file `name` in `dir` with `content`, shaped like `like`
+    /// (the open old file), journalled as `entry`. `guard` runs with the journal locked, before the
+    /// change begins: it can refuse (an undo already done by someone else).
+    pub fn replace(
+        &self,
+        dir: &Dir,
+        name: &OsStr,
+        like: Option<BorrowedFd<'_>>,
+        content: &[u8],
+        mut entry: Entry,
+        guard: impl FnOnce(&[Entry]) -> ToolResult<()>,
+    ) -> ToolResult<u64> {
+        let shown = entry.path.clone();
+        let temp = format!(".ferret-{}.tmp", stamp());
+        entry.temp = Some(temp.clone());
+        let id = self.journal.with(|j| {
+            guard(&j.entries)?;
+            j.begin(entry, self.lease())
+        })?;
+        let temp = OsString::from(temp);
+        let done =
+            write::stage(dir, &temp, content, like).and_then(|()| write::commit(dir, &temp, name));
+        self.finish(
+            id,
+            done.map_err(|e| {
+                write::discard(dir, &temp);
+                ToolError::io(&shown, &e)
+            }),
+        )
+    }
+
+    /// Moves the entry `name` in `dir` (real path `real`) to the trash: the home trash
+    /// when `use_home` and it is usable for this object, else ferret's.
+    pub fn trash(
+        &self,
+        dir: &Dir,
+        name: &OsStr,
+        real: &WsPath,
+        ws: &Workspace,
+        use_home: bool,
+    ) -> ToolResult<(u64, Kind)> {
+        let shown = ws.display(real);
+        let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| ToolError::io(&shown, &e.into()))?;
+        let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+        let is_dir = kind == rustix::fs::FileType::Directory;
+        let is_file = kind == rustix::fs::FileType::RegularFile;
+        let hash = if is_file && (st.st_size as u64) <= HASH_TRASHED_UP_TO {
+            Some(hash_at(dir, name).map_err(|e| ToolError::io(&shown, &e))?)
+        } else {
+            None
+        };
+        let home = use_home
+            .then(|| Trash::home(|p| self.inside_roots(p)))
+            .flatten()
+            .filter(|t| t.dev == st.st_dev);
+        let mut trashes = Vec::new();
+        trashes.extend(home);
+        trashes.push(Trash::ferret(&self.dir)?);
+        let mut last_err = None;
+        for trash in trashes {
+            let abs = ws.walk_start(real);
+            let tname = trash.reserve(name, &abs, &stamp())?;
+            let mut entry =
+                Entry::new(Action::Delete, shown.clone(), real.root_index(), real.rel());
+            entry.trash = Some(TrashRecord {
+                kind: trash.kind,
+                name: tname.clone(),
+                dev: st.st_dev,
+                ino: st.st_ino,
+                sha256: hash.clone(),
+                is_dir,
+            });
+            let id = self.journal.with(|j| j.begin(entry, self.lease()))?;
+            match write::move_noreplace(dir, name, &trash.files, OsStr::new(&tname)) {
+                Ok(()) => {}
+                Err(e) => {
+                    trash.forget(&tname);
+                    self.settle(id, Outcome::Aborted, Some(e.to_string()))?;
+                    // Another filesystem (a bind mount): try the next trash.
+                    if e.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) {
+                        last_err = Some(e);
+                        continue;
+                    }
+                    return Err(ToolError::io(&shown, &e));
+                }
+            }
+            // The object moved must be the one recorded; if the name was swapped for
+            // another object in between, put it back and refuse.
+            let moved = write::identity_at(&trash.files, OsStr::new(&tname));
+            if moved.as_ref().ok() != Some(&(st.st_dev, st.st_ino)) {
+                let back = write::move_noreplace(&trash.files, OsStr::new(&tname), dir, name);
+                trash.forget(&tname);
+                self.settle(
+                    id,
+                    Outcome::Aborted,
+                    Some("changed while being deleted".into()),
+                )?;
+                if let Err(e) = back {
+                    tracing::error!(error = %e, trash = %tname, "could not put back an entry swapped during a delete");
+                }
+                return Err(ToolError::new(
+                    ErrorCode::Conflict,
+                    format!("{shown} changed while it was being deleted; nothing was deleted"),
+                )
+                .with_hint("retry the call"));
+            }
+            write::sync_dir(dir);
+            self.settle(id, Outcome::Committed, None)?;
+            return Ok((id, trash.kind));
+        }
+        let e = last_err.unwrap_or_else(|| std::io::Error::other("no trash"));
+        Err(ToolError::new(
+            ErrorCode::IoError,
+            format!("cannot move {shown} to a trash ({e}): the trash is on another filesystem"),
+        )
+        .with_hint("put the state directory (--state-dir) on the same filesystem as the workspace"))
+    }
+
+    /// Removes the entry `name` in `dir` for good (journalled, not undoable).
+    pub fn remove(
+        &self,
+        dir: &Dir,
+        name: &OsStr,
+        real: &WsPath,
+        shown: &str,
+        is_dir: bool,
+    ) -> ToolResult<u64> {
+        let entry = Entry::new(
+            Action::DeletePermanent,
+            shown.to_string(),
+            real.root_index(),
+            real.rel(),
+        );
+        let id = self.journal.with(|j| j.begin(entry, self.lease()))?;
+        let done = if is_dir {
+            dir.remove_dir_all(name)
+        } else {
+            dir.remove_file(name)
+        };
+        self.finish(id, done.map_err(|e| ToolError::io(shown, &e)))
+    }
+
+    /// Brings the object deleted by `target` back from the trash to the directory `dir`
+    /// (opened beneath the root, the real parent of `target.rel`), as `name`. It must
+    /// still be the object recorded (inode, and hash for files); nothing standing at the
+    /// destination is replaced. `guard` runs with the journal locked, before the change.
+    pub fn restore(
+        &self,
+        target: &Entry,
+        dir: &Dir,
+        name: &OsStr,
+        guard: impl FnOnce(&[Entry]) -> ToolResult<()>,
+    ) -> ToolResult<u64> {
+        let rec = target.trash.as_ref().ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::IoError,
+                format!("change {} has no trash record", target.id),
+            )
+        })?;
+        let trash = self.open_trash(rec.kind)?;
+        let gone = || {
+            ToolError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "{} is no longer in the trash as it was deleted (emptied, restored, or changed there)",
+                    target.path
+                ),
+            )
+        };
+        let tname = OsStr::new(&rec.name);
+        match write::identity_at(&trash.files, tname) {
+            Ok(id) if id == (rec.dev, rec.ino) => {}
+            _ => return Err(gone()),
+        }
+        if let Some(h) = &rec.sha256
+            && hash_at(&trash.files, tname).ok().as_ref() != Some(h)
+        {
+            return Err(gone());
+        }
+        let mut entry = Entry::new(Action::Undo, target.path.clone(), target.root, &target.rel);
+        entry.undoes = Some(target.id);
+        entry.trash = Some(rec.clone());
+        let id = self.journal.with(|j| {
+            guard(&j.entries)?;
+            j.begin(entry, self.lease())
+        })?;
+        let moved = write::move_noreplace(&trash.files, tname, dir, name).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                ToolError::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "something now stands at {}; the deleted entry was not restored over it",
+                        target.path
+                    ),
+                )
+                .with_hint("move or delete what is there first, then undo again")
+            } else {
+                ToolError::io(&target.path, &e)
+            }
+        });
+        let id = self.finish(id, moved)?;
+        write::sync_dir(dir);
+        trash.forget(&rec.name);
+        Ok(id)
+    }
+
+    fn open_trash(&self, kind: Kind) -> ToolResult<Trash> {
+        match kind {
+            Kind::Ferret => Trash::ferret(&self.dir),
+            Kind::Home => Trash::home(|_| false).ok_or_else(|| {
+                ToolError::new(ErrorCode::Conflict, "the system trash is no longer there")
+            }),
+        }
+    }
+
+    fn settle(&self, id: u64, outcome: Outcome, note: Option<String>) -> ToolResult<()> {
+        self.journal.with(|j| j.settle(id, outcome, note))
+    }
+
+    /// Marks `id` committed if the change succeeded, aborted (and returns the error) if
+    /// not.
+    fn finish(&self, id: u64, done: ToolResult<()>) -> ToolResult<u64> {
+        match done {
+            Ok(()) => {
+                self.settle(id, Outcome::Committed, None)?;
+                Ok(id)
+            }
+            Err(e) => {
+                self.settle(id, Outcome::Aborted, Some(e.message.clone()))?;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Settles a change whose process died before marking it, from what is on disk.
+pub(super) fn settle_orphan(h: &History, ws: &Workspace, e: &Entry) -> (Outcome, String) {
+    let wp = ws.root_path(e.root).join(&e.rel);
+    let at = ws.entry(&wp, false).ok();
+    let parent = at.as_ref().and_then(|r| r.parent.as_ref());
+    // A temporary file an edit (or an undo of one) left beside the file.
+    if let (Some(dir), Some(temp)) = (parent, &e.temp)
+        && write::is_temp_name(OsStr::new(temp))
+    {
+        write::discard(dir, OsStr::new(temp));
+    }
+    let here_identity = || {
+        parent
+            .zip(e.rel.file_name())
+            .and_then(|(d, n)| write::identity_at(d, n).ok())
+    };
+    match (e.action, &e.trash) {
+        (Action::Edit | Action::Undo, None) => {
+            let now = parent
+                .zip(e.rel.file_name())
+                .and_then(|(d, n)| hash_at(d, n).ok());
+            if now.is_some() && now == e.sha256_after {
+                (
+                    Outcome::Committed,
+                    "recovered: the change had landed".into(),
+                )
+            } else {
+                (
+                    Outcome::Aborted,
+                    "recovered: the change had not landed; rolled back".into(),
+                )
+            }
+        }
+        (Action::Delete, Some(rec)) => {
+            let trash = h.open_trash(rec.kind).ok();
+            let in_trash = trash
+                .as_ref()
+                .and_then(|t| write::identity_at(&t.files, OsStr::new(&rec.name)).ok());
+            if in_trash == Some((rec.dev, rec.ino)) {
+                (
+                    Outcome::Committed,
+                    "recovered: the entry had been moved to the trash".into(),
+                )
+            } else {
+                if let Some(t) = trash {
+                    t.forget(&rec.name);
+                }
+                (
+                    Outcome::Aborted,
+                    "recovered: the entry had not been moved; rolled back".into(),
+                )
+            }
+        }
+        (Action::Undo, Some(rec)) => {
+            if here_identity() == Some((rec.dev, rec.ino)) {
+                if let Ok(t) = h.open_trash(rec.kind) {
+                    t.forget(&rec.name);
+                }
+                (
+                    Outcome::Committed,
+                    "recovered: the entry had been restored".into(),
+                )
+            } else {
+                (
+                    Outcome::Aborted,
+                    "recovered: the entry had not been restored; rolled back".into(),
+                )
+            }
+        }
+        (Action::DeletePermanent, _) => {
+            if here_identity().is_none() {
+                (
+                    Outcome::Committed,
+                    "recovered: the entry had been removed".into(),
+                )
+            } else {
+                (
+                    Outcome::Aborted,
+                    "recovered: the entry was (at least partly) still there".into(),
+                )
+            }
+        }
+        (Action::Delete, None) | (Action::Edit, Some(_)) => {
+            (Outcome::Aborted, "recovered: a malformed entry".into())
+        }
+    }
+}
+
+/// SHA-256 of the regular file `name` in `dir`, opened without following a link.
+pub fn hash_at(dir: &Dir, name: &OsStr) -> std::io::Result<String> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        rustix::fs::OFlags::RDONLY
+            | rustix::fs::OFlags::NOFOLLOW
+            | rustix::fs::OFlags::NONBLOCK
+            | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    let mut f = std::fs::File::from(fd);
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}

@@ -1,0 +1,250 @@
+//! The undo journal: JSON Lines, append-only, written ahead of every change.
+//!
+//! A change is recorded twice. Before anything in the workspace is touched, a `begin`
+//! line holds everything needed to finish or roll it back (the backup, the temporary
+//! file's name, the exact trashed object with its inode and hash) and the lease of the
+//! process making it. After the change, a mark line says `committed` or `aborted`. A
+//! process killed in between leaves a `begin` with no mark; recovery (see
+//! [`super::History::recover`]) settles it from what is on disk, once the owner's lease
+//! shows the owner is gone.
+//!
+//! Every read-modify-append holds an exclusive `flock` on the journal, so ids never
+//! collide and two processes never both undo one change.
+
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+/// What a change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Edit,
+    Delete,
+    DeletePermanent,
+    Undo,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Edit => "edit",
+            Action::Delete => "delete",
+            Action::DeletePermanent => "delete_permanent",
+            Action::Undo => "undo",
+        }
+    }
+}
+
+/// Where a deleted object went: enough to find exactly it again, never a path an agent
+/// could have written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TrashRecord {
+    /// `home` (the freedesktop trash) or `ferret` (the state directory's trash).
+    pub kind: super::trash::Kind,
+    /// Its name in the trash's `files/` directory.
+    pub name: String,
+    /// Device and inode of the trashed object: it is restored only if it is still the
+    /// same object.
+    pub dev: u64,
+    pub ino: u64,
+    /// For a regular file: its content's SHA-256, checked again before restoring.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sha256: Option<String>,
+    pub is_dir: bool,
+}
+
+/// One change, as the journal records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Entry {
+    /// Sequential, starting at 1.
+    pub id: u64,
+    pub action: Action,
+    /// The path as results name it (root-prefixed when there are several roots).
+    pub path: String,
+    /// Index of the root and the real path relative to it.
+    pub root: usize,
+    pub rel: PathBuf,
+    /// The content before the change (edits, forced undos).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub backup_path: Option<PathBuf>,
+    /// The temporary file an edit writes beside the file, removed by recovery.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub temp: Option<String>,
+    /// Deletes and undos of deletes: the trashed object.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub trash: Option<TrashRecord>,
+    /// RFC 3339.
+    pub timestamp: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sha256_before: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sha256_after: Option<String>,
+    /// For `undo` entries: the change undone.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub undoes: Option<u64>,
+    /// The lease of the process that made the change (for recovery).
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub lease: String,
+    /// Whether the change is still under way (no mark yet).
+    #[serde(default)]
+    pub pending: bool,
+}
+
+impl Entry {
+    /// A new entry for `action` on a real path, stamped now.
+    pub fn new(action: Action, path: String, root: usize, rel: &Path) -> Entry {
+        Entry {
+            id: 0,
+            action,
+            path,
+            root,
+            rel: rel.to_path_buf(),
+            backup_path: None,
+            temp: None,
+            trash: None,
+            timestamp: crate::audit::now_rfc3339(),
+            sha256_before: None,
+            sha256_after: None,
+            undoes: None,
+            lease: String::new(),
+            pending: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Committed,
+    Aborted,
+}
+
+/// The line that settles a `begin`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Mark {
+    id: u64,
+    outcome: Outcome,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    note: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Line {
+    Entry(Box<Entry>),
+    Mark(Mark),
+}
+
+/// The journal file, locked for the span of one [`Journal::with`].
+pub struct Journal {
+    path: PathBuf,
+}
+
+/// The journal's content while it is locked: settled entries (committed) and those still
+/// pending; aborted ones are left out. `next_id` is the id the next entry gets.
+pub struct Locked<'a> {
+    file: &'a File,
+    pub entries: Vec<Entry>,
+    pub next_id: u64,
+}
+
+impl Locked<'_> {
+    /// Appends a `begin` line; returns the entry's id.
+    pub fn begin(&mut self, mut entry: Entry, lease: &str) -> ToolResult<u64> {
+        entry.id = self.next_id;
+        entry.lease = lease.to_string();
+        entry.pending = true;
+        self.write(&entry)?;
+        self.next_id += 1;
+        let id = entry.id;
+        self.entries.push(entry);
+        Ok(id)
+    }
+
+    /// Appends the mark settling entry `id`.
+    pub fn settle(&mut self, id: u64, outcome: Outcome, note: Option<String>) -> ToolResult<()> {
+        self.write(&Mark { id, outcome, note })?;
+        match outcome {
+            Outcome::Committed => {
+                if let Some(e) = self.entries.iter_mut().find(|e| e.id == id) {
+                    e.pending = false;
+                }
+            }
+            Outcome::Aborted => self.entries.retain(|e| e.id != id),
+        }
+        Ok(())
+    }
+
+    fn write(&self, value: &impl Serialize) -> ToolResult<()> {
+        let mut line = serde_json::to_string(value)
+            .map_err(|e| ToolError::new(ErrorCode::IoError, e.to_string()))?;
+        line.push('\n');
+        // One write per line, then fsync: a crash leaves whole lines only, and a line
+        // reported written is on disk.
+        let mut f = self.file;
+        f.write_all(line.as_bytes())
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| io_err("journal", &e))
+    }
+}
+
+impl Journal {
+    pub fn new(path: PathBuf) -> Journal {
+        Journal { path }
+    }
+
+    /// Runs `f` with the journal locked and read.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Locked) -> ToolResult<T>) -> ToolResult<T> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&self.path)
+            .map_err(|e| io_err("journal", &e))?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| io_err("journal lock", &e.into()))?;
+        let (entries, next_id) = read(&file)?;
+        let mut locked = Locked {
+            file: &file,
+            entries,
+            next_id,
+        };
+        f(&mut locked)
+    }
+}
+
+fn read(file: &File) -> ToolResult<(Vec<Entry>, u64)> {
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut max_id = 0u64;
+    for line in BufReader::new(file).lines() {
+        let line = line.map_err(|e| io_err("journal", &e))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        // A line that does not parse is skipped, never fatal: one damaged line must not
+        // lock an agent out of undo.
+        match serde_json::from_str::<Line>(&line) {
+            Ok(Line::Entry(e)) => {
+                max_id = max_id.max(e.id);
+                entries.push(*e);
+            }
+            Ok(Line::Mark(m)) => match m.outcome {
+                Outcome::Committed => {
+                    if let Some(e) = entries.iter_mut().find(|e| e.id == m.id) {
+                        e.pending = false;
+                    }
+                }
+                Outcome::Aborted => entries.retain(|e| e.id != m.id),
+            },
+            Err(e) => tracing::warn!(error = %e, "skipping a damaged journal line"),
+        }
+    }
+    Ok((entries, max_id + 1))
+}
+
+pub(super) fn io_err(what: &str, e: &std::io::Error) -> ToolError {
+    ToolError::new(ErrorCode::IoError, format!("{what}: {e}"))
+}

@@ -1,0 +1,254 @@
+//! The record of changes: ferret's state directory, the backups taken before every
+//! write, the write-ahead undo journal ([`journal`]), the trash ([`trash`]) and the
+//! change operations that tie them together ([`change`]).
+//!
+//! The state directory is `<base>/<workspace id>/`, where `<base>` is `--state-dir` or
+//! `$XDG_STATE_HOME/ferret`, and the workspace id is a hash of the roots' canonical
+//! paths: two workspaces never share a journal, even under one `--state-dir`. It must
+//! lie outside every root, so an agent can neither read nor tamper with it through
+//! ferret.
+//!
+//! Each process that changes files holds a *lease*: a file in `leases/` it keeps
+//! `flock`ed while it lives. A change still pending in the journal whose lease is no
+//! longer locked belongs to a process that died mid-change; [`History::recover`] settles
+//! it from what is on disk (committed if the change landed, rolled back otherwise) and
+//! removes the temporary file it may have left.
+
+pub mod change;
+pub mod journal;
+pub mod trash;
+
+use crate::config::Config;
+use crate::error::ToolResult;
+use crate::workspace::Workspace;
+pub use journal::{Action, Entry, TrashRecord};
+use journal::{Journal, Outcome, io_err};
+use sha2::{Digest, Sha256};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Backups kept per file (seed 003 §2.2).
+pub const BACKUPS_PER_FILE: usize = 50;
+
+pub fn sha256(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The state directory and what lives in it.
+pub struct History {
+    dir: PathBuf,
+    journal: Journal,
+    lease: Lease,
+    /// The canonical roots, to keep the home trash out of the workspace.
+    roots: Vec<PathBuf>,
+}
+
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History").field("dir", &self.dir).finish()
+    }
+}
+
+/// This process's claim on its pending changes: a locked file, removed on a clean exit.
+struct Lease {
+    name: String,
+    path: PathBuf,
+    _file: File,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The base directory for state: `--state-dir`, else `$XDG_STATE_HOME/ferret`.
+pub fn state_base(config: &Config) -> anyhow::Result<PathBuf> {
+    Ok(match &config.state_dir {
+        Some(d) => std::path::absolute(d)?,
+        None => std::env::var_os("XDG_STATE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+            .unwrap_or_else(std::env::temp_dir)
+            .join("ferret"),
+    })
+}
+
+/// The workspace's own state directory below the base.
+pub fn state_dir(config: &Config, roots: &[PathBuf]) -> anyhow::Result<PathBuf> {
+    let mut h = Sha256::new();
+    for r in roots {
+        h.update(r.as_os_str().as_encoded_bytes());
+        h.update([0]);
+    }
+    Ok(state_base(config)?.join(hex::encode(&h.finalize()[..8])))
+}
+
+impl History {
+    /// Opens (creating) the workspace's state directory. Refused if it lies inside a
+    /// root.
+    pub fn open(config: &Config, roots: &[PathBuf]) -> anyhow::Result<History> {
+        let dir = state_dir(config, roots)?;
+        std::fs::create_dir_all(dir.join("leases")).map_err(|e| {
+            anyhow::anyhow!("cannot create the state directory {}: {e}", dir.display())
+        })?;
+        let canon = std::fs::canonicalize(&dir)?;
+        if let Some(r) = roots.iter().find(|r| canon.starts_with(r)) {
+            anyhow::bail!(
+                "the state directory {} is inside the workspace root {}: backups and the undo journal \
+                 must be out of an agent's reach; choose another --state-dir",
+                canon.display(),
+                r.display()
+            );
+        }
+        let name = format!("{}-{}", std::process::id(), stamp());
+        let path = canon.join("leases").join(&name);
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| anyhow::anyhow!("cannot create a lease in {}: {e}", canon.display()))?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+            .map_err(|e| anyhow::anyhow!("cannot lock the lease {}: {e}", path.display()))?;
+        Ok(History {
+            journal: Journal::new(canon.join("journal.jsonl")),
+            dir: canon,
+            lease: Lease {
+                name,
+                path,
+                _file: file,
+            },
+            roots: roots.to_vec(),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Every settled change, oldest first (changes under way in another process are
+    /// included, marked `pending`).
+    pub fn entries(&self) -> ToolResult<Vec<Entry>> {
+        self.journal.with(|j| Ok(std::mem::take(&mut j.entries)))
+    }
+
+    /// Saves `content` as the backup of `rel` (named `{filename}.{timestamp}.bak`, in a
+    /// folder per file) and drops the oldest beyond [`BACKUPS_PER_FILE`].
+    pub fn backup(&self, root: usize, rel: &Path, content: &[u8]) -> ToolResult<PathBuf> {
+        let per_file = self
+            .dir
+            .join("backups")
+            .join(&sha256(format!("{root}/{}", rel.display()).as_bytes())[..16]);
+        std::fs::create_dir_all(&per_file).map_err(|e| io_err("backup folder", &e))?;
+        let name = rel
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let path = per_file.join(format!("{name}.{}.bak", stamp()));
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| io_err("backup", &e))?;
+        f.write_all(content)
+            .and_then(|()| f.sync_all())
+            .map_err(|e| io_err("backup", &e))?;
+        // Names sort by time: keep the newest BACKUPS_PER_FILE. A backup a journal entry
+        // names is only dropped once 50 newer ones exist.
+        if let Ok(rd) = std::fs::read_dir(&per_file) {
+            let mut all: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+            all.sort();
+            let excess = all.len().saturating_sub(BACKUPS_PER_FILE);
+            for old in &all[..excess] {
+                let _ = std::fs::remove_file(old);
+            }
+        }
+        Ok(path)
+    }
+
+    /// Settles every change left pending by a process that is gone: finished if it
+    /// landed, rolled back (its temporary file removed) if not. Returns how many.
+    pub fn recover(&self, ws: &Workspace) -> ToolResult<usize> {
+        self.journal.with(|j| {
+            let pending: Vec<Entry> = j
+                .entries
+                .iter()
+                .filter(|e| e.pending && e.lease != self.lease.name)
+                .cloned()
+                .collect();
+            let mut dead_leases: Vec<String> = Vec::new();
+            let mut settled = 0;
+            for e in pending {
+                if !dead_leases.contains(&e.lease) {
+                    if self.lease_alive(&e.lease) {
+                        continue;
+                    }
+                    dead_leases.push(e.lease.clone());
+                }
+                let (outcome, note) = change::settle_orphan(self, ws, &e);
+                tracing::info!(
+                    id = e.id,
+                    ?outcome,
+                    "recovered a change left by a killed process"
+                );
+                j.settle(e.id, outcome, Some(note))?;
+                settled += 1;
+            }
+            // Leases of processes that are gone, whatever they left.
+            if let Ok(rd) = std::fs::read_dir(self.dir.join("leases")) {
+                for l in rd.flatten() {
+                    let name = l.file_name().to_string_lossy().into_owned();
+                    if name != self.lease.name && !self.lease_alive(&name) {
+                        let _ = std::fs::remove_file(l.path());
+                    }
+                }
+            }
+            Ok(settled)
+        })
+    }
+
+    /// Whether the process holding lease `name` still runs (it keeps the lease locked).
+    fn lease_alive(&self, name: &str) -> bool {
+        if name.is_empty() || name.contains('/') {
+            return false;
+        }
+        let Ok(f) = File::open(self.dir.join("leases").join(name)) else {
+            return false;
+        };
+        match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockShared) {
+            Ok(()) => false,
+            Err(_) => true,
+        }
+    }
+
+    fn lease(&self) -> &str {
+        &self.lease.name
+    }
+
+    fn inside_roots(&self, p: &Path) -> bool {
+        self.roots
+            .iter()
+            .any(|r| p.starts_with(r) || r.starts_with(p))
+    }
+}
+
+/// `20261122T034500.123456789Z-<n>`: sortable, unique within a process.
+pub(crate) fn stamp() -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let t = humantime::format_rfc3339_nanos(std::time::SystemTime::now())
+        .to_string()
+        .replace(['-', ':'], "");
+    format!("{t}-{}-{n}", std::process::id())
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Committed => "committed",
+            Outcome::Aborted => "aborted",
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The trash, over directory handles.
+//!
+//! A deleted object is moved by `renameat` from the handle of the directory that held it
+//! (opened beneath the workspace root) to the handle of a trash's `files/` directory, and
+//! back the same way on undo. No path string from the workspace reaches a syscall, and
+//! nothing in the trash that an agent could edit (a `.trashinfo`) is ever read: undo
+//! restores by the journal's record (name, device and inode, content hash).
+//!
+//! Two trashes:
+//! - `home`: the freedesktop home trash (`$XDG_DATA_HOME/Trash`), so a person can see
+//!   and restore deletions in their file manager; ferret writes the `.trashinfo` the
+//!   spec asks for. Used only when it lies outside every root and on the same
+//!   filesystem as the object (the spec's per-volume `.Trash-UID` directories are never
+//!   used: on a mounted root they would lie inside the workspace).
+//! - `ferret`: `trash/` in ferret's state directory, for everything else.
+
+use super::journal::io_err;
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use cap_std::fs::Dir;
+use rustix::fs::{AtFlags, Mode, OFlags};
+use std::ffi::OsStr;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Home,
+    Ferret,
+}
+
+/// A trash directory, open.
+pub struct Trash {
+    pub kind: Kind,
+    /// `files/`: where trashed objects live.
+    pub files: Dir,
+    /// `info/` (home trash only).
+    info: Option<Dir>,
+    /// The device `files/` is on: a rename can only stay on one.
+    pub dev: u64,
+}
+
+/// The freedesktop home trash directory, from the environment (never from a workspace).
+pub fn home_trash_path() -> Option<PathBuf> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))?;
+    data.is_absolute().then(|| data.join("Trash"))
+}
+
+fn open_dir_create(parent: &Dir, name: &str) -> std::io::Result<Dir> {
+    match parent.create_dir(name) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let d = cap_fs_ext::DirExt::open_dir_nofollow(parent, name)?;
+    #[cfg(unix)]
+    {
+        let _ = rustix::fs::fchmod(&d, Mode::from_raw_mode(0o700));
+    }
+    Ok(d)
+}
+
+impl Trash {
+    /// The home trash, created if need be; `None` when there is none to use (no HOME,
+    /// not creatable, or `inside_roots` says it lies in the workspace).
+    pub fn home(inside_roots: impl Fn(&Path) -> bool) -> Option<Trash> {
+        let path = home_trash_path()?;
+        std::fs::create_dir_all(&path).ok()?;
+        let canon = std::fs::canonicalize(&path).ok()?;
+        if inside_roots(&canon) {
+            return None;
+        }
+        let base = Dir::open_ambient_dir(&canon, cap_std::ambient_authority()).ok()?;
+        let files = open_dir_create(&base, "files").ok()?;
+        let info = open_dir_create(&base, "info").ok()?;
+        let dev = rustix::fs::fstat(&files).ok()?.st_dev;
+        Some(Trash {
+            kind: Kind::Home,
+            files,
+            info: Some(info),
+            dev,
+        })
+    }
+
+    /// ferret's own trash in the state directory.
+    pub fn ferret(state: &Path) -> ToolResult<Trash> {
+        let base = Dir::open_ambient_dir(state, cap_std::ambient_authority())
+            .map_err(|e| io_err("state directory", &e))?;
+        let files = open_dir_create(&base, "trash").map_err(|e| io_err("trash folder", &e))?;
+        let dev = rustix::fs::fstat(&files)
+            .map_err(|e| io_err("trash folder", &e.into()))?
+            .st_dev;
+        Ok(Trash {
+            kind: Kind::Ferret,
+            files,
+            info: None,
+            dev,
+        })
+    }
+
+    /// Reserves a name for `original` (its file name) that nothing in the trash has.
+    /// The home trash reserves it by creating its `.trashinfo` exclusively, as the spec
+    /// says; ferret's trash makes it unique with the change's stamp.
+    pub fn reserve(
+        &self,
+        original: &OsStr,
+        abs_original: &Path,
+        stamp: &str,
+    ) -> ToolResult<String> {
+        let base = original
+            .to_str()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("item")
+            .to_string();
+        let Some(info) = &self.info else {
+            return Ok(format!("{stamp}_{base}"));
+        };
+        let body = format!(
+            "[Trash Info]\nPath={}\nDeletionDate={}\n",
+            percent_encode(abs_original),
+            deletion_date()
+        );
+        for n in 1..10_000u32 {
+            let name = if n == 1 {
+                base.clone()
+            } else {
+                format!("{base}.{n}")
+            };
+            if rustix::fs::statat(&self.files, name.as_str(), AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+                continue;
+            }
+            match rustix::fs::openat(
+                info,
+                format!("{name}.trashinfo").as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            ) {
+                Ok(fd) => {
+                    let mut f = std::fs::File::from(fd);
+                    f.write_all(body.as_bytes())
+                        .and_then(|()| f.sync_all())
+                        .map_err(|e| io_err("trash info", &e))?;
+                    return Ok(name);
+                }
+                Err(e) if e == rustix::io::Errno::EXIST => continue,
+                Err(e) => return Err(io_err("trash info", &e.into())),
+            }
+        }
+        Err(ToolError::new(
+            ErrorCode::IoError,
+            "no free name in the trash",
+        ))
+    }
+
+    /// Drops the `.trashinfo` of `name` (after a restore, or when a move did not happen).
+    pub fn forget(&self, name: &str) {
+        if let Some(info) = &self.info {
+            let _ =
+                rustix::fs::unlinkat(info, format!("{name}.trashinfo").as_str(), AtFlags::empty());
+        }
+    }
+}
+
+/// The spec's `DeletionDate`: local time, `YYYY-MM-DDThh:mm:ss`; UTC here (no time-zone
+/// database is consulted), which file managers show as is.
+fn deletion_date() -> String {
+    let s = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    s.trim_end_matches('Z').to_string()
+}
+
+/// RFC 2396 escaping of a path for `Path=`, as the spec requires.
+fn percent_encode(p: &Path) -> String {
+    let mut out = String::new();
+    for &b in p.as_os_str().as_encoded_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

@@ -1,0 +1,171 @@
+//! Changing files, only ever through directory handles from [`super::resolve`].
+//!
+//! A file is replaced in three steps that the change journal brackets (see
+//! `history`): [`stage`] writes the new content to a temporary file with a name the
+//! journal recorded beforehand, [`commit`] renames it over the file, [`discard`] removes
+//! it. A crash leaves the old file or the new one, never a mix, and the named temporary
+//! file is found and removed by recovery on the next start.
+//!
+//! The new file keeps the old one's owner and group where the process may set them, its
+//! permission bits without setuid/setgid (the kernel clears them on a write, and a
+//! content change must not keep a privilege the new content never had), and its
+//! extended attributes (best effort).
+
+use cap_std::fs::Dir;
+use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags, RenameFlags};
+use std::ffi::OsStr;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, OwnedFd};
+
+/// Whether `name` is one of ferret's temporary files (a name no tool result shows).
+pub fn is_temp_name(name: &OsStr) -> bool {
+    let n = name.as_encoded_bytes();
+    n.starts_with(b".ferret-") && n.ends_with(b".tmp")
+}
+
+/// Writes `content` to a new file `temp` in `dir` (which must not exist), shaped like
+/// `like` (owner, group, mode less setuid/setgid, xattrs), and makes it durable.
+pub fn stage(
+    dir: &Dir,
+    temp: &OsStr,
+    content: &[u8],
+    like: Option<std::os::fd::BorrowedFd<'_>>,
+) -> io::Result<()> {
+    let fd: OwnedFd = rustix::fs::openat(
+        dir,
+        temp,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    let result = (|| {
+        let mut f = std::fs::File::from(fd);
+        f.write_all(content)?;
+        if let Some(like) = like {
+            copy_shape(like, f.as_fd())?;
+        } else {
+            rustix::fs::fchmod(&f, Mode::from_raw_mode(0o644))?;
+        }
+        f.sync_all()
+    })();
+    if result.is_err() {
+        let _ = rustix::fs::unlinkat(dir, temp, AtFlags::empty());
+    }
+    result
+}
+
+fn copy_shape(from: std::os::fd::BorrowedFd, to: std::os::fd::BorrowedFd) -> io::Result<()> {
+    let st = rustix::fs::fstat(from)?;
+    // Owner first: fchown clears setuid/setgid itself, and chmod afterwards sets the bits.
+    let owner = rustix::fs::fchown(
+        to,
+        Some(rustix::fs::Uid::from_raw(st.st_uid)),
+        Some(rustix::fs::Gid::from_raw(st.st_gid)),
+    );
+    if owner.is_err() {
+        // Not permitted to give the file away (not root): keep the group at least.
+        let _ = rustix::fs::fchown(to, None, Some(rustix::fs::Gid::from_raw(st.st_gid)));
+    }
+    let mode = (st.st_mode as u32) & 0o1777; // no setuid (0o4000), no setgid (0o2000)
+    rustix::fs::fchmod(to, Mode::from_raw_mode(mode as _))?;
+    copy_xattrs(from, to);
+    Ok(())
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn copy_xattrs(from: std::os::fd::BorrowedFd, to: std::os::fd::BorrowedFd) {
+    let mut names = vec![0u8; 4096];
+    let Ok(n) = rustix::fs::flistxattr(from, &mut names[..]) else {
+        return;
+    };
+    for name in names[..n].split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let Ok(name) =
+            std::ffi::CStr::from_bytes_with_nul(&[name, &[0]].concat()).map(|c| c.to_owned())
+        else {
+            continue;
+        };
+        let mut value = vec![0u8; 64 * 1024];
+        if let Ok(len) = rustix::fs::fgetxattr(from, name.as_c_str(), &mut value[..]) {
+            let _ = rustix::fs::fsetxattr(
+                to,
+                name.as_c_str(),
+                &value[..len],
+                rustix::fs::XattrFlags::empty(),
+            );
+        }
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn copy_xattrs(_from: std::os::fd::BorrowedFd, _to: std::os::fd::BorrowedFd) {}
+
+/// Renames `temp` over `name` in `dir`, then makes the directory entry durable (best
+/// effort: the change stands once the rename is done).
+pub fn commit(dir: &Dir, temp: &OsStr, name: &OsStr) -> io::Result<()> {
+    rustix::fs::renameat(dir, temp, dir, name)?;
+    sync_dir(dir);
+    Ok(())
+}
+
+/// Removes a temporary file, if it is there.
+pub fn discard(dir: &Dir, temp: &OsStr) {
+    let _ = rustix::fs::unlinkat(dir, temp, AtFlags::empty());
+}
+
+/// fsyncs a directory (best effort).
+pub fn sync_dir(dir: &Dir) {
+    if let Ok(fd) = rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) && let Err(e) = rustix::fs::fsync(&fd)
+    {
+        tracing::warn!(error = %e, "could not fsync a directory after a change");
+    }
+}
+
+/// Moves `from_name` in `from` to `to_name` in `to`, refusing to replace anything at the
+/// destination (`renameat2(RENAME_NOREPLACE)`; elsewhere a check then a rename).
+pub fn move_noreplace(from: &Dir, from_name: &OsStr, to: &Dir, to_name: &OsStr) -> io::Result<()> {
+    match rustix::fs::renameat_with(from, from_name, to, to_name, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
+            // A filesystem without RENAME_NOREPLACE: check, then rename.
+            match rustix::fs::statat(to, to_name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(_) => Err(io::Error::from(io::ErrorKind::AlreadyExists)),
+                Err(_) => Ok(rustix::fs::renameat(from, from_name, to, to_name)?),
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The device and inode of what stands at `name` in `dir` (not following a link).
+pub fn identity_at(dir: &Dir, name: &OsStr) -> io::Result<(u64, u64)> {
+    let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// The device and inode of an open file.
+pub fn identity(fd: &impl AsFd) -> io::Result<(u64, u64)> {
+    let st = rustix::fs::fstat(fd)?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// Takes an exclusive `flock` on an open file, waiting up to `wait`. `Ok(false)` when it
+/// stayed held by someone else that long.
+pub fn lock(fd: &impl AsFd, wait: std::time::Duration) -> io::Result<bool> {
+    let until = std::time::Instant::now() + wait;
+    loop {
+        match rustix::fs::flock(fd, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(true),
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+                if std::time::Instant::now() >= until {
+                    return Ok(false);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
