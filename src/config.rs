@@ -70,6 +70,12 @@ pub const DEFAULT_DENY: &[&str] = &[
     ".svn/",
 ];
 
+/// Denied whatever the settings say (they come last, so no `!` re-allows them): trash
+/// directories. On a root that is a mount point the freedesktop per-volume trash
+/// (`.Trash-UID/`) lies inside the workspace, and what is in a trash is what a person
+/// threw away; an agent has no business there.
+pub const ALWAYS_DENY: &[&str] = &[".Trash/", ".Trash-*/"];
+
 /// Noise: left out of listings and searches, still readable when named.
 ///
 /// Build-output directories are skipped only at the top of a root: a `target/` or
@@ -225,9 +231,14 @@ impl Config {
         }
     }
 
-    /// All deny patterns in force (defaults or replacement, then extras).
+    /// All deny patterns in force (defaults or replacement, then extras, then the ones
+    /// no setting removes).
     pub fn deny_patterns(&self) -> impl Iterator<Item = &str> {
-        self.deny.iter().chain(&self.deny_extra).map(String::as_str)
+        self.deny
+            .iter()
+            .chain(&self.deny_extra)
+            .map(String::as_str)
+            .chain(ALWAYS_DENY.iter().copied())
     }
 
     pub fn skip_patterns(&self) -> impl Iterator<Item = &str> {
@@ -311,20 +322,29 @@ pub fn load(
         }
     }
 
-    let first_root = flag_layer
+    let layer_roots: Option<Vec<PathBuf>> = flag_layer
         .iter()
         .chain(&env_layer)
         .find(|(k, _, _)| k == "roots")
-        .and_then(|(_, v, _)| v.as_array()?.first()?.as_str().map(PathBuf::from));
-    let file = match &overrides.config_file {
-        Some(f) => Some(f.clone()),
-        None => env.get("FERRET_CONFIG").map(PathBuf::from).or_else(|| {
+        .and_then(|(_, v, _)| serde_json::from_value(v.clone()).ok());
+    let first_root = layer_roots.as_ref().and_then(|r| r.first().cloned());
+    // A file the user named is trusted unless it lies inside a root (a repository can
+    // ship anything); `ferret.toml` in the workspace is the workspace's own and may only
+    // narrow what the user set.
+    let (user_file, workspace_file) = match overrides
+        .config_file
+        .clone()
+        .or_else(|| env.get("FERRET_CONFIG").map(PathBuf::from))
+    {
+        Some(f) if inside_roots(&f, layer_roots.as_deref()) => (None, Some(f)),
+        Some(f) => (Some(f), None),
+        None => {
             let root = first_root.clone().unwrap_or_else(|| PathBuf::from("."));
             let candidate = root.join("ferret.toml");
-            candidate.is_file().then_some(candidate)
-        }),
+            (None, candidate.is_file().then_some(candidate))
+        }
     };
-    if let Some(path) = &file {
+    if let Some(path) = &user_file {
         for (k, v) in read_file_layer(path, &defaults)? {
             map.insert(k.clone(), v);
             sources.insert(k, Source::File(path.clone()));
@@ -335,17 +355,193 @@ pub fn load(
         sources.insert(k, src);
     }
 
-    let config: Config = serde_json::from_value(Value::Object(map))
+    let mut config: Config = serde_json::from_value(Value::Object(map))
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    if let Some(path) = &workspace_file {
+        let layer = read_file_layer(path, &defaults)?;
+        for k in narrow(&mut config, &layer, path)? {
+            sources.insert(k, Source::File(path.clone()));
+        }
+    }
     Ok(Loaded { config, sources })
+}
+
+/// Whether `file` lies inside one of `roots` (the current directory when none is set).
+fn inside_roots(file: &Path, roots: Option<&[PathBuf]>) -> bool {
+    let Ok(file) = std::fs::canonicalize(file) else {
+        return false;
+    };
+    let cwd = [PathBuf::from(".")];
+    roots
+        .unwrap_or(&cwd)
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .any(|r| file.starts_with(r))
+}
+
+/// Applies a workspace's own configuration file, which may only narrow the sandbox:
+/// more deny and confirm patterns (never a `!` that re-allows), lower limits, writes
+/// off, dry-run on, fewer tools or extensions. Settings that would widen it — roots, the
+/// state directory, the audit log, `allow_write = true`, a smaller deny list, higher
+/// limits — are ignored with a warning on stderr. Returns the keys it applied.
+fn narrow(c: &mut Config, layer: &Map<String, Value>, path: &Path) -> anyhow::Result<Vec<String>> {
+    fn get<T: serde::de::DeserializeOwned>(k: &str, v: &Value, path: &Path) -> anyhow::Result<T> {
+        serde_json::from_value(v.clone())
+            .map_err(|e| anyhow::anyhow!("config file {}: {k}: {e}", path.display()))
+    }
+    /// The stricter of two limits where 0 means none.
+    fn lower(cur: u64, new: u64) -> u64 {
+        match (cur, new) {
+            (0, n) => n,
+            (c, 0) => c,
+            (c, n) => c.min(n),
+        }
+    }
+    let mut applied = Vec::new();
+    let mut ignored = Vec::new();
+    for (k, v) in layer {
+        let before = serde_json::to_value(&*c)?;
+        match k.as_str() {
+            "deny" | "deny_extra" | "confirm" => {
+                let list: Vec<String> = get(k, v, path)?;
+                let (keep, reallow): (Vec<String>, Vec<String>) = list
+                    .into_iter()
+                    .partition(|p| !p.trim_start().starts_with('!'));
+                if !reallow.is_empty() {
+                    ignored.push(format!(
+                        "{k}: {} (a `!` pattern re-allows)",
+                        reallow.join(", ")
+                    ));
+                }
+                let target = if k == "confirm" {
+                    &mut c.confirm
+                } else {
+                    &mut c.deny_extra
+                };
+                for p in keep {
+                    if !target.contains(&p) {
+                        target.push(p);
+                    }
+                }
+                if k == "deny" {
+                    // `deny = [...]` replaces the defaults elsewhere; here it only adds.
+                    applied.push("deny_extra".to_string());
+                    continue;
+                }
+            }
+            "skip" => c.skip = get(k, v, path)?,
+            "skip_extra" => c.skip_extra = get(k, v, path)?,
+            "allowed_extensions" => {
+                let new: Vec<String> = get(k, v, path)?;
+                if c.allowed_extensions.is_empty() {
+                    c.allowed_extensions = new;
+                } else {
+                    let both: Vec<String> = c
+                        .allowed_extensions
+                        .iter()
+                        .filter(|e| new.contains(e))
+                        .cloned()
+                        .collect();
+                    if both.is_empty() {
+                        ignored.push(format!("{k} (shares no extension with the user's list)"));
+                    } else {
+                        c.allowed_extensions = both;
+                    }
+                }
+            }
+            "tools" => {
+                let new: Vec<String> = get(k, v, path)?;
+                c.tools.retain(|t| new.contains(t));
+            }
+            "allow_write" | "allow_permanent_delete" => {
+                if get::<bool>(k, v, path)? {
+                    ignored.push(format!("{k} = true"));
+                } else if k == "allow_write" {
+                    c.allow_write = false;
+                } else {
+                    c.allow_permanent_delete = false;
+                }
+            }
+            "dry_run" => {
+                if get::<bool>(k, v, path)? {
+                    c.dry_run = true;
+                } else if !c.dry_run {
+                    // false where it is already false: nothing to do
+                } else {
+                    ignored.push("dry_run = false".into());
+                }
+            }
+            "use_os_trash" => c.use_os_trash = get(k, v, path)?,
+            "max_path_depth" => {
+                c.max_path_depth = lower(c.max_path_depth as u64, get(k, v, path)?) as usize
+            }
+            "max_files_per_request" => {
+                c.max_files_per_request =
+                    lower(c.max_files_per_request as u64, get(k, v, path)?) as usize
+            }
+            "max_file_size" => c.max_file_size = lower(c.max_file_size, get(k, v, path)?),
+            "search_max_file_size" => {
+                c.search_max_file_size = lower(c.search_max_file_size, get(k, v, path)?)
+            }
+            "max_bytes_per_round" => {
+                c.max_bytes_per_round = lower(c.max_bytes_per_round, get(k, v, path)?)
+            }
+            "max_requests_per_round" => {
+                c.max_requests_per_round = lower(c.max_requests_per_round, get(k, v, path)?)
+            }
+            "max_edit_file_size" => {
+                c.max_edit_file_size = lower(c.max_edit_file_size, get(k, v, path)?)
+            }
+            "request_timeout" => {
+                let d: Duration = duration_serde::deserialize(v.clone())?;
+                let ms = lower(c.request_timeout.as_millis() as u64, d.as_millis() as u64);
+                c.request_timeout = Duration::from_millis(ms);
+            }
+            "round_window" => {
+                let d: Duration = duration_serde::deserialize(v.clone())?;
+                // A longer round resets budgets less often; 0 never resets them.
+                if d.is_zero() || (!c.round_window.is_zero() && d > c.round_window) {
+                    c.round_window = d;
+                }
+            }
+            _ => {
+                ignored.push(k.clone());
+                continue;
+            }
+        }
+        if serde_json::to_value(&*c)? != before {
+            applied.push(k.clone());
+        }
+    }
+    if !ignored.is_empty() {
+        eprintln!(
+            "ferret: warning: {} is inside the workspace, so it may only narrow the sandbox; ignored: {}. \
+             Set these with flags, FERRET_* variables, or a config file outside every root (--config).",
+            path.display(),
+            ignored.join("; ")
+        );
+    }
+    Ok(applied)
 }
 
 fn read_file_layer(
     path: &Path,
     defaults: &Map<String, Value>,
 ) -> anyhow::Result<Map<String, Value>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("cannot read config file {}: {e}", path.display()))?;
+    // Not through a symlink: a config file that is a link to a secret would have its
+    // content quoted in a parse error.
+    let text = {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut text = String::new();
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(path)
+            .and_then(|f| f.take(1 << 20).read_to_string(&mut text))
+            .map_err(|e| anyhow::anyhow!("cannot read config file {} (it must be a regular file, not a symbolic link): {e}", path.display()))?;
+        text
+    };
     let table: toml::Table = toml::from_str(&text)
         .map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))?;
     let value = serde_json::to_value(table)?;

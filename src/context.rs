@@ -195,7 +195,15 @@ impl Ferret {
             Some(t) => self
                 .limiter
                 .begin_request(&session.id)
-                .and_then(|()| t.call(&ctx, args)),
+                .and_then(|()| t.call(&ctx, args))
+                .and_then(|out| {
+                    // Every byte sent counts: the text and the structured result both
+                    // go on the wire (MCP sends both).
+                    let sent = out.text.len() as u64 + out.structured.to_string().len() as u64;
+                    self.limiter.charge_bytes(&session.id, sent)?;
+                    ctx.bytes_read.fetch_add(sent, Ordering::Relaxed);
+                    Ok(out)
+                }),
         };
         self.record(&ctx, tool, started, &result);
         result
@@ -345,11 +353,11 @@ impl<'a> Ctx<'a> {
         self.deadline
     }
 
-    /// Charges bytes about to be returned against the session's round budget.
+    /// Refuses early when about `n` bytes of answer would not fit the session's round
+    /// budget. Nothing is charged here: [`Ferret::call`] charges every byte of the
+    /// answer as sent, once it is made.
     pub fn charge_bytes(&self, n: u64) -> ToolResult<()> {
-        self.ferret.limiter.charge_bytes(&self.session.id, n)?;
-        self.bytes_read.fetch_add(n, Ordering::Relaxed);
-        Ok(())
+        self.ferret.limiter.check_bytes(&self.session.id, n)
     }
 
     /// Counts files touched, for the audit record.

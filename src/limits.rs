@@ -117,19 +117,21 @@ impl ResourceLimiter {
         let max = self.limits.max_bytes_per_round;
         self.with_round(session, |r, left| {
             if max > 0 && r.bytes.saturating_add(n) > max {
-                return Err(ToolError::new(
-                    ErrorCode::RoundLimitExceeded,
-                    format!(
-                        "returning {n} more bytes would exceed this round's budget of {max} bytes ({} used)",
-                        r.bytes
-                    ),
-                )
-                .with_hint(format!(
-                    "read less (offset/limit), or wait {}s for the round to reset",
-                    left.as_secs().max(1)
-                )));
+                return Err(over_budget(n, max, r.bytes, left));
             }
             r.bytes += n;
+            Ok(())
+        })
+    }
+
+    /// Whether `n` more bytes would still fit the session's round budget; charges
+    /// nothing. Tools ask before doing the work of a large answer.
+    pub fn check_bytes(&self, session: &str, n: u64) -> ToolResult<()> {
+        let max = self.limits.max_bytes_per_round;
+        self.with_round(session, |r, left| {
+            if max > 0 && r.bytes.saturating_add(n) > max {
+                return Err(over_budget(n, max, r.bytes, left));
+            }
             Ok(())
         })
     }
@@ -146,6 +148,17 @@ impl ResourceLimiter {
             bytes: r.bytes,
         })
     }
+}
+
+fn over_budget(n: u64, max: u64, used: u64, left: Duration) -> ToolError {
+    ToolError::new(
+        ErrorCode::RoundLimitExceeded,
+        format!("returning {n} more bytes would exceed this round's budget of {max} bytes ({used} used)"),
+    )
+    .with_hint(format!(
+        "ask for less (offset/limit, max_results, a narrower path), or wait {}s for the round to reset",
+        left.as_secs().max(1)
+    ))
 }
 
 #[cfg(test)]

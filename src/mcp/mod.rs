@@ -31,10 +31,24 @@ pub struct Shared {
     /// MCP definitions of the tools served, in registry order.
     tools: Vec<Tool>,
     instructions: String,
-    /// Whether connections are stateless HTTP requests (2026-07-28), which share a
-    /// session by client name rather than by connection.
+    /// Whether connections are HTTP, whose budgets are kept by client name rather than
+    /// by connection.
     http: bool,
+    /// Confirmation questions asked in an `input_required` result (2026-07-28) and not
+    /// yet answered, by the `requestState` nonce sent with them.
+    asked: std::sync::Mutex<std::collections::HashMap<String, Asked>>,
 }
+
+/// A question the server asked: only an answer that echoes its nonce, for the same tool,
+/// arguments and client, within ten minutes, counts; a client cannot pre-fill one.
+struct Asked {
+    tool: String,
+    args: Value,
+    client: String,
+    at: std::time::Instant,
+}
+
+const ASKED_TTL: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl Shared {
     pub fn new(ferret: Arc<Ferret>, http: bool) -> anyhow::Result<Arc<Shared>> {
@@ -56,8 +70,59 @@ impl Shared {
             ferret,
             tools,
             http,
+            asked: Default::default(),
         }))
     }
+}
+
+impl Shared {
+    /// Records a question and returns the nonce that an answer must echo.
+    fn ask(&self, tool: &str, args: &Value, client: &str) -> String {
+        let nonce = nonce();
+        let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+        asked.retain(|_, a| a.at.elapsed() < ASKED_TTL);
+        asked.insert(
+            nonce.clone(),
+            Asked {
+                tool: tool.to_string(),
+                args: args.clone(),
+                client: client.to_string(),
+                at: std::time::Instant::now(),
+            },
+        );
+        nonce
+    }
+
+    /// Whether `state` answers a live question for this call; the question is used up.
+    fn take_asked(&self, state: &str, tool: &str, args: &Value, client: &str) -> bool {
+        let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+        match asked.remove(state) {
+            Some(a) => {
+                a.at.elapsed() < ASKED_TTL
+                    && a.tool == tool
+                    && a.args == *args
+                    && a.client == client
+            }
+            None => false,
+        }
+    }
+}
+
+/// 128 bits from the operating system's random source, hex.
+fn nonce() -> String {
+    use std::io::Read;
+    let mut b = [0u8; 16];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_err()
+    {
+        // No urandom: the std hasher's per-process random keys, over a counter and time.
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write(uuid_like().as_bytes());
+        b[..8].copy_from_slice(&h.finish().to_le_bytes());
+    }
+    hex::encode(b)
 }
 
 /// The tools the server lists: the `tools` setting, minus write tools when writes are
@@ -145,9 +210,12 @@ impl FerretServer {
             .client_info()
             .map(|i| i.name)
             .unwrap_or_else(|| "unknown".into());
-        // A legacy session (or a stdio connection) is one client; stateless 2026-07-28 HTTP
-        // requests each get a fresh handler, so their rounds are kept per client name.
-        let id = if self.shared.http && ctx.peer.peer_info().is_none() {
+        // Budgets follow the client, not the connection: a stdio connection is one
+        // client; over HTTP every 2026-07-28 request is a fresh handler and a legacy client
+        // can open as many sessions as it likes, so rounds are kept per client identity
+        // (the bearer token is one per server, so the client's name is what tells clients
+        // apart).
+        let id = if self.shared.http {
             format!("http-{agent}")
         } else {
             self.connection.clone()
@@ -232,11 +300,19 @@ impl ServerHandler for FerretServer {
             }) as crate::context::ProgressSink
         });
         // A 2026-07-28 client answers our confirmation question by sending the call again
-        // with the user's answer in input_responses.
+        // with the user's answer in input_responses and our requestState. An answer to a
+        // question this server did not ask (no or unknown state, other tool, arguments or
+        // client) is ignored: the question is asked again.
         let answer = request
             .input_responses
             .as_ref()
-            .and_then(|r| r.get(CONFIRM_KEY));
+            .and_then(|r| r.get(CONFIRM_KEY))
+            .filter(|_| {
+                request
+                    .request_state
+                    .as_deref()
+                    .is_some_and(|state| self.shared.take_asked(state, &name, &args, &session.id))
+            });
         let answered = answer.is_some_and(accepted);
         let mut opts = CallOptions {
             cancel: cancel.clone(),
@@ -266,9 +342,9 @@ impl ServerHandler for FerretServer {
                     CONFIRM_KEY.to_string(),
                     InputRequest::Elicitation(ElicitRequest::new(params)),
                 )]);
-                return Ok(CallToolResponse::InputRequired(
-                    InputRequiredResult::from_input_requests(requests),
-                ));
+                let mut result = InputRequiredResult::from_input_requests(requests);
+                result.request_state = Some(self.shared.ask(&name, &args, &session.id));
+                return Ok(CallToolResponse::InputRequired(result));
             }
             let yes = match ctx.peer.create_elicitation(params).await {
                 Ok(answer) => serde_json::to_value(&answer).is_ok_and(|v| accepted(&v)),

@@ -348,6 +348,10 @@ pub fn matcher(q: &GrepQuery) -> ToolResult<RegexMatcher> {
     })
 }
 
+/// The most memory one file's search may hold for a single line (or, with `multiline`,
+/// the whole file); a file needing more is skipped like an unreadable one.
+const LINE_HEAP_LIMIT: usize = 64 * 1024 * 1024;
+
 /// Runs a content search.
 pub fn grep(
     ctx: &Ctx,
@@ -376,6 +380,8 @@ pub fn grep(
             .multi_line(q.multiline)
             .before_context(if context { q.before } else { 0 })
             .after_context(if context { q.after } else { 0 })
+            // One line is held whole in memory; a multi-gigabyte line must not be.
+            .heap_limit(Some(LINE_HEAP_LIMIT))
             .build();
         let matcher = matcher.clone();
         let (top, file_count, match_count, line_count, searched, capped) = (

@@ -8,7 +8,7 @@
 //! and needs the user's confirmation. A root is never deleted; secrets never match.
 
 use crate::context::Ctx;
-use crate::error::{ToolError, ToolResult};
+use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::history::trash::Kind;
 use crate::registry::{Annotations, Tool, ToolMeta};
 use crate::workspace::EntryType;
@@ -78,6 +78,13 @@ permanent: true deletes for good and needs the user's confirmation. dry_run show
         })?;
         let kind = EntryType::of(&meta.file_type());
         let is_dir = kind == EntryType::Directory;
+        if kind == EntryType::Symlink
+            && let Err(e) = ws.entry(&wp, true)
+            && e.code == ErrorCode::DeniedPattern
+        {
+            // A link to a secret is treated as the secret: not listed, not touched.
+            return Err(e);
+        }
         if ws.needs_confirmation(&at.real, is_dir) {
             ctx.confirm(&format!("deleting {shown} (on the confirm list)"), false)?;
         }

@@ -59,6 +59,10 @@ pub struct Output {
     pub offset: u64,
     /// Whether the file goes on after `content`.
     pub truncated: bool,
+    /// The file is too large to count all its lines in one call: `total_lines` is a
+    /// lower bound.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub lines_uncounted: bool,
 }
 
 pub struct ReadFile;
@@ -113,6 +117,7 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
                 total_lines: count_lines(&bytes),
                 offset: 1,
                 truncated: false,
+                lines_uncounted: false,
             });
         }
 
@@ -129,11 +134,12 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
                 encoding: Encoding::Utf8,
                 offset: 1,
                 truncated: false,
+                lines_uncounted: false,
             });
         }
 
         let offset = p.offset.unwrap_or(1);
-        let (bytes, total_lines) = read_lines(ctx, file, offset, limit, max, &shown)?;
+        let (bytes, total_lines, uncounted) = read_lines(ctx, file, offset, limit, max, &shown)?;
         let content = into_text(bytes, &shown)?;
         ctx.charge_bytes(content.len() as u64)?;
         let returned = count_lines(content.as_bytes());
@@ -144,7 +150,8 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
             encoding: Encoding::Utf8,
             total_lines,
             offset,
-            truncated: offset.saturating_sub(1) + returned < total_lines,
+            truncated: uncounted || offset.saturating_sub(1) + returned < total_lines,
+            lines_uncounted: uncounted,
         })
     }
 
@@ -169,7 +176,15 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
             let line = line.strip_suffix('\r').unwrap_or(line);
             out.push_str(&format!("{last:>6}\t{line}\n"));
         }
-        if o.truncated {
+        if o.lines_uncounted {
+            out.push_str(&format!(
+                "… showing lines {}-{} of more than {}; continue with offset {}\n",
+                o.offset,
+                last,
+                o.total_lines,
+                last + 1
+            ));
+        } else if o.truncated {
             out.push_str(&format!(
                 "… showing lines {}-{} of {}; continue with offset {}\n",
                 o.offset,
@@ -219,7 +234,14 @@ fn read_capped(file: cap_std::fs::File, size: u64, max: u64, shown: &str) -> Too
     Ok(bytes)
 }
 
-/// Lines `offset..offset+limit` and the file's line count.
+/// How far past the lines returned a ranged read goes on counting lines. Beyond this the
+/// count is a lower bound: a ranged read of a huge file answers in time.
+const COUNT_AT_MOST: u64 = 64 * 1024 * 1024;
+
+/// Lines `offset..offset+limit`, the file's line count, and whether the count stopped
+/// short of the end (then it is a lower bound). Memory holds at most `max` bytes of
+/// returned lines, however long a line is: a line is taken a buffer at a time, never
+/// whole, and the deadline is checked every buffer.
 fn read_lines(
     ctx: &Ctx,
     file: cap_std::fs::File,
@@ -227,57 +249,73 @@ fn read_lines(
     limit: Option<u64>,
     max: u64,
     shown: &str,
-) -> ToolResult<(Vec<u8>, u64)> {
+) -> ToolResult<(Vec<u8>, u64, bool)> {
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let mut out = Vec::new();
-    let mut line_no = 0u64;
     let end = limit.map(|l| offset.saturating_add(l));
-    let mut line = Vec::new();
+    // The line being read (1-based), and whether some of it was read already.
+    let mut line_no = 1u64;
+    let mut partial = false;
     loop {
-        if end.is_some_and(|e| line_no + 1 >= e) {
+        if end.is_some_and(|e| line_no >= e) {
             break;
         }
-        line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| ToolError::io(shown, &e))?;
-        if n == 0 {
-            return Ok((out, line_no));
+        ctx.check()?;
+        let buf = reader.fill_buf().map_err(|e| ToolError::io(shown, &e))?;
+        if buf.is_empty() {
+            return Ok((out, line_no - 1 + u64::from(partial), false));
         }
-        line_no += 1;
-        if line_no.is_multiple_of(4096) {
-            ctx.check()?;
-        }
+        let (take, ends_line) = match memchr::memchr(b'\n', buf) {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
         if line_no >= offset {
-            out.extend_from_slice(&line);
-            if max > 0 && out.len() as u64 > max {
+            if max > 0 && (out.len() + take) as u64 > max {
                 return Err(ToolError::new(
                     ErrorCode::FileTooLarge,
-                    format!(
-                        "lines {offset}-{line_no} of {shown} are already over the {} limit",
-                        human_size(max)
-                    ),
+                    if line_no == offset {
+                        format!("line {line_no} of {shown} alone is over the {} limit", human_size(max))
+                    } else {
+                        format!("lines {offset}-{line_no} of {shown} are over the {} limit", human_size(max))
+                    },
                 )
-                .with_hint("ask for fewer lines (a smaller limit)"));
+                .with_hint(if line_no == offset {
+                    "grep for what you need in it (grep shows the part of a long line around each match)"
+                } else {
+                    "ask for fewer lines (a smaller limit)"
+                }));
             }
+            out.extend_from_slice(&buf[..take]);
+        }
+        reader.consume(take);
+        if ends_line {
+            line_no += 1;
+            partial = false;
+        } else {
+            partial = true;
         }
     }
-    // Count the rest without keeping it.
+    // Count the rest without keeping it, up to COUNT_AT_MOST bytes.
     let mut rest_lines = 0u64;
     let mut last_byte = b'\n';
+    let mut scanned = 0u64;
     loop {
         let buf = reader.fill_buf().map_err(|e| ToolError::io(shown, &e))?;
         if buf.is_empty() {
             break;
         }
+        if scanned >= COUNT_AT_MOST {
+            return Ok((out, line_no - 1 + rest_lines, true));
+        }
         rest_lines += memchr::memchr_iter(b'\n', buf).count() as u64;
         last_byte = buf[buf.len() - 1];
         let n = buf.len();
+        scanned += n as u64;
         reader.consume(n);
         ctx.check()?;
     }
     let unterminated = u64::from(last_byte != b'\n');
-    Ok((out, line_no + rest_lines + unterminated))
+    Ok((out, line_no - 1 + rest_lines + unterminated, false))
 }
 
 fn count_lines(bytes: &[u8]) -> u64 {
