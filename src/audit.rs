@@ -35,7 +35,11 @@ pub struct AuditEntry {
     pub code: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Bytes of file content the answer carries (seed 004's field).
     pub bytes_read: u64,
+    /// Bytes of the answer as sent (text and structured result): what the round budget
+    /// is charged.
+    pub bytes_sent: u64,
     pub file_count: u64,
     pub duration_ms: f64,
 }

@@ -174,6 +174,7 @@ impl Ferret {
                 .map(|d| started + d),
             timeout: self.config.request_timeout,
             bytes_read: AtomicU64::new(0),
+            bytes_sent: AtomicU64::new(0),
             file_count: AtomicU64::new(0),
             path: Mutex::new(audit_path),
         };
@@ -201,7 +202,7 @@ impl Ferret {
                     // go on the wire (MCP sends both).
                     let sent = out.text.len() as u64 + out.structured.to_string().len() as u64;
                     self.limiter.charge_bytes(&session.id, sent)?;
-                    ctx.bytes_read.fetch_add(sent, Ordering::Relaxed);
+                    ctx.bytes_sent.fetch_add(sent, Ordering::Relaxed);
                     Ok(out)
                 }),
         };
@@ -232,6 +233,7 @@ impl Ferret {
             code,
             reason,
             bytes_read: ctx.bytes_read.load(Ordering::Relaxed),
+            bytes_sent: ctx.bytes_sent.load(Ordering::Relaxed),
             file_count: ctx.file_count.load(Ordering::Relaxed),
             duration_ms: started.elapsed().as_secs_f64() * 1000.0,
         });
@@ -249,6 +251,7 @@ pub struct Ctx<'a> {
     deadline: Option<Instant>,
     timeout: Duration,
     bytes_read: AtomicU64,
+    bytes_sent: AtomicU64,
     file_count: AtomicU64,
     path: Mutex<Option<String>>,
 }
@@ -357,7 +360,9 @@ impl<'a> Ctx<'a> {
     /// budget. Nothing is charged here: [`Ferret::call`] charges every byte of the
     /// answer as sent, once it is made.
     pub fn charge_bytes(&self, n: u64) -> ToolResult<()> {
-        self.ferret.limiter.check_bytes(&self.session.id, n)
+        self.ferret.limiter.check_bytes(&self.session.id, n)?;
+        self.bytes_read.fetch_add(n, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Counts files touched, for the audit record.

@@ -14,6 +14,11 @@ fn ferret(root: &Path) -> Command {
     c
 }
 
+/// The same as [`ferret`], for tests that shadow it.
+fn super_ferret(root: &Path) -> Command {
+    ferret(root)
+}
+
 /// Runs `ferret call TOOL ARGS`, returns (exit code, parsed stdout).
 fn call(root: &Path, tool: &str, args: Value) -> (i32, Value) {
     let out = ferret(root)
@@ -505,11 +510,23 @@ fn several_roots_are_named_and_addressable() {
 fn configuration_layers_and_provenance() {
     let t = tree();
     let r = t.path();
-    std::fs::write(
-        r.join("ferret.toml"),
-        "max_file_size = 5\ndeny_extra = [\".obsidian/\"]\n",
-    )
-    .unwrap();
+    // A user-level file (outside every root) is a full layer: env and flags beat it.
+    let home = tempfile::tempdir().unwrap();
+    let user = home.path().join("user.toml");
+    std::fs::write(&user, "max_file_size = 5\ndeny_extra = [\".obsidian/\"]\n").unwrap();
+    let ferret = |r: &Path| {
+        let mut c = ferret(r);
+        c.arg("--config").arg(&user);
+        c
+    };
+    let error_code = |r: &Path, tool: &str, args: Value| {
+        let out = ferret(r)
+            .args(["call", tool, &args.to_string()])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["error"]["code"].as_str().unwrap_or_default().to_string()
+    };
     std::fs::create_dir_all(r.join("vault/.obsidian")).unwrap();
     std::fs::write(r.join("vault/.obsidian/app.json"), "{}").unwrap();
     // the file applies: a.txt (12 bytes) is now too large, .obsidian is denied
@@ -562,9 +579,20 @@ fn configuration_layers_and_provenance() {
     // the CLI's defaults: no per-round budgets
     assert_eq!(v["config"]["max_requests_per_round"], 0);
 
+    // A workspace's own ferret.toml narrows, whatever env and flags say.
+    std::fs::write(r.join("ferret.toml"), "max_file_size = 4\n").unwrap();
+    let out = super_ferret(r)
+        .env("FERRET_MAX_FILE_SIZE", "100")
+        .args(["config", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["config"]["max_file_size"], 4);
+    assert_eq!(v["sources"]["max_file_size"]["kind"], "file");
+
     // a typo in the file is an error naming the key
     std::fs::write(r.join("ferret.toml"), "max_fil_size = 5\n").unwrap();
-    let out = ferret(r).args(["config"]).output().unwrap();
+    let out = super_ferret(r).args(["config"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("max_fil_size"));
 }

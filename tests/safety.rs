@@ -440,24 +440,30 @@ fn deleting_never_trashes_an_object_outside_while_a_directory_is_swapped() {
     let swapper = {
         let (root, outside, stop) = (w.root.clone(), w.outside.clone(), stop.clone());
         std::thread::spawn(move || {
-            let (d, real, tmp) = (root.join("d"), root.join("d.real"), root.join("d.link"));
+            // `d` flips between a real directory holding f.txt and a link to outside,
+            // by renames, so it exists nearly all the time in one shape or the other.
+            let (d, real, link) = (root.join("d"), root.join("d.real"), root.join("d.link"));
+            std::fs::remove_dir(&d).ok();
             std::fs::create_dir_all(&real).ok();
-            let _ = symlink(&outside, &tmp);
+            let _ = symlink(&outside, &link);
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let _ = std::fs::write(real.join("f.txt"), "inside\n");
-                // d: real directory, then a link to outside, then back
-                let _ = std::fs::remove_dir_all(&d);
                 let _ = std::fs::rename(&real, &d);
                 let _ = std::fs::rename(&d, &real);
-                let _ = std::fs::remove_file(&d);
-                let _ = symlink(&outside, &d);
-                let _ = std::fs::remove_file(&d);
+                let _ = std::fs::rename(&link, &d);
+                let _ = std::fs::rename(&d, &link);
             }
         })
     };
-    for i in 0..150 {
-        let trash = format!("use_os_trash={}", i % 2 == 0);
-        let _ = w.cmd().args(["--set", &trash, "rm", "d/f.txt"]).output();
+    let mut deleted = 0;
+    for i in 0..300 {
+        let trash = format!("use_os_trash={}", i % 3 != 0);
+        let out = w
+            .cmd()
+            .args(["--set", &trash, "rm", "d/f.txt"])
+            .output()
+            .unwrap();
+        deleted += usize::from(out.status.success());
         assert!(
             w.outside.join("f.txt").exists(),
             "an outside file was trashed (run {i})"
@@ -469,6 +475,11 @@ fn deleting_never_trashes_an_object_outside_while_a_directory_is_swapped() {
         std::fs::read_to_string(w.outside.join("f.txt")).unwrap(),
         OUTSIDE
     );
+    assert!(
+        deleted > 0,
+        "the race never let a delete through: it tested nothing"
+    );
+    eprintln!("{deleted} of 300 deletes went through during the swaps");
 }
 
 #[test]

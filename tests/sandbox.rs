@@ -385,7 +385,9 @@ fn round_budgets_apply_per_session_and_reset() {
     let mut c = Config::defaults(Mode::Server);
     c.roots = vec![f.root.clone()];
     c.max_requests_per_round = 3;
-    c.max_bytes_per_round = 12;
+    // One read of a.txt sends ~130 bytes (the numbered text and the structured
+    // result): the budget holds one, not two.
+    c.max_bytes_per_round = 200;
     let ferret = Ferret::new(c).unwrap();
     let s = Session::new("s", "t");
     let call = |p: &str| {
@@ -396,7 +398,10 @@ fn round_budgets_apply_per_session_and_reset() {
             CallOptions::default(),
         )
     };
-    call("a.txt").unwrap(); // 9 bytes
+    let sent = call("a.txt").unwrap();
+    let size = sent.text.len() + sent.structured.to_string().len();
+    assert!((100..=200).contains(&size), "{size}");
+    assert_eq!(ferret.limiter().usage("s").bytes, size as u64);
     assert_eq!(
         call("dir/b.txt").unwrap_err().code,
         ErrorCode::RoundLimitExceeded

@@ -61,7 +61,7 @@ pub struct Output {
     pub truncated: bool,
     /// The file is too large to count all its lines in one call: `total_lines` is a
     /// lower bound.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub lines_uncounted: bool,
 }
 

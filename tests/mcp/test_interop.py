@@ -226,6 +226,8 @@ async def test_sessions_and_agents_reach_the_audit_log(ws, tmp_path):
     assert entries[0]["agent_id"] == "mcp"  # the Python SDK's client name
     assert entries[0]["session_id"] == entries[1]["session_id"]
     assert entries[0]["bytes_read"] == 12
+    # what went on the wire: the numbered text and the structured result, both counted
+    assert entries[0]["bytes_sent"] > 2 * 12
 
 
 @pytest.mark.anyio
@@ -285,6 +287,49 @@ async def test_confirmations_are_asked_through_elicitation(ws, tmp_path, mode, a
         else:
             assert r.is_error and text(r).startswith("CONFIRMATION_REQUIRED")
             assert (ws / "a.txt").exists()
+
+
+@pytest.mark.anyio
+async def test_prefilled_or_forged_confirmations_confirm_nothing(ws, tmp_path):
+    """On 2026-07-28 a confirmation travels in the retried call. Only an answer to a
+    question this server asked counts: no state, a forged state, a state asked for another
+    call, or one already used, confirms nothing."""
+    import mcp_types as types
+
+    yes = {"ferret_confirm": types.ElicitResult(action="accept", content={"confirm": True})}
+
+    async def never(_context, params):
+        raise AssertionError("driven by hand")
+
+    params = StdioServerParameters(
+        command=FERRET, args=["--root", str(ws), "--allow-write", "--state-dir", str(tmp_path / "s"), "serve"])
+    async with Client(params, mode="auto", elicitation_callback=never) as c:
+        assert c.protocol_version == "2026-07-28"
+
+        async def delete(path, responses=None, state=None):
+            return await c.session.call_tool(
+                "file_delete", {"path": path, "permanent": True},
+                input_responses=responses, request_state=state, allow_input_required=True)
+
+        for state in (None, "forged", "0" * 32):
+            r = await delete("a.txt", yes, state)
+            assert isinstance(r, types.InputRequiredResult), r
+            assert (ws / "a.txt").exists()
+        asked = await delete("a.txt")
+        assert isinstance(asked, types.InputRequiredResult) and asked.request_state
+        # the state of a question about a.txt does not confirm deleting src/main.rs
+        r = await delete("src/main.rs", yes, asked.request_state)
+        assert isinstance(r, types.InputRequiredResult)
+        assert (ws / "src" / "main.rs").exists()
+        # and it was used up by that attempt
+        r = await delete("a.txt", yes, asked.request_state)
+        assert isinstance(r, types.InputRequiredResult)
+        assert (ws / "a.txt").exists()
+        # a real answer to a real question works
+        asked = await delete("a.txt")
+        r = await delete("a.txt", yes, asked.request_state)
+        assert isinstance(r, types.CallToolResult) and not r.is_error, r
+        assert not (ws / "a.txt").exists()
 
 
 @pytest.mark.anyio
@@ -400,6 +445,61 @@ async def test_http_many_sessions_at_once(http_server):
         for i in range(8):
             tg.start_soon(one, i)
     assert results == [1] * 8
+
+
+def start_http(ws, *extra):
+    proc = subprocess.Popen(
+        [FERRET, "--root", str(ws), *extra, "serve", "--http", "127.0.0.1:0", "--token", TOKEN],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        m = re.search(r"serving MCP at (http://\S+)", proc.stderr.readline())
+        if m:
+            return proc, m.group(1)
+    proc.kill()
+    raise AssertionError("server did not start")
+
+
+@pytest.mark.anyio
+async def test_http_request_budget_is_shared_by_stateless_requests_and_sessions(ws):
+    """Every 2026-07-28 request is a fresh server handler, and a legacy client can open
+    any number of sessions: the round budget follows the client, not the connection."""
+    proc, url = start_http(ws, "--set", "max_requests_per_round=5")
+    try:
+        outcomes = []
+        for i in range(8):
+            async with http_client(url, mode="legacy" if i % 3 == 2 else "auto") as c:
+                r = await c.call_tool("file_exists", {"path": "a.txt"})
+                outcomes.append(r.is_error and text(r).startswith("RATE_LIMIT_EXCEEDED"))
+        assert outcomes == [False] * 5 + [True] * 3, outcomes
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.anyio
+async def test_http_byte_budget_counts_every_byte_sent(ws):
+    """Both the text and the structured result go on the wire, and both count."""
+    (ws / "big.txt").write_text(("x" * 99 + "\n") * 100)  # 10,000 bytes
+    budget = 50_000
+    proc, url = start_http(ws, "--set", f"max_bytes_per_round={budget}")
+    try:
+        sent, refused = 0, False
+        async with http_client(url) as c:
+            for _ in range(6):
+                r = await c.call_tool("read_file", {"path": "big.txt"})
+                if r.is_error:
+                    assert text(r).startswith("ROUND_LIMIT_EXCEEDED"), text(r)
+                    refused = True
+                    break
+                sent += len(text(r).encode()) + len(json.dumps(r.structured_content).encode())
+        assert refused, "the budget was never reached"
+        assert sent <= budget, f"{sent} bytes sent past a {budget}-byte budget"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 INIT = {
