@@ -672,3 +672,35 @@ fn deleting_a_symlink_deletes_the_link_and_dry_run_deletes_nothing() {
         ErrorCode::WriteDisabled
     );
 }
+
+#[test]
+fn four_sessions_of_one_server_editing_one_file_lose_nothing() {
+    let e = Env::new();
+    let lines: Vec<String> = (0..120).map(|i| format!("line {i:03} old")).collect();
+    e.write("f.txt", lines.join("\n") + "\n");
+    let f = std::sync::Arc::new(e.ferret(true));
+    let workers: Vec<_> = (0..4)
+        .map(|t| {
+            let f = f.clone();
+            std::thread::spawn(move || {
+                let s = Session::new(format!("s{t}"), "agent");
+                for k in 0..30 {
+                    let i = t * 30 + k;
+                    f.call(
+                        &s,
+                        "edit",
+                        json!({"path": "f.txt", "old_string": format!("line {i:03} old"), "new_string": format!("line {i:03} new")}),
+                        CallOptions::default(),
+                    )
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let text = String::from_utf8(e.read("f.txt")).unwrap();
+    assert!(!text.contains(" old"), "an edit was lost:\n{text}");
+    assert_eq!(text.matches(" new").count(), 120);
+}

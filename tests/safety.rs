@@ -795,3 +795,68 @@ fn no_temp_file_or_pending_change_survives_a_failed_edit() {
     assert!(w.temp_files().is_empty());
     assert!(w.journal().iter().all(|e| e["pending"] != true));
 }
+
+#[test]
+fn an_edit_never_writes_outside_while_a_directory_is_swapped() {
+    let w = Ws::new();
+    std::fs::write(w.outside.join("f.txt"), "target\n").unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (root, outside, stop) = (w.root.clone(), w.outside.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let (d, real, link) = (root.join("d"), root.join("d.real"), root.join("d.link"));
+            std::fs::create_dir_all(&real).ok();
+            let _ = symlink(&outside, &link);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::fs::write(real.join("f.txt"), "target\n");
+                let _ = std::fs::rename(&real, &d);
+                let _ = std::fs::rename(&d, &real);
+                let _ = std::fs::rename(&link, &d);
+                let _ = std::fs::rename(&d, &link);
+            }
+        })
+    };
+    let mut edited = 0;
+    for _ in 0..200 {
+        let out = w.run(&["edit", "d/f.txt", "--old", "target", "--new", "pwned"]);
+        edited += usize::from(out.status.success());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(w.outside.join("f.txt")).unwrap(),
+        "target\n"
+    );
+    assert!(
+        edited > 0,
+        "the race never let an edit through: it tested nothing"
+    );
+    assert!(w.temp_files().is_empty());
+}
+
+#[test]
+fn two_processes_undoing_one_delete_restore_it_once() {
+    for _ in 0..10 {
+        let w = Ws::new();
+        w.write("a.txt", "one\n");
+        assert!(w.run(&["rm", "a.txt"]).status.success());
+        w.write("a.txt", "two\n");
+        assert!(w.run(&["rm", "a.txt"]).status.success());
+        let w = std::sync::Arc::new(w);
+        let undos: Vec<_> = (0..2)
+            .map(|_| {
+                let w = w.clone();
+                std::thread::spawn(move || w.run(&["undo", "2"]).status.success())
+            })
+            .collect();
+        let ok = undos
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|&s| s)
+            .count();
+        assert_eq!(ok, 1, "exactly one undo restores the change");
+        assert_eq!(w.read("a.txt"), "two\n");
+        let undone = w.journal().iter().filter(|e| e["undoes"] == 2).count();
+        assert_eq!(undone, 1);
+    }
+}
