@@ -8,13 +8,15 @@
 //! Data flows one way: front ends → [`context::Ferret`] / [`registry`] → [`tools`] →
 //! [`workspace`] (and the limiter and audit log). Nothing below points back up.
 //!
-//! - [`config`]: defaults ← `ferret.toml` ← `FERRET_*` ← flags, with provenance.
+//! - [`config`]: defaults ← user config ← `FERRET_*` ← flags, with provenance; a
+//!   workspace's own `ferret.toml` only narrows.
 //! - [`error`]: `ToolError` and its stable `ErrorCode`s.
 //! - [`workspace`]: the sandbox. Roots as cap-std directory handles; path checks; deny
 //!   and skip patterns. Tools only ever open through it.
 //! - [`limits`]: per-session round budgets and per-call limits.
 //! - [`audit`]: one JSON Lines record per call.
-//! - [`history`]: the state directory, backups and the undo journal.
+//! - [`history`]: the state directory, backups, the write-ahead undo journal with
+//!   recovery, and the trash over directory handles.
 //! - [`registry`]: the `Tool` trait, the list of tools, schema export.
 //! - [`context`]: `Ferret` (shared services, `call`), `Session`, the per-call `Ctx`.
 //! - [`tools`]: one file per tool.

@@ -5,7 +5,9 @@
 //! to ferret's own trash folder in the state directory. Either way it is moved by
 //! `renameat` between directory handles (see `history::trash`), and undo restores it by
 //! the journal's record. `permanent: true` removes it for good
-//! and needs the user's confirmation. A root is never deleted; secrets never match.
+//! and needs the user's confirmation. A root is never deleted; secrets never match, a
+//! link to a secret is treated as the secret, and a directory holding denied entries is
+//! deleted only with the user's confirmation.
 
 use crate::context::Ctx;
 use crate::error::{ErrorCode, ToolError, ToolResult};
