@@ -860,3 +860,21 @@ fn two_processes_undoing_one_delete_restore_it_once() {
         assert_eq!(undone, 1);
     }
 }
+
+#[test]
+fn undo_finds_the_trash_the_delete_used_even_if_the_environment_changed() {
+    let w = Ws::new();
+    w.write("a.txt", "mine\n");
+    assert!(w.run(&["rm", "a.txt"]).status.success());
+    assert!(w.data.join("Trash/files/a.txt").exists());
+    let other = w.parent.join("other-data");
+    let out = w
+        .cmd()
+        .env("XDG_DATA_HOME", &other)
+        .arg("undo")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(w.read("a.txt"), "mine\n");
+    assert!(!w.data.join("Trash/info/a.txt.trashinfo").exists());
+}

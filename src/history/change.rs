@@ -88,6 +88,10 @@ impl History {
                 Entry::new(Action::Delete, shown.clone(), real.root_index(), real.rel());
             entry.trash = Some(TrashRecord {
                 kind: trash.kind,
+                dir: match trash.kind {
+                    Kind::Home => trash.base.clone(),
+                    Kind::Ferret => std::path::PathBuf::new(),
+                },
                 name: tname.clone(),
                 dev: st.st_dev,
                 ino: st.st_ino,
@@ -181,7 +185,7 @@ impl History {
                 format!("change {} has no trash record", target.id),
             )
         })?;
-        let trash = self.open_trash(rec.kind)?;
+        let trash = self.open_trash(rec)?;
         let gone = || {
             ToolError::new(
                 ErrorCode::Conflict,
@@ -228,9 +232,14 @@ impl History {
         Ok(id)
     }
 
-    fn open_trash(&self, kind: Kind) -> ToolResult<Trash> {
-        match kind {
+    fn open_trash(&self, rec: &TrashRecord) -> ToolResult<Trash> {
+        match rec.kind {
             Kind::Ferret => Trash::ferret(&self.dir),
+            Kind::Home if !rec.dir.as_os_str().is_empty() => {
+                Trash::home_at(&rec.dir).ok_or_else(|| {
+                    ToolError::new(ErrorCode::Conflict, "the system trash is no longer there")
+                })
+            }
             Kind::Home => Trash::home(|_| false).ok_or_else(|| {
                 ToolError::new(ErrorCode::Conflict, "the system trash is no longer there")
             }),
@@ -291,7 +300,7 @@ pub(super) fn settle_orphan(h: &History, ws: &Workspace, e: &Entry) -> (Outcome,
             }
         }
         (Action::Delete, Some(rec)) => {
-            let trash = h.open_trash(rec.kind).ok();
+            let trash = h.open_trash(rec).ok();
             let in_trash = trash
                 .as_ref()
                 .and_then(|t| write::identity_at(&t.files, OsStr::new(&rec.name)).ok());
@@ -312,7 +321,7 @@ pub(super) fn settle_orphan(h: &History, ws: &Workspace, e: &Entry) -> (Outcome,
         }
         (Action::Undo, Some(rec)) => {
             if here_identity() == Some((rec.dev, rec.ino)) {
-                if let Ok(t) = h.open_trash(rec.kind) {
+                if let Ok(t) = h.open_trash(rec) {
                     t.forget(&rec.name);
                 }
                 (

@@ -44,6 +44,9 @@ impl Action {
 pub struct TrashRecord {
     /// `home` (the freedesktop trash) or `ferret` (the state directory's trash).
     pub kind: super::trash::Kind,
+    /// The trash directory used (the home trash's; empty for ferret's own).
+    #[serde(skip_serializing_if = "no_path", default)]
+    pub dir: PathBuf,
     /// Its name in the trash's `files/` directory.
     pub name: String,
     /// Device and inode of the trashed object: it is restored only if it is still the
@@ -54,6 +57,10 @@ pub struct TrashRecord {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sha256: Option<String>,
     pub is_dir: bool,
+}
+
+fn no_path(p: &Path) -> bool {
+    p.as_os_str().is_empty()
 }
 
 /// One change, as the journal records it.

@@ -34,6 +34,8 @@ pub enum Kind {
 /// A trash directory, open.
 pub struct Trash {
     pub kind: Kind,
+    /// The trash directory itself.
+    pub base: PathBuf,
     /// `files/`: where trashed objects live.
     pub files: Dir,
     /// `info/` (home trash only).
@@ -75,12 +77,19 @@ impl Trash {
         if inside_roots(&canon) {
             return None;
         }
-        let base = Dir::open_ambient_dir(&canon, cap_std::ambient_authority()).ok()?;
-        let files = open_dir_create(&base, "files").ok()?;
-        let info = open_dir_create(&base, "info").ok()?;
+        Trash::home_at(&canon)
+    }
+
+    /// A home trash by its directory (as a journal entry recorded it), so an undo finds
+    /// the trash the delete used even if the environment changed since.
+    pub fn home_at(base: &Path) -> Option<Trash> {
+        let dir = Dir::open_ambient_dir(base, cap_std::ambient_authority()).ok()?;
+        let files = open_dir_create(&dir, "files").ok()?;
+        let info = open_dir_create(&dir, "info").ok()?;
         let dev = rustix::fs::fstat(&files).ok()?.st_dev;
         Some(Trash {
             kind: Kind::Home,
+            base: base.to_path_buf(),
             files,
             info: Some(info),
             dev,
@@ -97,6 +106,7 @@ impl Trash {
             .st_dev;
         Ok(Trash {
             kind: Kind::Ferret,
+            base: state.to_path_buf(),
             files,
             info: None,
             dev,
