@@ -100,13 +100,7 @@ impl Ferret {
         };
         // A workspace with a history is recovered at start: a change a killed process
         // left half-done is finished or rolled back before anything else looks at it.
-        let roots: Vec<_> = ferret
-            .workspace
-            .roots()
-            .iter()
-            .map(|r| r.canonical.clone())
-            .collect();
-        if crate::history::state_dir(&ferret.config, &roots)
+        if crate::history::state_dir(&ferret.config, &ferret.workspace.canonical_roots())
             .is_ok_and(|d| d.join("journal.jsonl").exists())
         {
             let _ = ferret.history();
@@ -134,12 +128,7 @@ impl Ferret {
     pub fn history(&self) -> ToolResult<&crate::history::History> {
         self.history
             .get_or_init(|| {
-                let roots: Vec<_> = self
-                    .workspace
-                    .roots()
-                    .iter()
-                    .map(|r| r.canonical.clone())
-                    .collect();
+                let roots = self.workspace.canonical_roots();
                 let h = crate::history::History::open(&self.config, &roots)
                     .map_err(|e| format!("{e:#}"))?;
                 // Changes a killed process left half-done are settled before any new one.

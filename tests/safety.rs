@@ -133,6 +133,39 @@ impl Ws {
     }
 }
 
+/// Flips `d` in the root between a real directory holding `f.txt` and a link to
+/// `outside`, by renames, so it exists nearly all the time in one shape or the other.
+struct Flipper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Flipper {
+    fn start(w: &Ws, content: &'static str) -> Flipper {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (root, outside, flag) = (w.root.clone(), w.outside.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let (d, real, link) = (root.join("d"), root.join("d.real"), root.join("d.link"));
+            std::fs::remove_dir(&d).ok();
+            std::fs::create_dir_all(&real).ok();
+            let _ = symlink(&outside, &link);
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::fs::write(real.join("f.txt"), content);
+                let _ = std::fs::rename(&real, &d);
+                let _ = std::fs::rename(&d, &real);
+                let _ = std::fs::rename(&link, &d);
+                let _ = std::fs::rename(&d, &link);
+            }
+        });
+        Flipper { stop, thread }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap();
+    }
+}
+
 fn denied(code: Option<String>) -> bool {
     code.as_deref() == Some("DENIED_PATTERN")
 }
@@ -435,26 +468,7 @@ fn a_home_trash_inside_the_workspace_is_not_used() {
 fn deleting_never_trashes_an_object_outside_while_a_directory_is_swapped() {
     let w = Ws::new();
     std::fs::write(w.outside.join("f.txt"), OUTSIDE).unwrap();
-    std::fs::create_dir(w.p("d")).unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let swapper = {
-        let (root, outside, stop) = (w.root.clone(), w.outside.clone(), stop.clone());
-        std::thread::spawn(move || {
-            // `d` flips between a real directory holding f.txt and a link to outside,
-            // by renames, so it exists nearly all the time in one shape or the other.
-            let (d, real, link) = (root.join("d"), root.join("d.real"), root.join("d.link"));
-            std::fs::remove_dir(&d).ok();
-            std::fs::create_dir_all(&real).ok();
-            let _ = symlink(&outside, &link);
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let _ = std::fs::write(real.join("f.txt"), "inside\n");
-                let _ = std::fs::rename(&real, &d);
-                let _ = std::fs::rename(&d, &real);
-                let _ = std::fs::rename(&link, &d);
-                let _ = std::fs::rename(&d, &link);
-            }
-        })
-    };
+    let swapper = Flipper::start(&w, "inside\n");
     let mut deleted = 0;
     for i in 0..300 {
         let trash = format!("use_os_trash={}", i % 3 != 0);
@@ -469,8 +483,7 @@ fn deleting_never_trashes_an_object_outside_while_a_directory_is_swapped() {
             "an outside file was trashed (run {i})"
         );
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    swapper.join().unwrap();
+    swapper.stop();
     assert_eq!(
         std::fs::read_to_string(w.outside.join("f.txt")).unwrap(),
         OUTSIDE
@@ -800,29 +813,13 @@ fn no_temp_file_or_pending_change_survives_a_failed_edit() {
 fn an_edit_never_writes_outside_while_a_directory_is_swapped() {
     let w = Ws::new();
     std::fs::write(w.outside.join("f.txt"), "target\n").unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let swapper = {
-        let (root, outside, stop) = (w.root.clone(), w.outside.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let (d, real, link) = (root.join("d"), root.join("d.real"), root.join("d.link"));
-            std::fs::create_dir_all(&real).ok();
-            let _ = symlink(&outside, &link);
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let _ = std::fs::write(real.join("f.txt"), "target\n");
-                let _ = std::fs::rename(&real, &d);
-                let _ = std::fs::rename(&d, &real);
-                let _ = std::fs::rename(&link, &d);
-                let _ = std::fs::rename(&d, &link);
-            }
-        })
-    };
+    let swapper = Flipper::start(&w, "target\n");
     let mut edited = 0;
     for _ in 0..200 {
         let out = w.run(&["edit", "d/f.txt", "--old", "target", "--new", "pwned"]);
         edited += usize::from(out.status.success());
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    swapper.join().unwrap();
+    swapper.stop();
     assert_eq!(
         std::fs::read_to_string(w.outside.join("f.txt")).unwrap(),
         "target\n"

@@ -182,6 +182,11 @@ impl Workspace {
         &self.roots
     }
 
+    /// The roots' canonical paths (what the state directory's id is made from).
+    pub fn canonical_roots(&self) -> Vec<PathBuf> {
+        self.roots.iter().map(|r| r.canonical.clone()).collect()
+    }
+
     /// The workspace path of an absolute path inside a root (whole components compared).
     pub fn locate(&self, abs: &Path) -> Option<WsPath> {
         self.locate_absolute(abs)
