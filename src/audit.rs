@@ -80,7 +80,7 @@ impl AuditLogger {
             match serde_json::to_string(&entry) {
                 Ok(mut line) => {
                     line.push('\n');
-                    let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut f = crate::error::lock(file);
                     // One write per record so concurrent appenders never interleave lines.
                     if let Err(e) = f.write_all(line.as_bytes()) {
                         tracing::warn!(error = %e, "cannot write the audit log");
@@ -89,7 +89,7 @@ impl AuditLogger {
                 Err(e) => tracing::warn!(error = %e, "cannot serialize an audit record"),
             }
         }
-        let mut mem = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+        let mut mem = crate::error::lock(&self.memory);
         if mem.len() == MEMORY_CAP {
             mem.pop_front();
         }
@@ -98,7 +98,7 @@ impl AuditLogger {
 
     /// The records of one session, oldest first (the last 10 000 records overall).
     pub fn entries_for_session(&self, session_id: &str) -> Vec<AuditEntry> {
-        let mem = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+        let mem = crate::error::lock(&self.memory);
         mem.iter()
             .filter(|e| e.session_id == session_id)
             .cloned()
@@ -107,12 +107,10 @@ impl AuditLogger {
 
     /// Every record kept in memory, oldest first.
     pub fn export(&self) -> Vec<AuditEntry> {
-        let mem = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+        let mem = crate::error::lock(&self.memory);
         mem.iter().cloned().collect()
     }
 }
 
 /// Now, as RFC 3339 with milliseconds.
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
-}
+pub use crate::clock::now_rfc3339;

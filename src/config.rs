@@ -180,22 +180,10 @@ pub struct Config {
     /// Largest file `edit` changes, in bytes (0: no limit).
     pub max_edit_file_size: u64,
     /// Tools the MCP server lists (every tool stays reachable through `ferret call` and
-    /// the library). search_files and file_search overlap grep and are off by default.
+    /// the library). Empty: the tools marked as served by default (all but
+    /// search_files and file_search, which overlap grep).
     pub tools: Vec<String>,
 }
-
-/// The tools an MCP server lists by default: one search tool of each kind.
-pub const DEFAULT_TOOLS: &[&str] = &[
-    "read_file",
-    "list_directory",
-    "file_exists",
-    "get_file_info",
-    "grep",
-    "glob",
-    "edit",
-    "file_delete",
-    "undo",
-];
 
 impl Config {
     pub fn defaults(mode: Mode) -> Config {
@@ -227,7 +215,7 @@ impl Config {
             allow_permanent_delete: false,
             confirm: DEFAULT_CONFIRM.iter().map(|s| s.to_string()).collect(),
             use_os_trash: true,
-            tools: DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect(),
+            tools: Vec::new(),
         }
     }
 
@@ -451,7 +439,12 @@ fn narrow(c: &mut Config, layer: &Map<String, Value>, path: &Path) -> anyhow::Re
             }
             "tools" => {
                 let new: Vec<String> = get(k, v, path)?;
-                c.tools.retain(|t| new.contains(t));
+                if c.tools.is_empty() {
+                    // Narrowing the default list; write tools still need allow_write.
+                    c.tools = new;
+                } else {
+                    c.tools.retain(|t| new.contains(t));
+                }
             }
             "allow_write" | "allow_permanent_delete" => {
                 if get::<bool>(k, v, path)? {

@@ -153,3 +153,10 @@ impl ToolError {
 }
 
 pub type ToolResult<T> = Result<T, ToolError>;
+
+/// Locks a mutex, taking the data of a poisoned one: every mutex in ferret guards data
+/// that stays consistent if a holder panicked (counters, a cache, a path), so a panic in
+/// one call must not take every later call down with it.
+pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -42,8 +42,10 @@
 
 pub mod audit;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod context;
+pub mod control;
 pub mod error;
 pub mod history;
 pub mod limits;
@@ -51,6 +53,7 @@ pub mod mcp;
 pub mod prompt;
 pub mod registry;
 pub mod search;
+pub mod tool;
 pub mod tools;
 pub mod workspace;
 

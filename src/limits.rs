@@ -71,7 +71,7 @@ impl ResourceLimiter {
         let now = Instant::now();
         // A poisoned lock only means another call panicked mid-update of two counters;
         // the counters are still usable.
-        let mut rounds = self.rounds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rounds = crate::error::lock(&self.rounds);
         let round = rounds.entry(session.to_string()).or_insert(Round {
             started: now,
             requests: 0,
@@ -138,7 +138,7 @@ impl ResourceLimiter {
 
     /// Starts a new round for the session now.
     pub fn reset_round(&self, session: &str) {
-        let mut rounds = self.rounds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rounds = crate::error::lock(&self.rounds);
         rounds.remove(session);
     }
 

@@ -1,134 +1,10 @@
-//! The tool registry: every tool defined once, every front end driven from here.
-//!
-//! A tool implements [`Tool`] — typed params and output, a run function and a text
-//! renderer. The registry erases the types ([`DynTool`]) so a front end deals only in
-//! JSON: `ferret call`, `ferret tools`, the MCP server and the shell all go through
-//! [`Registry`], never through a tool directly.
+//! The tool registry: the tools a front end serves, looked up by name, exported as
+//! MCP, OpenAI or Anthropic tool definitions. It knows no tool by name (the list is
+//! `tools::standard`) and no front end.
 
-use crate::context::Ctx;
-use crate::error::{ErrorCode, ToolError, ToolResult};
-use schemars::JsonSchema;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use crate::tool::DynTool;
 use serde_json::{Value, json};
 use std::sync::Arc;
-
-/// Behaviour hints, as MCP annotations describe them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Annotations {
-    /// Never changes anything.
-    pub read_only: bool,
-    /// May destroy data (even if recoverable through undo).
-    pub destructive: bool,
-    /// Calling twice with the same arguments has no further effect.
-    pub idempotent: bool,
-    /// Only available when writes are enabled.
-    pub needs_write: bool,
-}
-
-impl Annotations {
-    pub const READ_ONLY: Annotations = Annotations {
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        needs_write: false,
-    };
-
-    /// A tool that changes files: destructive (if undoable), not idempotent, writes on.
-    pub const WRITE: Annotations = Annotations {
-        read_only: false,
-        destructive: true,
-        idempotent: false,
-        needs_write: true,
-    };
-}
-
-/// Name and description of a tool, written for the model that will choose it.
-#[derive(Debug, Clone, Copy)]
-pub struct ToolMeta {
-    pub name: &'static str,
-    pub title: &'static str,
-    /// When to use the tool and what it returns.
-    pub description: &'static str,
-    pub annotations: Annotations,
-}
-
-/// A tool, defined once.
-pub trait Tool: Send + Sync + 'static {
-    type Params: DeserializeOwned + JsonSchema;
-    type Output: Serialize + JsonSchema;
-
-    fn meta(&self) -> ToolMeta;
-
-    /// Does the work. Synchronous: the front end decides which thread runs it.
-    fn run(&self, ctx: &Ctx, params: Self::Params) -> ToolResult<Self::Output>;
-
-    /// The text a model or a person reads.
-    fn render(&self, output: &Self::Output) -> String;
-}
-
-/// What a successful call gives a front end: the structured result and its rendering.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CallOutput {
-    pub structured: Value,
-    pub text: String,
-}
-
-/// A [`Tool`] with its types erased.
-pub trait DynTool: Send + Sync {
-    fn meta(&self) -> ToolMeta;
-    fn input_schema(&self) -> Value;
-    fn output_schema(&self) -> Value;
-    fn call(&self, ctx: &Ctx, args: Value) -> ToolResult<CallOutput>;
-}
-
-impl<T: Tool> DynTool for T {
-    fn meta(&self) -> ToolMeta {
-        Tool::meta(self)
-    }
-
-    fn input_schema(&self) -> Value {
-        schema_for::<T::Params>()
-    }
-
-    fn output_schema(&self) -> Value {
-        schema_for::<T::Output>()
-    }
-
-    fn call(&self, ctx: &Ctx, args: Value) -> ToolResult<CallOutput> {
-        let args = if args.is_null() { json!({}) } else { args };
-        let params: T::Params = serde_json::from_value(args).map_err(|e| {
-            ToolError::invalid(format!(
-                "invalid arguments for {}: {e}",
-                Tool::meta(self).name
-            ))
-            .with_hint("see the tool's input schema (`ferret tools`)")
-        })?;
-        let out = self.run(ctx, params)?;
-        let text = self.render(&out);
-        let structured = serde_json::to_value(&out).map_err(|e| {
-            ToolError::new(
-                ErrorCode::IoError,
-                format!("cannot serialize the result: {e}"),
-            )
-        })?;
-        Ok(CallOutput { structured, text })
-    }
-}
-
-/// A JSON Schema (draft 2020-12) with every subschema inlined, which function-calling
-/// APIs accept more readily than `$ref`s.
-pub fn schema_for<T: JsonSchema>() -> Value {
-    let mut settings = schemars::generate::SchemaSettings::draft2020_12();
-    settings.inline_subschemas = true;
-    let schema = settings.into_generator().into_root_schema_for::<T>();
-    let mut v = serde_json::to_value(schema).unwrap_or_else(|_| json!({"type": "object"}));
-    if let Some(obj) = v.as_object_mut() {
-        obj.remove("$schema");
-        obj.remove("title");
-    }
-    v
-}
 
 /// The set of tools a front end serves.
 #[derive(Clone, Default)]
@@ -139,13 +15,6 @@ pub struct Registry {
 impl Registry {
     pub fn empty() -> Self {
         Self::default()
-    }
-
-    /// Every tool ferret has.
-    pub fn standard() -> Self {
-        let mut r = Registry::empty();
-        crate::tools::register_all(&mut r);
-        r
     }
 
     pub fn register(&mut self, tool: impl DynTool + 'static) {
@@ -176,7 +45,7 @@ impl Registry {
 }
 
 /// Which API's tool-definition shape to print.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchemaFormat {
     /// MCP `tools/list` entries, with output schemas and annotations.
     Mcp,

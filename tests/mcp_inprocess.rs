@@ -19,7 +19,17 @@ async fn rmcp_client_lists_and_calls_tools() {
     std::fs::write(t.path().join(".env"), "K=v\n").unwrap();
     let mut config = Config::defaults(Mode::Server);
     config.roots = vec![t.path().to_path_buf()];
-    config.tools.push("search_files".into());
+    config.tools = [
+        "read_file",
+        "list_directory",
+        "file_exists",
+        "get_file_info",
+        "grep",
+        "glob",
+        "search_files",
+    ]
+    .map(String::from)
+    .to_vec();
     let shared = Shared::new(Arc::new(Ferret::new(config).unwrap()), false).unwrap();
 
     let (server_io, client_io) = tokio::io::duplex(1 << 16);

@@ -1,7 +1,7 @@
 //! Search tools on real trees: seed formats, the sandbox's rules in walks, determinism.
 
 use ferret::config::{Config, Mode};
-use ferret::context::{CancelToken, Progress};
+use ferret::control::{CancelToken, Progress};
 use ferret::{CallOptions, ErrorCode, Ferret, Session};
 use serde_json::{Value, json};
 use std::os::unix::fs::symlink;

@@ -11,7 +11,8 @@
 use crate::config::{self, Mode, Overrides};
 use crate::context::{CallOptions, Ferret, Session};
 use crate::error::ToolError;
-use crate::registry::{CallOutput, Registry, SchemaFormat};
+use crate::registry::SchemaFormat;
+use crate::tool::CallOutput;
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -72,7 +73,7 @@ pub enum Command {
     /// Print every tool's definition (name, description, schemas, annotations) as JSON.
     Tools {
         #[arg(long, value_enum, default_value = "mcp")]
-        format: SchemaFormat,
+        format: Format,
     },
     /// Read a file, with line numbers.
     Read {
@@ -240,6 +241,17 @@ pub enum Command {
     },
 }
 
+/// Which API's tool-definition shape `ferret tools` prints.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    /// MCP `tools/list` entries, with output schemas and annotations.
+    Mcp,
+    /// OpenAI Chat Completions `tools` entries.
+    Openai,
+    /// Anthropic Messages API `tools` entries.
+    Anthropic,
+}
+
 /// Runs the command line and returns the exit code.
 pub fn main() -> i32 {
     init_logging();
@@ -338,7 +350,12 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
     let session = Session::new(format!("cli-{}", std::process::id()), "cli");
     match cli.command {
         Command::Tools { format } => {
-            let _ = print_json(&Registry::standard().export(format));
+            let format = match format {
+                Format::Mcp => SchemaFormat::Mcp,
+                Format::Openai => SchemaFormat::Openai,
+                Format::Anthropic => SchemaFormat::Anthropic,
+            };
+            let _ = print_json(&crate::tools::standard().export(format));
             Ok(0)
         }
         Command::Edit {

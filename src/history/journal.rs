@@ -112,7 +112,7 @@ impl Entry {
             backup_path: None,
             temp: None,
             trash: None,
-            timestamp: crate::audit::now_rfc3339(),
+            timestamp: crate::clock::now_rfc3339(),
             sha256_before: None,
             sha256_after: None,
             undoes: None,

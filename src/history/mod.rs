@@ -63,6 +63,44 @@ impl Drop for Lease {
     }
 }
 
+/// The history, opened on the first change (read-only use never creates a state
+/// directory) and recovered as it opens.
+#[derive(Default)]
+pub struct HistoryCell {
+    cell: std::sync::OnceLock<Result<History, String>>,
+}
+
+impl HistoryCell {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The history of `ws`'s roots, opened (and recovered) on the first call.
+    pub fn get(&self, config: &Config, ws: &Workspace) -> ToolResult<&History> {
+        self.cell
+            .get_or_init(|| {
+                let h =
+                    History::open(config, &ws.canonical_roots()).map_err(|e| format!("{e:#}"))?;
+                // Changes a killed process left half-done are settled before any new one.
+                if let Err(e) = h.recover(ws) {
+                    tracing::warn!(error = %e.message, "recovery of the journal failed");
+                }
+                Ok(h)
+            })
+            .as_ref()
+            .map_err(|e| crate::error::ToolError::new(crate::error::ErrorCode::IoError, e.clone()))
+    }
+
+    /// Opens the history now if the workspace has one already (a journal exists), so
+    /// recovery runs at start.
+    pub fn recover_if_present(&self, config: &Config, ws: &Workspace) {
+        if state_dir(config, &ws.canonical_roots()).is_ok_and(|d| d.join("journal.jsonl").exists())
+        {
+            let _ = self.get(config, ws);
+        }
+    }
+}
+
 /// The base directory for state: `--state-dir`, else `$XDG_STATE_HOME/ferret`.
 pub fn state_base(config: &Config) -> anyhow::Result<PathBuf> {
     Ok(match &config.state_dir {

@@ -10,7 +10,8 @@
 
 pub mod http;
 
-use crate::context::{CallOptions, CancelToken, Ferret, Progress, Session};
+use crate::context::{CallOptions, Ferret, Session};
+use crate::control::{CancelToken, Progress, ProgressSink};
 use crate::error::ErrorCode;
 use crate::registry::SchemaFormat;
 use rmcp::model::{
@@ -79,7 +80,7 @@ impl Shared {
     /// Records a question and returns the nonce that an answer must echo.
     fn ask(&self, tool: &str, args: &Value, client: &str) -> String {
         let nonce = nonce();
-        let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+        let mut asked = crate::error::lock(&self.asked);
         asked.retain(|_, a| a.at.elapsed() < ASKED_TTL);
         asked.insert(
             nonce.clone(),
@@ -95,7 +96,7 @@ impl Shared {
 
     /// Whether `state` answers a live question for this call; the question is used up.
     fn take_asked(&self, state: &str, tool: &str, args: &Value, client: &str) -> bool {
-        let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+        let mut asked = crate::error::lock(&self.asked);
         match asked.remove(state) {
             Some(a) => {
                 a.at.elapsed() < ASKED_TTL
@@ -129,7 +130,8 @@ fn nonce() -> String {
 /// off. Unknown names are a startup error.
 pub fn served_tools(ferret: &Ferret) -> anyhow::Result<Vec<String>> {
     let registry = ferret.registry();
-    for name in &ferret.config().tools {
+    let chosen = &ferret.config().tools;
+    for name in chosen {
         if registry.get(name).is_none() {
             anyhow::bail!(
                 "unknown tool {name:?} in the tools setting; available: {}",
@@ -140,7 +142,13 @@ pub fn served_tools(ferret: &Ferret) -> anyhow::Result<Vec<String>> {
     Ok(registry
         .tools()
         .map(|t| t.meta())
-        .filter(|m| ferret.config().tools.iter().any(|n| n == m.name))
+        .filter(|m| {
+            if chosen.is_empty() {
+                m.served_by_default
+            } else {
+                chosen.iter().any(|n| n == m.name)
+            }
+        })
         .filter(|m| !m.annotations.needs_write || ferret.config().allow_write)
         .map(|m| m.name.to_string())
         .collect())
@@ -297,7 +305,7 @@ impl ServerHandler for FerretServer {
             });
             Arc::new(move |p: Progress| {
                 let _ = tx.send(p);
-            }) as crate::context::ProgressSink
+            }) as ProgressSink
         });
         // A 2026-07-28 client answers our confirmation question by sending the call again
         // with the user's answer in input_responses and our requestState. An answer to a
@@ -417,7 +425,7 @@ impl FerretServer {
         args: &Value,
         opts: CallOptions,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<crate::registry::CallOutput, crate::error::ToolError> {
+    ) -> Result<crate::tool::CallOutput, crate::error::ToolError> {
         let cancel = opts.cancel.clone();
         let ferret = self.shared.ferret.clone();
         let (session, name, args) = (session.clone(), name.to_string(), args.clone());

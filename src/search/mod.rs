@@ -23,9 +23,9 @@
 pub mod collect;
 pub mod sink;
 
-use crate::context::{Ctx, Progress};
+use crate::control::{Control, Progress};
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::workspace::WsPath;
+use crate::workspace::{Workspace, WsPath, strip};
 use collect::{Key, TopN};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, SearcherBuilder};
@@ -45,66 +45,16 @@ pub struct Base {
     pub is_file: bool,
 }
 
-/// Resolves the `path` argument of a search tool. `None` searches every root.
-pub fn bases(ctx: &Ctx, path: Option<&str>) -> ToolResult<Vec<Base>> {
-    let ws = ctx.workspace();
-    let Some(path) = path else {
-        if let Some(scope) = ctx.scope() {
-            return Ok(scope
-                .iter()
-                .filter_map(|d| ws.locate(d))
-                .map(|wp| Base { wp, is_file: false })
-                .collect());
-        }
-        return Ok((0..ws.roots().len())
-            .map(|i| Base {
-                wp: ws.root_path(i),
-                is_file: false,
-            })
-            .collect());
-    };
-    let wp = ctx.resolve(path)?;
-    ctx.set_audit_path(ws.display(&wp));
-    let (real, meta) = ws.stat(&wp)?.ok_or_else(|| {
-        ToolError::new(
-            ErrorCode::NotFound,
-            format!("{path}: no such file or directory"),
-        )
-        .with_hint(
-            "check the path with glob or list_directory; paths are relative to the workspace root",
-        )
-    })?;
-    Ok(vec![Base {
-        wp: real,
-        is_file: meta.is_file(),
-    }])
+/// What a search needs of the call it runs in: the sandbox, the call's control
+/// (cancellation, deadline, progress) and the size limit for searched files.
+pub struct SearchEnv<'a> {
+    pub workspace: &'a Workspace,
+    pub control: &'a Control,
+    /// Files larger than this are skipped (0: no limit).
+    pub max_file_size: u64,
 }
 
 /// What every walk takes.
-#[cfg(test)]
-mod tests {
-    use super::strip;
-    use std::path::Path;
-
-    #[test]
-    fn strip_agrees_with_path_strip_prefix() {
-        for (p, pre) in [
-            ("/a/b/c", "/a"),
-            ("/a/b", "/a/b"),
-            ("/ab/c", "/a"),
-            ("/a/b/", "/a/"),
-            ("/x", "/"),
-            ("/a", "/b"),
-        ] {
-            assert_eq!(
-                strip(Path::new(p), Path::new(pre)),
-                Path::new(p).strip_prefix(pre).ok(),
-                "{p} {pre}"
-            );
-        }
-    }
-}
-
 #[derive(Debug, Clone, Default)]
 pub struct WalkOptions {
     pub include_hidden: bool,
@@ -139,12 +89,12 @@ pub type Go = bool;
 /// Walks every base in parallel, calling a visitor (one per thread, made by `mk`) for
 /// each regular file that passes the sandbox's rules. Fails with `CANCELLED` or
 /// `TIMEOUT` when stopped that way.
-pub fn walk<'s, M, V>(ctx: &Ctx, bases: &[Base], opts: &WalkOptions, mk: M) -> ToolResult<()>
+pub fn walk<'s, M, V>(env: &SearchEnv, bases: &[Base], opts: &WalkOptions, mk: M) -> ToolResult<()>
 where
     M: Fn() -> V + Sync,
     V: FnMut(&Found) -> Go + Send + 's,
 {
-    let ws = ctx.workspace();
+    let ws = env.workspace;
     let stop = AtomicBool::new(false);
     for base in bases {
         let start = ws.walk_start(&base.wp);
@@ -185,7 +135,8 @@ where
                 }
                 // The cancel flag is one load; the clock is read every 64 entries.
                 seen += 1;
-                if ctx.is_cancelled() || (seen.is_multiple_of(64) && ctx.check().is_err()) {
+                if env.control.is_cancelled() || (seen.is_multiple_of(64) && env.control.stopped())
+                {
                     stop.store(true, Ordering::Relaxed);
                     return WalkState::Quit;
                 }
@@ -230,33 +181,9 @@ where
                 }
             })
         });
-        ctx.check()?;
+        env.control.check()?;
     }
-    ctx.check()
-}
-
-/// `path` without the leading `prefix` directory. The walker builds every path by
-/// joining names onto its start, so a byte comparison does what `Path::strip_prefix`'s
-/// component walk does, in a fraction of the time (it runs for every entry).
-pub fn strip<'p>(path: &'p Path, prefix: &Path) -> Option<&'p Path> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        let (p, pre) = (path.as_os_str().as_bytes(), prefix.as_os_str().as_bytes());
-        let pre = pre.strip_suffix(b"/").unwrap_or(pre);
-        if pre.is_empty() {
-            return path.strip_prefix("/").ok();
-        }
-        match p.strip_prefix(pre) {
-            Some([]) => Some(Path::new("")),
-            Some([b'/', rest @ ..]) => Some(Path::new(std::ffi::OsStr::from_bytes(rest))),
-            _ => None,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        path.strip_prefix(prefix).ok()
-    }
+    env.control.check()
 }
 
 fn threads() -> usize {
@@ -354,25 +281,25 @@ const LINE_HEAP_LIMIT: usize = 64 * 1024 * 1024;
 
 /// Runs a content search.
 pub fn grep(
-    ctx: &Ctx,
+    env: &SearchEnv,
     bases: &[Base],
     opts: &WalkOptions,
     q: &GrepQuery,
 ) -> ToolResult<GrepOutcome> {
     let matcher = matcher(q)?;
-    let ws = ctx.workspace();
-    let max_size = ctx.config().search_max_file_size;
+    let ws = env.workspace;
+    let max_size = env.max_file_size;
     let top: Mutex<TopN<FileHits>> = Mutex::new(TopN::new(q.needed));
     let file_count = AtomicU64::new(0);
     let match_count = AtomicU64::new(0);
     let line_count = AtomicU64::new(0);
     let searched = AtomicU64::new(0);
     let capped = AtomicBool::new(false);
-    let stop = ctx.cancel_token().clone();
-    let deadline = ctx.deadline();
+    let stop = env.control.cancel.clone();
+    let deadline = env.control.deadline;
     let context = q.mode == GrepMode::Content;
 
-    walk(ctx, bases, opts, || {
+    walk(env, bases, opts, || {
         // Counting lines costs a pass over every byte; only content mode shows them.
         let mut searcher = SearcherBuilder::new()
             .line_number(context)
@@ -398,7 +325,7 @@ pub fn grep(
                 GrepMode::Files => Record::First,
                 GrepMode::Count => Record::Count,
                 GrepMode::Content => {
-                    let wanted = top.lock().map(|t| t.wants(&found.key())).unwrap_or(true);
+                    let wanted = crate::error::lock(top).wants(&found.key());
                     if wanted && q.file_units {
                         Record::Lines(PER_FILE_LINES)
                     } else if wanted {
@@ -422,7 +349,7 @@ pub fn grep(
             };
             let result = searcher.search_reader(&matcher, reader, &mut sink);
             if n.is_multiple_of(1024) {
-                ctx.progress(Progress {
+                env.control.progress(Progress {
                     files_searched: n,
                     matches: match_count.load(Ordering::Relaxed),
                 });
@@ -447,9 +374,7 @@ pub fn grep(
                 count: sink.match_count,
                 lines: sink.lines,
             };
-            if let Ok(mut t) = top.lock() {
-                t.insert(found.key(), weight, hits);
-            }
+            crate::error::lock(top).insert(found.key(), weight, hits);
             true
         }
     })?;
@@ -475,7 +400,7 @@ struct Guarded<'a, R> {
     inner: R,
     read: u64,
     limit: u64,
-    stop: &'a crate::context::CancelToken,
+    stop: &'a crate::control::CancelToken,
     deadline: Option<Instant>,
 }
 

@@ -5,10 +5,9 @@
 //! the text, never part of a match) and its permissions; an edit through a symlink
 //! inside the workspace changes the target and leaves the link.
 
-use crate::context::Ctx;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::history::{Action, Entry, sha256};
-use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::human_size;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -66,6 +65,7 @@ exactly (whitespace included) and occur once, unless replace_all is true: give e
 it unique. Returns a unified diff. The old content is backed up and the change can be undone with undo; set \
 dry_run to preview. Keeps line endings, BOM and permissions.",
             annotations: Annotations::WRITE,
+            served_by_default: true,
         }
     }
 

@@ -9,10 +9,9 @@
 //! link to a secret is treated as the secret, and a directory holding denied entries is
 //! deleted only with the user's confirmation.
 
-use crate::context::Ctx;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::history::trash::Kind;
-use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::workspace::EntryType;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -58,6 +57,7 @@ impl Tool for FileDelete {
             description: "Delete a file or a directory (whole) by moving it to the trash; undo brings it back. \
 permanent: true deletes for good and needs the user's confirmation. dry_run shows what would be deleted.",
             annotations: Annotations::WRITE,
+            served_by_default: true,
         }
     }
 

@@ -3,9 +3,8 @@
 //! A denied path answers `DENIED_PATTERN` whether or not it exists, so the tool is no
 //! oracle for which secrets a workspace holds.
 
-use crate::context::Ctx;
 use crate::error::ToolResult;
-use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::workspace::EntryType;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -39,6 +38,7 @@ impl Tool for FileExists {
             description: "Check whether a file or directory exists in the workspace and whether it is a file or a \
 directory. Cheaper than reading it or listing its parent.",
             annotations: Annotations::READ_ONLY,
+            served_by_default: true,
         }
     }
 

@@ -7,10 +7,9 @@
 //! - `README.md:12`: // TODO: Add setup instructions
 //! ```
 
-use crate::context::Ctx;
 use crate::error::{ToolError, ToolResult};
-use crate::registry::{Annotations, Tool, ToolMeta};
 use crate::search::{self, GrepMode, GrepQuery, WalkOptions};
+use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -68,6 +67,7 @@ impl Tool for FileSearch {
             description: "Perform a recursive text search throughout the project directory. Use this to find \
 strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
             annotations: Annotations::READ_ONLY,
+            served_by_default: false,
         }
     }
 
@@ -76,7 +76,7 @@ strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
             return Err(ToolError::invalid("query is empty"));
         }
         let path = p.path.as_deref().filter(|s| !s.is_empty());
-        let bases = search::bases(ctx, Some(path.unwrap_or(".")))?;
+        let bases = crate::tools::search_bases(ctx, Some(path.unwrap_or(".")))?;
         let q = GrepQuery {
             pattern: p.query.clone(),
             fixed_strings: true,
@@ -93,7 +93,7 @@ strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
                 .filter(|g| !g.trim().is_empty())
                 .collect(),
         };
-        let found = search::grep(ctx, &bases, &opts, &q)?;
+        let found = search::grep(&ctx.search_env(), &bases, &opts, &q)?;
         ctx.count_files(found.files_searched);
         let total = found.match_count;
         let matches: Vec<Match> = found

@@ -1,8 +1,7 @@
 //! `get_file_info`: metadata without the content.
 
-use crate::context::Ctx;
 use crate::error::{ToolError, ToolResult};
-use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::human_size;
 use crate::workspace::EntryType;
 use schemars::JsonSchema;
@@ -54,6 +53,7 @@ impl Tool for GetFileInfo {
             description: "Get a file's or directory's metadata without reading it: size, type, modification, \
 creation and access times (RFC 3339), permissions (\"0644\") and whether it is read-only or a symlink.",
             annotations: Annotations::READ_ONLY,
+            served_by_default: true,
         }
     }
 

@@ -7,11 +7,10 @@
 //!   a pattern with `/` matches the path relative to `path` (`src/**/*.rs`);
 //! - files only, never directories; .gitignore, hidden, deny and skip rules as for grep.
 
-use crate::context::Ctx;
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::registry::{Annotations, Tool, ToolMeta};
 use crate::search::collect::TopN;
 use crate::search::{self, Found, WalkOptions};
+use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use globset::{GlobBuilder, GlobMatcher};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -80,6 +79,7 @@ path from `path` (\"src/**/*.rs\"). '*' stays within a directory, '**' crosses d
 Returns files only, sorted by path or (sort: \"modified\") newest first; honours .gitignore and skips hidden files \
 unless include_hidden.",
             annotations: Annotations::READ_ONLY,
+            served_by_default: true,
         }
     }
 
@@ -115,7 +115,7 @@ unless include_hidden.",
                 .with_hint("globs look like *.rs, src/**/*.rs, *.{ts,tsx}")
             })?;
         let matcher: GlobMatcher = glob.compile_matcher();
-        let bases = search::bases(ctx, p.path.as_deref())?;
+        let bases = crate::tools::search_bases(ctx, p.path.as_deref())?;
         let opts = WalkOptions {
             include_hidden: p.include_hidden,
             globs: Vec::new(),
@@ -126,7 +126,7 @@ unless include_hidden.",
         let by_path: Mutex<TopN<()>> = Mutex::new(TopN::new(p.max_results));
         let by_time: Mutex<TopN<(), ModKey>> = Mutex::new(TopN::new(p.max_results));
 
-        search::walk(ctx, &bases, &opts, || {
+        search::walk(&ctx.search_env(), &bases, &opts, || {
             let (matcher, count, by_path, by_time) = (&matcher, &count, &by_path, &by_time);
             move |f: &Found| {
                 let hit = if by_name {
@@ -142,17 +142,19 @@ unless include_hidden.",
                 count.fetch_add(1, Ordering::Relaxed);
                 match p.sort {
                     Sort::Path => {
-                        if let Ok(mut t) = by_path.lock() {
-                            t.insert(f.key(), 1, ());
-                        }
+                        crate::error::lock(by_path).insert(f.key(), 1, ());
                     }
                     Sort::Modified => {
                         let modified = ws
                             .open_found(f.root, f.rel, true)
                             .and_then(|h| h.metadata())
                             .and_then(|m| m.modified());
-                        if let (Ok(t), Ok(mut top)) = (modified, by_time.lock()) {
-                            top.insert((Reverse(t), f.root, f.rel.to_path_buf()), 1, ());
+                        if let Ok(t) = modified {
+                            crate::error::lock(by_time).insert(
+                                (Reverse(t), f.root, f.rel.to_path_buf()),
+                                1,
+                                (),
+                            );
                         }
                     }
                 }

@@ -1,11 +1,10 @@
 //! `grep`: regex (or literal) content search over the workspace, ripgrep's engine and
 //! rules, deterministic output in path order with true totals.
 
-use crate::context::Ctx;
 use crate::error::{ToolError, ToolResult};
-use crate::registry::{Annotations, Tool, ToolMeta};
 use crate::search::sink::Line;
 use crate::search::{self, GrepMode, GrepQuery, WalkOptions};
+use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -144,6 +143,7 @@ with line numbers; add context, context_before, context_after), count (matches p
 lines. Honours .gitignore, skips hidden and binary files. Results are sorted by path; page with offset and \
 max_results.",
             annotations: Annotations::READ_ONLY,
+            served_by_default: true,
         }
     }
 
@@ -152,7 +152,7 @@ max_results.",
             return Err(ToolError::invalid("pattern is empty")
                 .with_hint("give a regex, or literal text with fixed_strings: true"));
         }
-        let bases = search::bases(ctx, p.path.as_deref())?;
+        let bases = crate::tools::search_bases(ctx, p.path.as_deref())?;
         let max = p.max_results.unwrap_or(DEFAULT_MAX_RESULTS);
         let mode = match p.output_mode {
             OutputMode::Content => GrepMode::Content,
@@ -179,7 +179,7 @@ max_results.",
             include_hidden: p.include_hidden,
             globs: p.glob.into_vec(),
         };
-        let found = search::grep(ctx, &bases, &opts, &q)?;
+        let found = search::grep(&ctx.search_env(), &bases, &opts, &q)?;
         ctx.count_files(found.files_searched);
         let take = if max == 0 { usize::MAX } else { max };
 

@@ -5,9 +5,8 @@
 //! symlinks leading outside are never shown; skipped noise (`node_modules/`, `target/`…)
 //! is left out but can be listed by naming it.
 
-use crate::context::Ctx;
 use crate::error::{ErrorCode, ToolResult};
-use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::{default_dot, human_size};
 use crate::workspace::{EntryType, WsPath};
 use cap_fs_ext::DirExt;
@@ -71,6 +70,7 @@ Set recursive (and max_depth) to see a tree. Hidden entries need include_hidden;
 dependency/build folders (node_modules, target, …) are left out unless listed by name. To find files by name \
 pattern use glob instead.",
             annotations: Annotations::READ_ONLY,
+            served_by_default: true,
         }
     }
 

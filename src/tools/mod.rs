@@ -13,9 +13,19 @@ pub mod read_file;
 pub mod search_files;
 pub mod undo;
 
+use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::registry::Registry;
+use crate::search::Base;
+use crate::tool::Ctx;
 
 /// Every tool ferret has, in the order `ferret tools` lists them.
+pub fn standard() -> Registry {
+    let mut r = Registry::empty();
+    register_all(&mut r);
+    r
+}
+
+/// Adds every tool ferret has to `r`.
 pub fn register_all(r: &mut Registry) {
     r.register(read_file::ReadFile);
     r.register(list_directory::ListDirectory);
@@ -48,4 +58,39 @@ pub fn human_size(bytes: u64) -> String {
 
 fn default_dot() -> String {
     ".".to_string()
+}
+
+/// Resolves the `path` argument of a search tool. `None` searches every root.
+pub fn search_bases(ctx: &Ctx, path: Option<&str>) -> ToolResult<Vec<Base>> {
+    let ws = ctx.workspace();
+    let Some(path) = path else {
+        if let Some(scope) = ctx.scope() {
+            return Ok(scope
+                .iter()
+                .filter_map(|d| ws.locate(d))
+                .map(|wp| Base { wp, is_file: false })
+                .collect());
+        }
+        return Ok((0..ws.roots().len())
+            .map(|i| Base {
+                wp: ws.root_path(i),
+                is_file: false,
+            })
+            .collect());
+    };
+    let wp = ctx.resolve(path)?;
+    ctx.set_audit_path(ws.display(&wp));
+    let (real, meta) = ws.stat(&wp)?.ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::NotFound,
+            format!("{path}: no such file or directory"),
+        )
+        .with_hint(
+            "check the path with glob or list_directory; paths are relative to the workspace root",
+        )
+    })?;
+    Ok(vec![Base {
+        wp: real,
+        is_file: meta.is_file(),
+    }])
 }

@@ -5,9 +5,8 @@
 //! through a log or a generated file. Ranged reads stream: memory holds only the lines
 //! returned, the rest of the file is only counted.
 
-use crate::context::Ctx;
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::human_size;
 use base64::Engine;
 use schemars::JsonSchema;
@@ -79,6 +78,7 @@ impl Tool for ReadFile {
 For big files pass offset (1-based first line) and limit (number of lines); a whole-file read over the size \
 limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep to find where to read first.",
             annotations: Annotations::READ_ONLY,
+            served_by_default: true,
         }
     }
 

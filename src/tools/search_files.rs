@@ -10,11 +10,10 @@
 //! Line 44:   context line after
 //! ```
 
-use crate::context::Ctx;
 use crate::error::{ToolError, ToolResult};
-use crate::registry::{Annotations, Tool, ToolMeta};
 use crate::search::sink::Line;
 use crate::search::{self, GrepMode, GrepQuery, WalkOptions};
+use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +68,7 @@ impl Tool for SearchFiles {
             description: "Search file contents using regex patterns. Returns matching file paths with excerpts \
 showing context around matches.",
             annotations: Annotations::READ_ONLY,
+            served_by_default: false,
         }
     }
 
@@ -76,7 +76,7 @@ showing context around matches.",
         if p.pattern.is_empty() {
             return Err(ToolError::invalid("pattern is empty"));
         }
-        let bases = search::bases(ctx, None)?;
+        let bases = crate::tools::search_bases(ctx, None)?;
         let q = GrepQuery {
             pattern: p.pattern,
             before: p.context_lines,
@@ -94,7 +94,7 @@ showing context around matches.",
                 .filter(|g| !g.trim().is_empty())
                 .collect(),
         };
-        let found = search::grep(ctx, &bases, &opts, &q)?;
+        let found = search::grep(&ctx.search_env(), &bases, &opts, &q)?;
         ctx.count_files(found.files_searched);
         let take = if p.max_results == 0 {
             usize::MAX

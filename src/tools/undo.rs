@@ -9,10 +9,9 @@
 //! undone and the undo's own journal entry are made under one journal lock, so two
 //! undos, in any number of processes, never restore one change twice.
 
-use crate::context::Ctx;
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::history::{Action, Entry, History, sha256};
-use crate::registry::{Annotations, Tool, ToolMeta};
+use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::edit::LOCK_WAIT;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -215,6 +214,7 @@ impl Tool for Undo {
 CONFLICT if the file was changed since, showing the difference; force: true undoes anyway after backing up the \
 current content.",
             annotations: Annotations::WRITE,
+            served_by_default: true,
         }
     }
 

@@ -601,7 +601,7 @@ impl Workspace {
 
     /// The root-relative form of a path the walker produced under root `root`.
     pub fn walk_rel<'p>(&self, root: usize, abs: &'p Path) -> Option<&'p Path> {
-        crate::search::strip(abs, &self.roots[root].canonical)
+        strip(abs, &self.roots[root].canonical)
     }
 
     /// For walks: whether an entry below the walk's base (root-relative `rel`) is denied
@@ -663,4 +663,52 @@ fn normalize(path: &Path) -> PathBuf {
         }
     }
     out
+}
+
+/// `path` without the leading `prefix` directory. The walker builds every path by
+/// joining names onto its start, so a byte comparison does what `Path::strip_prefix`'s
+/// component walk does, in a fraction of the time (it runs for every entry).
+pub fn strip<'p>(path: &'p Path, prefix: &Path) -> Option<&'p Path> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let (p, pre) = (path.as_os_str().as_bytes(), prefix.as_os_str().as_bytes());
+        let pre = pre.strip_suffix(b"/").unwrap_or(pre);
+        if pre.is_empty() {
+            return path.strip_prefix("/").ok();
+        }
+        match p.strip_prefix(pre) {
+            Some([]) => Some(Path::new("")),
+            Some([b'/', rest @ ..]) => Some(Path::new(std::ffi::OsStr::from_bytes(rest))),
+            _ => None,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        path.strip_prefix(prefix).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip;
+    use std::path::Path;
+
+    #[test]
+    fn strip_agrees_with_path_strip_prefix() {
+        for (p, pre) in [
+            ("/a/b/c", "/a"),
+            ("/a/b", "/a/b"),
+            ("/ab/c", "/a"),
+            ("/a/b/", "/a/"),
+            ("/x", "/"),
+            ("/a", "/b"),
+        ] {
+            assert_eq!(
+                strip(Path::new(p), Path::new(pre)),
+                Path::new(p).strip_prefix(pre).ok(),
+                "{p} {pre}"
+            );
+        }
+    }
 }

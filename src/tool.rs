@@ -1,0 +1,327 @@
+//! A tool, defined once: the [`Tool`] trait (typed params and output, a run function, a
+//! text renderer), its type-erased form [`DynTool`], and [`Ctx`], everything a tool's
+//! `run` may touch — the sandboxed workspace, the configuration, the limiter, the
+//! history, the call's [`Control`] — and nothing above it: a tool cannot see the
+//! registry, the call path or a front end.
+
+use crate::config::Config;
+use crate::control::{CancelToken, Control, Progress};
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::history::{History, HistoryCell};
+use crate::limits::{Limits, ResourceLimiter};
+use crate::search::SearchEnv;
+use crate::workspace::{Workspace, WsPath};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Behaviour hints, as MCP annotations describe them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Annotations {
+    /// Never changes anything.
+    pub read_only: bool,
+    /// May destroy data (even if recoverable through undo).
+    pub destructive: bool,
+    /// Calling twice with the same arguments has no further effect.
+    pub idempotent: bool,
+    /// Only available when writes are enabled.
+    pub needs_write: bool,
+}
+
+impl Annotations {
+    pub const READ_ONLY: Annotations = Annotations {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        needs_write: false,
+    };
+
+    /// A tool that changes files: destructive (if undoable), not idempotent, writes on.
+    pub const WRITE: Annotations = Annotations {
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+        needs_write: true,
+    };
+}
+
+/// Name and description of a tool, written for the model that will choose it.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolMeta {
+    pub name: &'static str,
+    pub title: &'static str,
+    /// When to use the tool and what it returns.
+    pub description: &'static str,
+    pub annotations: Annotations,
+    /// Listed by the MCP server when the `tools` setting is left empty. The seed-shaped
+    /// search tools (`search_files`, `file_search`) overlap `grep` and are not.
+    pub served_by_default: bool,
+}
+
+/// A tool, defined once.
+pub trait Tool: Send + Sync + 'static {
+    type Params: DeserializeOwned + JsonSchema;
+    type Output: Serialize + JsonSchema;
+
+    fn meta(&self) -> ToolMeta;
+
+    /// Does the work. Synchronous: the front end decides which thread runs it.
+    fn run(&self, ctx: &Ctx, params: Self::Params) -> ToolResult<Self::Output>;
+
+    /// The text a model or a person reads.
+    fn render(&self, output: &Self::Output) -> String;
+}
+
+/// What a successful call gives a front end: the structured result and its rendering.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallOutput {
+    pub structured: Value,
+    pub text: String,
+}
+
+/// A [`Tool`] with its types erased.
+pub trait DynTool: Send + Sync {
+    fn meta(&self) -> ToolMeta;
+    fn input_schema(&self) -> Value;
+    fn output_schema(&self) -> Value;
+    fn call(&self, ctx: &Ctx, args: Value) -> ToolResult<CallOutput>;
+}
+
+impl<T: Tool> DynTool for T {
+    fn meta(&self) -> ToolMeta {
+        Tool::meta(self)
+    }
+
+    fn input_schema(&self) -> Value {
+        schema_for::<T::Params>()
+    }
+
+    fn output_schema(&self) -> Value {
+        schema_for::<T::Output>()
+    }
+
+    fn call(&self, ctx: &Ctx, args: Value) -> ToolResult<CallOutput> {
+        let args = if args.is_null() { json!({}) } else { args };
+        let params: T::Params = serde_json::from_value(args).map_err(|e| {
+            ToolError::invalid(format!(
+                "invalid arguments for {}: {e}",
+                Tool::meta(self).name
+            ))
+            .with_hint("see the tool's input schema (`ferret tools`)")
+        })?;
+        let out = self.run(ctx, params)?;
+        let text = self.render(&out);
+        let structured = serde_json::to_value(&out).map_err(|e| {
+            ToolError::new(
+                ErrorCode::IoError,
+                format!("cannot serialize the result: {e}"),
+            )
+        })?;
+        Ok(CallOutput { structured, text })
+    }
+}
+
+/// A JSON Schema (draft 2020-12) with every subschema inlined, which function-calling
+/// APIs accept more readily than `$ref`s.
+pub fn schema_for<T: JsonSchema>() -> Value {
+    let mut settings = schemars::generate::SchemaSettings::draft2020_12();
+    settings.inline_subschemas = true;
+    let schema = settings.into_generator().into_root_schema_for::<T>();
+    let mut v = serde_json::to_value(schema).unwrap_or_else(|_| json!({"type": "object"}));
+    if let Some(obj) = v.as_object_mut() {
+        obj.remove("$schema");
+        obj.remove("title");
+    }
+    v
+}
+
+/// Who is calling: the session (one MCP connection, one CLI run) and the agent's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub id: String,
+    pub agent_id: String,
+}
+
+impl Session {
+    pub fn new(id: impl Into<String>, agent_id: impl Into<String>) -> Self {
+        Session {
+            id: id.into(),
+            agent_id: agent_id.into(),
+        }
+    }
+}
+
+/// The shared services a call runs with, lent by whoever owns them (`Ferret`).
+#[derive(Clone, Copy)]
+pub struct Services<'a> {
+    pub config: &'a Config,
+    pub workspace: &'a Workspace,
+    pub limiter: &'a ResourceLimiter,
+    pub history: &'a HistoryCell,
+}
+
+/// What a tool's `run` may touch.
+pub struct Ctx<'a> {
+    services: Services<'a>,
+    session: &'a Session,
+    control: Control,
+    scope: Option<Arc<Vec<PathBuf>>>,
+    confirmed: bool,
+    bytes_read: AtomicU64,
+    file_count: AtomicU64,
+    path: Mutex<Option<String>>,
+}
+
+impl<'a> Ctx<'a> {
+    /// A call's context. `scope` narrows the workspace to a client's roots; `confirmed`
+    /// says the person at the front end confirmed destructive operations for this call;
+    /// `audit_path` is what the audit record names until the tool says otherwise.
+    pub fn new(
+        services: Services<'a>,
+        session: &'a Session,
+        control: Control,
+        scope: Option<Arc<Vec<PathBuf>>>,
+        confirmed: bool,
+        audit_path: Option<String>,
+    ) -> Self {
+        Ctx {
+            services,
+            session,
+            control,
+            scope,
+            confirmed,
+            bytes_read: AtomicU64::new(0),
+            file_count: AtomicU64::new(0),
+            path: Mutex::new(audit_path),
+        }
+    }
+
+    pub fn workspace(&self) -> &'a Workspace {
+        self.services.workspace
+    }
+
+    pub fn config(&self) -> &'a Config {
+        self.services.config
+    }
+
+    /// The state directory, backups and undo journal (opened on first use).
+    pub fn history(&self) -> ToolResult<&'a History> {
+        self.services
+            .history
+            .get(self.services.config, self.services.workspace)
+    }
+
+    pub fn limits(&self) -> &'a Limits {
+        self.services.limiter.limits()
+    }
+
+    pub fn session(&self) -> &'a Session {
+        self.session
+    }
+
+    pub fn control(&self) -> &Control {
+        &self.control
+    }
+
+    /// What the search engine needs of this call.
+    pub fn search_env(&self) -> SearchEnv<'_> {
+        SearchEnv {
+            workspace: self.services.workspace,
+            control: &self.control,
+            max_file_size: self.services.config.search_max_file_size,
+        }
+    }
+
+    /// Checks a path the agent gave (see [`Workspace::resolve`]) and, when the call is
+    /// narrowed to a client's roots, that its real location lies inside one of them.
+    pub fn resolve(&self, input: &str) -> ToolResult<WsPath> {
+        let ws = self.workspace();
+        let wp = ws.resolve(input)?;
+        let Some(scope) = &self.scope else {
+            return Ok(wp);
+        };
+        let real = ws.real_path(&wp)?.unwrap_or_else(|| wp.clone());
+        let abs = ws.walk_start(&real);
+        if scope.iter().any(|d| abs.starts_with(d)) {
+            return Ok(wp);
+        }
+        let shared: Vec<String> = scope.iter().map(|d| d.display().to_string()).collect();
+        Err(ToolError::new(
+            ErrorCode::PathEscape,
+            format!("{input} is outside the roots this client shared"),
+        )
+        .with_hint(if shared.is_empty() {
+            "the client shared no directory inside this workspace".to_string()
+        } else {
+            format!("use paths inside: {}", shared.join(", "))
+        }))
+    }
+
+    /// Fails with `CONFIRMATION_REQUIRED` unless the user confirmed this call, or
+    /// `allowed` (a setting that answers for them) is true.
+    pub fn confirm(&self, what: &str, allowed: bool) -> ToolResult<()> {
+        if self.confirmed || allowed {
+            return Ok(());
+        }
+        Err(ToolError::new(ErrorCode::ConfirmationRequired, format!("{what} needs the user's confirmation"))
+            .with_hint(
+                "ask the user. On the command line they confirm with --yes; a server allows permanent deletes with \
+                 --allow-permanent-delete, and the confirm list is the `confirm` setting",
+            ))
+    }
+
+    /// The directories a search with no path covers: the client's shared roots when the
+    /// call is narrowed, else every workspace root.
+    pub fn scope(&self) -> Option<&[PathBuf]> {
+        self.scope.as_deref().map(Vec::as_slice)
+    }
+
+    /// Fails with `CANCELLED` or `TIMEOUT` when the call should stop. Long loops call it.
+    pub fn check(&self) -> ToolResult<()> {
+        self.control.check()
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.control.is_cancelled()
+    }
+
+    pub fn cancel_token(&self) -> &CancelToken {
+        &self.control.cancel
+    }
+
+    /// Refuses early when about `n` bytes of answer would not fit the session's round
+    /// budget. Nothing is charged here: the call path charges every byte of the answer
+    /// as sent, once it is made.
+    pub fn charge_bytes(&self, n: u64) -> ToolResult<()> {
+        self.services.limiter.check_bytes(&self.session.id, n)?;
+        self.bytes_read.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Counts files touched, for the audit record.
+    pub fn count_files(&self, n: u64) {
+        self.file_count.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Names the path the audit record shows (by default the `path` argument).
+    pub fn set_audit_path(&self, path: impl Into<String>) {
+        *crate::error::lock(&self.path) = Some(path.into());
+    }
+
+    pub fn progress(&self, p: Progress) {
+        self.control.progress(p);
+    }
+
+    /// What the audit record takes from the call: (path, bytes read, files touched).
+    pub fn audit_facts(&self) -> (Option<String>, u64, u64) {
+        (
+            crate::error::lock(&self.path).clone(),
+            self.bytes_read.load(Ordering::Relaxed),
+            self.file_count.load(Ordering::Relaxed),
+        )
+    }
+}
