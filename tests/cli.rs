@@ -635,3 +635,167 @@ fn ferret_root_env_and_audit_log_file() {
     assert_eq!(lines[1]["result"], "denied");
     assert_eq!(lines[1]["code"], "DENIED_PATTERN");
 }
+
+// --- `ferret grep`, one case per flag -------------------------------------------------
+
+fn grep_tree() -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    std::fs::create_dir_all(r.join("src")).unwrap();
+    std::fs::create_dir_all(r.join(".hid")).unwrap();
+    std::fs::write(r.join("src/a.txt"), "one\nTwo\nthree\nfour\nfive\n").unwrap();
+    std::fs::write(r.join("src/b.txt"), "a.b\naxb\n").unwrap();
+    std::fs::write(r.join("src/m.txt"), "start\nend\n").unwrap();
+    std::fs::write(r.join(".hid/h.txt"), "two\n").unwrap();
+    t
+}
+
+/// `ferret grep ARGS` in a grep tree: (exit code, stdout).
+fn grep(t: &tempfile::TempDir, args: &[&str]) -> (i32, String) {
+    let out = ferret(t.path()).arg("grep").args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn grep_after_context() {
+    let t = grep_tree();
+    assert_eq!(
+        grep(&t, &["-A", "1", "Two"]).1,
+        "src/a.txt:2:Two\nsrc/a.txt-3-three\n"
+    );
+}
+
+#[test]
+fn grep_before_context() {
+    let t = grep_tree();
+    assert_eq!(
+        grep(&t, &["-B", "1", "Two"]).1,
+        "src/a.txt-1-one\nsrc/a.txt:2:Two\n"
+    );
+}
+
+#[test]
+fn grep_context_both_sides() {
+    let t = grep_tree();
+    assert_eq!(
+        grep(&t, &["-C", "1", "Two"]).1,
+        "src/a.txt-1-one\nsrc/a.txt:2:Two\nsrc/a.txt-3-three\n"
+    );
+}
+
+#[test]
+fn grep_ignore_case() {
+    let t = grep_tree();
+    assert_eq!(grep(&t, &["two"]).0, 1, "case-sensitive by default");
+    assert_eq!(grep(&t, &["-i", "two"]).1, "src/a.txt:2:Two\n");
+}
+
+#[test]
+fn grep_fixed_strings() {
+    let t = grep_tree();
+    assert_eq!(grep(&t, &["a.b"]).1, "src/b.txt:1:a.b\nsrc/b.txt:2:axb\n");
+    assert_eq!(grep(&t, &["-F", "a.b"]).1, "src/b.txt:1:a.b\n");
+}
+
+#[test]
+fn grep_multiline() {
+    let t = grep_tree();
+    // one line at a time by default: a pattern with a newline is refused, as rg does
+    assert_eq!(grep(&t, &["start\\nend"]).0, 2);
+    assert_eq!(
+        grep(&t, &["-U", "start\\nend"]).1,
+        "src/m.txt:1:start\nsrc/m.txt:2:end\n"
+    );
+}
+
+#[test]
+fn grep_glob_includes_and_excludes() {
+    let t = grep_tree();
+    assert_eq!(
+        grep(&t, &["-l", "-g", "*.txt", "-g", "!a.txt", "e"]).1,
+        "src/m.txt\n"
+    );
+}
+
+#[test]
+fn grep_files_with_matches() {
+    let t = grep_tree();
+    assert_eq!(grep(&t, &["-l", "e"]).1, "src/a.txt\nsrc/m.txt\n");
+}
+
+#[test]
+fn grep_count() {
+    let t = grep_tree();
+    assert_eq!(grep(&t, &["-c", "e"]).1, "src/a.txt:3\nsrc/m.txt:1\n");
+}
+
+#[test]
+fn grep_max_results() {
+    let t = grep_tree();
+    let (code, out) = grep(&t, &["--max", "1", "e"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("src/a.txt:1:one\n"), "{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("src/")).count(), 1);
+    assert!(out.contains("offset 1"), "says how to get more: {out}");
+}
+
+#[test]
+fn grep_hidden() {
+    let t = grep_tree();
+    assert_eq!(grep(&t, &["-i", "^two"]).1, "src/a.txt:2:Two\n");
+    assert_eq!(
+        grep(&t, &["--hidden", "-i", "^two"]).1,
+        ".hid/h.txt:1:two\nsrc/a.txt:2:Two\n"
+    );
+}
+
+#[test]
+fn grep_json_is_the_tools_output() {
+    let t = grep_tree();
+    let (code, out) = grep(&t, &["--json", "Two"]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["file_count"], 1);
+    assert_eq!(v["files"][0]["path"], "src/a.txt");
+    assert_eq!(v["files"][0]["lines"][0]["line"], 2);
+}
+
+#[test]
+fn grep_exit_codes_follow_grep() {
+    let t = grep_tree();
+    assert_eq!(grep(&t, &["Two"]).0, 0);
+    let (code, out) = grep(&t, &["nothing-matches-this"]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(grep(&t, &["(unclosed"]).0, 2);
+}
+
+#[test]
+fn grep_into_a_closed_pipe_exits_quietly() {
+    let t = grep_tree();
+    for i in 0..200 {
+        std::fs::write(t.path().join(format!("src/many{i}.txt")), "e\n".repeat(200)).unwrap();
+    }
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ferret"))
+        .arg("--root")
+        .arg(t.path())
+        .args(["grep", "e"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // read one line, then close the pipe
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,294 @@
+//! The command line's shape (clap): global flags and one argument struct per subcommand.
+//! A human subcommand's struct converts into its tool's own `Params` (see
+//! [`super::bridge`]); nothing here knows a tool's JSON field names.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ferret",
+    version,
+    about = "Fast, sandboxed, undoable file tools for AI agents"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Workspace root (repeatable; default: the current directory). Env: FERRET_ROOT.
+    #[arg(long = "root", global = true, value_name = "DIR")]
+    pub roots: Vec<PathBuf>,
+    /// Configuration file (default: ferret.toml in the first root). Env: FERRET_CONFIG.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Append an audit record per tool call to FILE (JSON Lines). Env: FERRET_AUDIT_LOG.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
+    /// Let write tools change files (edit, rm, undo). Env: FERRET_ALLOW_WRITE.
+    #[arg(long, global = true)]
+    pub allow_write: bool,
+    /// Preview every change, write nothing. Env: FERRET_DRY_RUN.
+    #[arg(long, global = true)]
+    pub dry_run: bool,
+    /// Where backups and the undo journal live. Env: FERRET_STATE_DIR.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Set any configuration key (repeatable): --set max_file_size=2097152.
+    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Call any tool with JSON arguments; print its structured result as JSON.
+    Call(CallArgs),
+    /// Print every tool's definition (name, description, schemas, annotations) as JSON.
+    Tools {
+        /// Which API's definition shape to print.
+        #[arg(long, value_enum, default_value = "mcp")]
+        format: Format,
+    },
+    /// Read a file, with line numbers.
+    Read(ReadArgs),
+    /// List a directory.
+    Ls(LsArgs),
+    /// Show a file's metadata.
+    Info(PathArgs),
+    /// Exit 0 if the path exists, 1 if not.
+    Exists(PathArgs),
+    /// Search file contents (like rg): content by default; exit 1 when nothing matched.
+    Grep(GrepArgs),
+    /// Find files by glob pattern; exit 1 when none matched.
+    Glob(GlobArgs),
+    /// Replace an exact string in a file (needs --allow-write).
+    Edit(EditArgs),
+    /// Delete a file or directory: to the trash, undoable (needs --allow-write).
+    Rm(RmArgs),
+    /// Undo the last change, or change ID (needs --allow-write).
+    Undo(UndoArgs),
+    /// List the changes in the undo journal.
+    History {
+        /// Print the journal entries as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve the tools to agents over MCP: stdio by default, streamable HTTP with --http.
+    Serve(ServeArgs),
+    /// Print the instructions the MCP server gives agents (for hosts that write their own
+    /// system prompt).
+    Prompt,
+    /// Print the effective configuration and where each value came from.
+    Config {
+        /// Print it as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Which API's tool-definition shape `ferret tools` prints.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    /// MCP `tools/list` entries, with output schemas and annotations.
+    Mcp,
+    /// OpenAI Chat Completions `tools` entries.
+    Openai,
+    /// Anthropic Messages API `tools` entries.
+    Anthropic,
+}
+
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// Tool name (see `ferret tools`).
+    pub tool: String,
+    /// Arguments as a JSON object; `-` reads them from standard input.
+    #[arg(default_value = "{}")]
+    pub json: String,
+    /// Print the text rendering (what a model reads) instead of JSON.
+    #[arg(long)]
+    pub text: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// The file to read.
+    pub path: String,
+    /// First line to print (1-based).
+    #[arg(long)]
+    pub offset: Option<u64>,
+    /// Number of lines to print.
+    #[arg(long, short = 'n')]
+    pub limit: Option<u64>,
+    /// Print the bytes as base64.
+    #[arg(long)]
+    pub base64: bool,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    /// The directory to list.
+    #[arg(default_value = ".")]
+    pub path: String,
+    /// List subdirectories too.
+    #[arg(long, short = 'r')]
+    pub recursive: bool,
+    /// Levels to list (1: the directory's own entries).
+    #[arg(long)]
+    pub depth: Option<u64>,
+    /// Include hidden entries.
+    #[arg(long, short = 'a')]
+    pub all: bool,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PathArgs {
+    /// The path to look at.
+    pub path: String,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct GrepArgs {
+    /// The regular expression (or, with -F, the text) to search for.
+    pub pattern: String,
+    /// File or directory to search (default: the whole workspace).
+    pub path: Option<String>,
+    /// Match case-insensitively.
+    #[arg(short = 'i', long)]
+    pub ignore_case: bool,
+    /// Search for the pattern as literal text, not a regex.
+    #[arg(short = 'F', long)]
+    pub fixed_strings: bool,
+    /// Let a match span lines (`.` matches newlines too).
+    #[arg(short = 'U', long)]
+    pub multiline: bool,
+    /// Show N lines after each match.
+    #[arg(short = 'A', long, value_name = "N")]
+    pub after_context: Option<usize>,
+    /// Show N lines before each match.
+    #[arg(short = 'B', long, value_name = "N")]
+    pub before_context: Option<usize>,
+    /// Show N lines before and after each match.
+    #[arg(short = 'C', long, value_name = "N")]
+    pub context: Option<usize>,
+    /// Only files matching GLOB (repeatable; !GLOB excludes).
+    #[arg(short = 'g', long = "glob", value_name = "GLOB")]
+    pub globs: Vec<String>,
+    /// Print only the paths of matching files.
+    #[arg(short = 'l', long)]
+    pub files_with_matches: bool,
+    /// Print matching lines per file.
+    #[arg(short = 'c', long, conflicts_with = "files_with_matches")]
+    pub count: bool,
+    /// Most results (lines, or files with -l/-c); 0 for all.
+    #[arg(long, default_value_t = 0)]
+    pub max: usize,
+    /// Search hidden files too.
+    #[arg(long, short = '.')]
+    pub hidden: bool,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobArgs {
+    /// The glob: "*.rs" (any depth), "src/**/*.rs", "*.{ts,tsx}".
+    pub pattern: String,
+    /// Directory to search (default: the whole workspace).
+    pub path: Option<String>,
+    /// Most files; 0 for all.
+    #[arg(long, default_value_t = 0)]
+    pub max: usize,
+    /// Newest first instead of by path.
+    #[arg(long)]
+    pub modified: bool,
+    /// Match hidden files and look in hidden directories too.
+    #[arg(long, short = '.')]
+    pub hidden: bool,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EditArgs {
+    /// The file to edit.
+    pub path: String,
+    /// The exact text to replace.
+    #[arg(long = "old", allow_hyphen_values = true)]
+    pub old: String,
+    /// The replacement.
+    #[arg(long = "new", allow_hyphen_values = true)]
+    pub new: String,
+    /// Replace every occurrence.
+    #[arg(long)]
+    pub all: bool,
+    /// Confirm a change to a confirm-listed path.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    /// The file or directory to delete.
+    pub path: String,
+    /// Delete for good instead (asks for confirmation: pass --yes).
+    #[arg(long)]
+    pub permanent: bool,
+    /// Confirm a permanent delete, a confirm-listed path, or a directory holding secrets.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UndoArgs {
+    /// The change to undo (default: the last one that can be).
+    pub id: Option<u64>,
+    /// Undo even if the file changed since (its content is backed up first).
+    #[arg(long)]
+    pub force: bool,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Serve streamable HTTP at ADDR (like 127.0.0.1:8765) instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// Bearer token every HTTP request must carry (needed off loopback). Env: FERRET_TOKEN.
+    #[arg(long, env = "FERRET_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Tools to serve, comma-separated (config key `tools`).
+    #[arg(long, value_delimiter = ',')]
+    pub tools: Option<Vec<String>>,
+    /// Another Host header value to accept over HTTP (repeatable).
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// Another Origin to accept over HTTP (repeatable), like https://app.example.com:443.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<String>,
+    /// Largest HTTP request body in bytes.
+    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    pub max_body: usize,
+}

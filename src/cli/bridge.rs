@@ -1,0 +1,177 @@
+//! The human subcommands, typed end to end: each subcommand's arguments convert into its
+//! tool's own `Params` (`From<GrepArgs> for grep::Params`), the call goes through
+//! [`Ferret::call_typed`] (the same budget, deadline and audit as every call), and the
+//! exit code is read from the tool's own `Output`. Renaming a tool's field breaks this
+//! file at compile time, not a user at run time.
+
+use super::args::{EditArgs, GlobArgs, GrepArgs, LsArgs, PathArgs, ReadArgs, RmArgs, UndoArgs};
+use super::output::{print_json, print_text};
+use crate::context::{CallOptions, Ferret, Session};
+use crate::tool::Tool;
+use crate::tools::{
+    edit, file_delete, file_exists, get_file_info, glob, grep, list_directory, read_file, undo,
+};
+
+impl From<GrepArgs> for grep::Params {
+    fn from(a: GrepArgs) -> Self {
+        grep::Params {
+            pattern: a.pattern,
+            path: a.path,
+            glob: grep::Globs::Many(a.globs),
+            ignore_case: a.ignore_case,
+            fixed_strings: a.fixed_strings,
+            multiline: a.multiline,
+            context: a.context,
+            context_before: a.before_context,
+            context_after: a.after_context,
+            output_mode: if a.files_with_matches {
+                grep::OutputMode::FilesWithMatches
+            } else if a.count {
+                grep::OutputMode::Count
+            } else {
+                grep::OutputMode::Content
+            },
+            max_results: Some(a.max),
+            offset: 0,
+            include_hidden: a.hidden,
+        }
+    }
+}
+
+impl From<GlobArgs> for glob::Params {
+    fn from(a: GlobArgs) -> Self {
+        glob::Params {
+            pattern: a.pattern,
+            path: a.path,
+            max_results: a.max,
+            include_hidden: a.hidden,
+            sort: if a.modified {
+                glob::Sort::Modified
+            } else {
+                glob::Sort::Path
+            },
+        }
+    }
+}
+
+impl From<ReadArgs> for read_file::Params {
+    fn from(a: ReadArgs) -> Self {
+        read_file::Params {
+            path: a.path,
+            encoding: if a.base64 {
+                read_file::Encoding::Base64
+            } else {
+                read_file::Encoding::Utf8
+            },
+            max_lines: None,
+            offset: a.offset,
+            limit: a.limit,
+        }
+    }
+}
+
+impl From<LsArgs> for list_directory::Params {
+    fn from(a: LsArgs) -> Self {
+        list_directory::Params {
+            path: a.path,
+            recursive: a.recursive,
+            max_depth: a.depth,
+            include_hidden: a.all,
+        }
+    }
+}
+
+impl From<PathArgs> for get_file_info::Params {
+    fn from(a: PathArgs) -> Self {
+        get_file_info::Params { path: a.path }
+    }
+}
+
+impl From<PathArgs> for file_exists::Params {
+    fn from(a: PathArgs) -> Self {
+        file_exists::Params { path: a.path }
+    }
+}
+
+impl From<EditArgs> for edit::Params {
+    fn from(a: EditArgs) -> Self {
+        edit::Params {
+            path: a.path,
+            old_string: a.old,
+            new_string: a.new,
+            replace_all: a.all,
+            dry_run: false, // --dry-run is global: the configuration carries it
+        }
+    }
+}
+
+impl From<RmArgs> for file_delete::Params {
+    fn from(a: RmArgs) -> Self {
+        file_delete::Params {
+            path: a.path,
+            permanent: a.permanent,
+            dry_run: false,
+        }
+    }
+}
+
+impl From<UndoArgs> for undo::Params {
+    fn from(a: UndoArgs) -> Self {
+        undo::Params {
+            id: a.id,
+            force: a.force,
+            dry_run: false,
+        }
+    }
+}
+
+/// How a subcommand's exit code follows from its tool's output.
+pub enum Exit<O> {
+    /// 0 whenever the tool succeeded.
+    Success,
+    /// 0 when the output says "found", 1 when not (grep, glob, exists); with `quiet_miss`
+    /// nothing is printed for a miss (as grep prints nothing).
+    Found {
+        found: fn(&O) -> bool,
+        quiet_miss: bool,
+    },
+}
+
+/// Runs one tool for a person: typed params in, typed output out, text (or `--json`)
+/// printed. Returns the exit code: 0, 1 for "no" (see [`Exit`]), 2 for a tool error.
+pub fn run<T: Tool>(
+    ferret: &Ferret,
+    session: &Session,
+    tool: &T,
+    params: T::Params,
+    json: bool,
+    confirmed: bool,
+    exit: Exit<T::Output>,
+) -> anyhow::Result<i32> {
+    let opts = CallOptions {
+        confirmed,
+        ..CallOptions::default()
+    };
+    let typed = match ferret.call_typed(session, tool, params, opts) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("ferret: {}", e.render());
+            return Ok(2);
+        }
+    };
+    let (code, show) = match exit {
+        Exit::Success => (0, true),
+        Exit::Found { found, quiet_miss } => {
+            let hit = found(&typed.output);
+            (if hit { 0 } else { 1 }, hit || !quiet_miss || json)
+        }
+    };
+    if show {
+        if json {
+            print_json(&typed.output)?;
+        } else {
+            print_text(&typed.text)?;
+        }
+    }
+    Ok(code)
+}

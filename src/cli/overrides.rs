@@ -1,0 +1,68 @@
+//! From the command line and the environment to the configuration's inputs: the global
+//! flags become `(key, value, flag)` overrides, `FERRET_*` variables are collected (with
+//! `FERRET_ROOT`, a path list, folded into `FERRET_ROOTS`).
+
+use super::args::Global;
+use crate::config::{self, Mode, Overrides};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The environment variables ferret reads, with `FERRET_ROOT` (a path list) folded into
+/// `FERRET_ROOTS` (the config key's own name).
+pub fn ferret_env() -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("FERRET_"))
+        .collect();
+    if let Some(r) = env.remove("FERRET_ROOT") {
+        let joined: Vec<String> = std::env::split_paths(&r)
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        env.entry("FERRET_ROOTS".into()).or_insert(joined.join(","));
+    }
+    env
+}
+
+/// Builds the configuration for `mode` from the global flags and the environment.
+pub fn load_config(global: &Global, mode: Mode) -> anyhow::Result<config::Loaded> {
+    let mut flags = Vec::new();
+    if !global.roots.is_empty() {
+        let roots: Vec<Value> = global
+            .roots
+            .iter()
+            .map(|r| Value::String(r.to_string_lossy().into_owned()))
+            .collect();
+        flags.push((
+            "roots".to_string(),
+            Value::Array(roots),
+            "--root".to_string(),
+        ));
+    }
+    for (set, key, flag) in [
+        (global.allow_write, "allow_write", "--allow-write"),
+        (global.dry_run, "dry_run", "--dry-run"),
+    ] {
+        if set {
+            flags.push((key.to_string(), Value::Bool(true), flag.to_string()));
+        }
+    }
+    if let Some(d) = &global.state_dir {
+        flags.push((
+            "state_dir".to_string(),
+            Value::String(d.to_string_lossy().into_owned()),
+            "--state-dir".to_string(),
+        ));
+    }
+    if let Some(a) = &global.audit_log {
+        flags.push((
+            "audit_log".to_string(),
+            Value::String(a.to_string_lossy().into_owned()),
+            "--audit-log".to_string(),
+        ));
+    }
+    let overrides = Overrides {
+        config_file: global.config.clone(),
+        flags,
+        sets: global.sets.clone(),
+    };
+    config::load(mode, &overrides, &ferret_env())
+}

@@ -1,0 +1,30 @@
+//! `ferret serve`: the MCP server on stdio or streamable HTTP, on a tokio runtime of its
+//! own (the rest of the CLI is synchronous).
+
+use super::args::ServeArgs;
+use crate::context::Ferret;
+use std::sync::Arc;
+
+pub fn serve(ferret: Ferret, a: ServeArgs) -> anyhow::Result<i32> {
+    let ferret = Arc::new(ferret);
+    let http = a.http.map(|addr| crate::mcp::http::HttpOptions {
+        addr,
+        token: a.token,
+        allowed_hosts: a.allow_hosts,
+        allowed_origins: a.allow_origins,
+        max_body_bytes: a.max_body,
+    });
+    if let Some(h) = &http {
+        crate::mcp::http::check(h)?;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        match http {
+            Some(h) => crate::mcp::http::serve_http(ferret, h).await,
+            None => crate::mcp::serve_stdio(ferret).await,
+        }
+    })?;
+    Ok(0)
+}
