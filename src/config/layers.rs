@@ -1,0 +1,336 @@
+//! The layers: defaults, a user's file, the environment, flags; each value's source.
+
+use super::narrow::narrow;
+use super::{Config, Mode};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Where a configuration value came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "from", rename_all = "lowercase")]
+pub enum Source {
+    Default,
+    File(PathBuf),
+    Env(String),
+    Flag(String),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::File(p) => write!(f, "file {}", p.display()),
+            Source::Env(v) => write!(f, "env {v}"),
+            Source::Flag(n) => write!(f, "flag {n}"),
+        }
+    }
+}
+
+/// A configuration with the source of each value.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub config: Config,
+    pub sources: BTreeMap<String, Source>,
+}
+
+/// The inputs to [`load`]: what the command line said, and the environment to read.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    /// `--config FILE`; otherwise `ferret.toml` in the first root, when present.
+    pub config_file: Option<PathBuf>,
+    /// Values set by flags, as (key, JSON value, flag name).
+    pub flags: Vec<(String, Value, String)>,
+    /// `--set key=value` pairs, typed like environment strings.
+    pub sets: Vec<String>,
+}
+
+/// Builds the effective configuration. `env` is passed in (not read here) so tests can
+/// give their own.
+pub fn load(
+    mode: Mode,
+    overrides: &Overrides,
+    env: &BTreeMap<String, String>,
+) -> anyhow::Result<Loaded> {
+    let defaults = serde_json::to_value(Config::defaults(mode))?;
+    let Value::Object(mut map) = defaults else {
+        anyhow::bail!("Config does not serialize to an object")
+    };
+    let mut sources: BTreeMap<String, Source> =
+        map.keys().map(|k| (k.clone(), Source::Default)).collect();
+    let defaults = map.clone();
+
+    // Flags and env come first for roots, because the config file lives in the first root.
+    let mut flag_layer: Vec<(String, Value, Source)> = Vec::new();
+    for (k, v, name) in &overrides.flags {
+        flag_layer.push((k.clone(), v.clone(), Source::Flag(name.clone())));
+    }
+    for s in &overrides.sets {
+        let (k, v) = s
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--set takes key=value, got {s:?}"))?;
+        let k = k.trim().to_string();
+        let default = defaults.get(&k).ok_or_else(|| unknown_key(&k, &defaults))?;
+        flag_layer.push((k, typed(default, v)?, Source::Flag("--set".into())));
+    }
+
+    let mut env_layer = Vec::new();
+    for key in defaults.keys() {
+        let var = format!("FERRET_{}", key.to_uppercase());
+        if let Some(raw) = env.get(&var) {
+            env_layer.push((key.clone(), typed(&defaults[key], raw)?, Source::Env(var)));
+        }
+    }
+
+    let layer_roots: Option<Vec<PathBuf>> = flag_layer
+        .iter()
+        .chain(&env_layer)
+        .find(|(k, _, _)| k == "roots")
+        .and_then(|(_, v, _)| serde_json::from_value(v.clone()).ok());
+    let first_root = layer_roots.as_ref().and_then(|r| r.first().cloned());
+    // A file the user named is trusted unless it lies inside a root (a repository can
+    // ship anything); `ferret.toml` in the workspace is the workspace's own and may only
+    // narrow what the user set.
+    let (user_file, workspace_file) = match overrides
+        .config_file
+        .clone()
+        .or_else(|| env.get("FERRET_CONFIG").map(PathBuf::from))
+    {
+        Some(f) if inside_roots(&f, layer_roots.as_deref()) => (None, Some(f)),
+        Some(f) => (Some(f), None),
+        None => {
+            let root = first_root.clone().unwrap_or_else(|| PathBuf::from("."));
+            let candidate = root.join("ferret.toml");
+            (None, candidate.is_file().then_some(candidate))
+        }
+    };
+    if let Some(path) = &user_file {
+        for (k, v) in read_file_layer(path, &defaults)? {
+            map.insert(k.clone(), v);
+            sources.insert(k, Source::File(path.clone()));
+        }
+    }
+    for (k, v, src) in env_layer.into_iter().chain(flag_layer) {
+        map.insert(k.clone(), v);
+        sources.insert(k, src);
+    }
+
+    let mut config: Config = serde_json::from_value(Value::Object(map))
+        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    if let Some(path) = &workspace_file {
+        let layer = read_file_layer(path, &defaults)?;
+        for k in narrow(&mut config, &layer, path)? {
+            sources.insert(k, Source::File(path.clone()));
+        }
+    }
+    Ok(Loaded { config, sources })
+}
+
+/// Whether `file` lies inside one of `roots` (the current directory when none is set).
+fn inside_roots(file: &Path, roots: Option<&[PathBuf]>) -> bool {
+    let Ok(file) = std::fs::canonicalize(file) else {
+        return false;
+    };
+    let cwd = [PathBuf::from(".")];
+    roots
+        .unwrap_or(&cwd)
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .any(|r| file.starts_with(r))
+}
+
+fn read_file_layer(
+    path: &Path,
+    defaults: &Map<String, Value>,
+) -> anyhow::Result<Map<String, Value>> {
+    // Not through a symlink: a config file that is a link to a secret would have its
+    // content quoted in a parse error.
+    let text = {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut text = String::new();
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(path)
+            .and_then(|f| f.take(1 << 20).read_to_string(&mut text))
+            .map_err(|e| anyhow::anyhow!("cannot read config file {} (it must be a regular file, not a symbolic link): {e}", path.display()))?;
+        text
+    };
+    let table: toml::Table = toml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))?;
+    let value = serde_json::to_value(table)?;
+    let Value::Object(map) = value else {
+        anyhow::bail!("config file {} is not a table", path.display())
+    };
+    for k in map.keys() {
+        if !defaults.contains_key(k) {
+            return Err(unknown_key(k, defaults).context(format!("in {}", path.display())));
+        }
+    }
+    Ok(map)
+}
+
+fn unknown_key(k: &str, defaults: &Map<String, Value>) -> anyhow::Error {
+    let keys: Vec<&str> = defaults.keys().map(String::as_str).collect();
+    anyhow::anyhow!(
+        "unknown configuration key {k:?}; known keys: {}",
+        keys.join(", ")
+    )
+}
+
+/// Types a string from the environment or `--set` by the default value it replaces.
+fn typed(default: &Value, raw: &str) -> anyhow::Result<Value> {
+    let raw = raw.trim();
+    Ok(match default {
+        Value::Array(_) => Value::Array(
+            raw.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| Value::String(s.to_string()))
+                .collect(),
+        ),
+        Value::Number(_) => Value::Number(
+            raw.parse::<u64>()
+                .map_err(|_| anyhow::anyhow!("expected a whole number, got {raw:?}"))?
+                .into(),
+        ),
+        Value::Bool(_) => Value::Bool(match raw.to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => true,
+            "0" | "false" | "no" | "off" => false,
+            _ => anyhow::bail!("expected true or false, got {raw:?}"),
+        }),
+        _ => Value::String(raw.to_string()),
+    })
+}
+
+/// Durations as humantime strings ("5s", "1m 30s"); a bare number is seconds.
+pub(crate) mod duration_serde {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Secs(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Secs(s) => Ok(Duration::from_secs(s)),
+            Raw::Text(t) if t.trim() == "0" => Ok(Duration::ZERO),
+            Raw::Text(t) => humantime::parse_duration(&t).map_err(D::Error::custom),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn precedence_flags_over_env_over_file_over_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ferret.toml");
+        std::fs::write(
+            &file,
+            "max_file_size = 10\nmax_path_depth = 7\nmax_files_per_request = 3\n",
+        )
+        .unwrap();
+        let ov = Overrides {
+            config_file: Some(file.clone()),
+            flags: vec![],
+            sets: vec!["max_file_size=30".into()],
+        };
+        let loaded = load(
+            Mode::Cli,
+            &ov,
+            &env(&[
+                ("FERRET_MAX_FILE_SIZE", "20"),
+                ("FERRET_MAX_PATH_DEPTH", "8"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(loaded.config.max_file_size, 30);
+        assert_eq!(loaded.config.max_path_depth, 8);
+        assert_eq!(loaded.config.max_files_per_request, 3);
+        assert_eq!(loaded.config.max_bytes_per_round, 0);
+        assert_eq!(
+            loaded.sources["max_file_size"],
+            Source::Flag("--set".into())
+        );
+        assert_eq!(
+            loaded.sources["max_path_depth"],
+            Source::Env("FERRET_MAX_PATH_DEPTH".into())
+        );
+        assert_eq!(loaded.sources["max_files_per_request"], Source::File(file));
+        assert_eq!(loaded.sources["max_bytes_per_round"], Source::Default);
+    }
+
+    #[test]
+    fn env_strings_are_typed_by_their_default() {
+        let loaded = load(
+            Mode::Server,
+            &Overrides::default(),
+            &env(&[
+                ("FERRET_DENY_EXTRA", ".obsidian/, .smarthole/"),
+                ("FERRET_REQUEST_TIMEOUT", "2s"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(loaded.config.deny_extra, vec![".obsidian/", ".smarthole/"]);
+        assert_eq!(loaded.config.request_timeout, Duration::from_secs(2));
+        assert_eq!(loaded.config.max_requests_per_round, 50);
+    }
+
+    #[test]
+    fn env_example_lists_every_key() {
+        let example = include_str!("../../.env.example");
+        let Value::Object(map) = serde_json::to_value(Config::defaults(Mode::Server)).unwrap()
+        else {
+            panic!()
+        };
+        for key in map.keys().filter(|k| *k != "roots") {
+            let var = format!("FERRET_{}=", key.to_uppercase());
+            assert!(
+                example.lines().any(|l| l.starts_with(&var)),
+                ".env.example lacks {var}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ferret.toml");
+        std::fs::write(&file, "max_fil_size = 10\n").unwrap();
+        let ov = Overrides {
+            config_file: Some(file),
+            ..Default::default()
+        };
+        let err = load(Mode::Cli, &ov, &BTreeMap::new()).unwrap_err();
+        assert!(format!("{err:#}").contains("max_fil_size"), "{err:#}");
+
+        let err = load(
+            Mode::Cli,
+            &Overrides::default(),
+            &env(&[("FERRET_MAX_FILE_SIZE", "big")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("whole number"), "{err}");
+    }
+}

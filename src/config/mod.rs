@@ -1,0 +1,239 @@
+//! Configuration: defaults ← a user's config file ← `FERRET_*` environment ← command-line
+//! flags, remembering where every value came from (`ferret config` prints it); then a
+//! workspace's own `ferret.toml`, which may only narrow ([`narrow`]).
+//!
+//! The layering ([`layers`]) works on the serialized form of [`Config`]: the defaults are
+//! serialized to a JSON object, each layer overwrites keys, and the result is
+//! deserialized back. A string from the environment or `--set key=value` is typed by the
+//! default it replaces (a list default splits on commas, a number parses as a number), so
+//! adding a field to `Config` is all it takes to make it settable everywhere.
+
+mod layers;
+mod narrow;
+
+use layers::duration_serde;
+pub use layers::{Loaded, Overrides, Source, load};
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Secrets: never readable, never listed, never searched, never edited.
+///
+/// Gitignore syntax (`!` re-allows, a trailing `/` means a directory and all below it).
+/// Unlike seed 004's list this names secret *files*, not every path containing a word:
+/// seed 004's `*token*`, `*password*` and `secrets*` would deny `src/tokenizer.rs`,
+/// `auth/password_reset.py` and `docs/secrets-management.md`.
+pub const DEFAULT_DENY: &[&str] = &[
+    // environment files, but not their committed templates
+    ".env",
+    ".env.*",
+    "!.env.example",
+    "!.env.sample",
+    "!.env.template",
+    ".envrc",
+    // keys and certificates
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.jks",
+    "*.keystore",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    // credential stores of common tools
+    ".npmrc",
+    ".pypirc",
+    ".netrc",
+    "_netrc",
+    ".pgpass",
+    ".htpasswd",
+    ".git-credentials",
+    "credentials",
+    "credentials.json",
+    "credentials.yml",
+    "credentials.yaml",
+    "secrets.json",
+    "secrets.yml",
+    "secrets.yaml",
+    "secrets.toml",
+    "*.secret",
+    "*.secrets",
+    ".aws/",
+    ".ssh/",
+    ".gnupg/",
+    "**/.docker/config.json",
+    "**/.kube/config",
+    "*.tfstate",
+    "*.tfstate.backup",
+    // version-control internals
+    ".git/",
+    ".hg/",
+    ".svn/",
+];
+
+/// Denied whatever the settings say (they come last, so no `!` re-allows them): trash
+/// directories. On a root that is a mount point the freedesktop per-volume trash
+/// (`.Trash-UID/`) lies inside the workspace, and what is in a trash is what a person
+/// threw away; an agent has no business there.
+pub const ALWAYS_DENY: &[&str] = &[".Trash/", ".Trash-*/"];
+
+/// Noise: left out of listings and searches, still readable when named.
+///
+/// Build-output directories are skipped only at the top of a root: a `target/` or
+/// `build/` deeper down is as likely to be source (the Linux kernel's `drivers/target`,
+/// `tools/build`) as output, and output deeper down is usually gitignored anyway.
+pub const DEFAULT_SKIP: &[&str] = &[
+    "node_modules/",
+    "vendor/",
+    ".venv/",
+    "venv/",
+    "__pycache__/",
+    "/dist/",
+    "/build/",
+    "/target/",
+    ".next/",
+    ".idea/",
+    ".vscode/",
+    ".DS_Store",
+    "Thumbs.db",
+    "*.exe",
+    "*.dll",
+    "*.so",
+    "*.dylib",
+];
+
+/// Changes to these need the user's confirmation: what steers CI, version control, and
+/// ferret itself (an agent must not loosen its own sandbox).
+pub const DEFAULT_CONFIRM: &[&str] = &[
+    ".github/",
+    ".gitlab-ci.yml",
+    ".circleci/",
+    "Jenkinsfile",
+    ".travis.yml",
+    "azure-pipelines.yml",
+    ".gitignore",
+    ".gitattributes",
+    ".gitmodules",
+    "ferret.toml",
+];
+
+/// How ferret is being run; the two have different limit defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// One command, one person: no per-round budgets, no timeout.
+    Cli,
+    /// A long-lived server whose callers are agents: every limit on.
+    Server,
+}
+
+/// The effective configuration. Every field can be set in `ferret.toml`, as
+/// `FERRET_<FIELD>` and as `--set field=value`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Workspace roots; the first one is where relative paths start.
+    pub roots: Vec<PathBuf>,
+    /// Deny patterns (gitignore syntax). Replacing this drops ferret's defaults.
+    pub deny: Vec<String>,
+    /// Patterns added to `deny` (seed 001's protected folders go here: `.obsidian/`).
+    pub deny_extra: Vec<String>,
+    /// Skip patterns (gitignore syntax).
+    pub skip: Vec<String>,
+    /// Patterns added to `skip`.
+    pub skip_extra: Vec<String>,
+    /// When non-empty, only files with these extensions may be read.
+    pub allowed_extensions: Vec<String>,
+    /// Deepest path, in components below the root, that may be named.
+    pub max_path_depth: usize,
+    /// Largest file a whole-file read returns, in bytes (0: no limit).
+    pub max_file_size: u64,
+    /// Files larger than this are skipped by searches, in bytes (0: no limit).
+    pub search_max_file_size: u64,
+    /// Most entries one listing returns (0: no limit).
+    pub max_files_per_request: usize,
+    /// Bytes a session may read in one round (0: no limit).
+    pub max_bytes_per_round: u64,
+    /// Tool calls a session may make in one round (0: no limit).
+    pub max_requests_per_round: u64,
+    /// How long one tool call may run ("0s": no limit).
+    #[serde(with = "duration_serde")]
+    pub request_timeout: Duration,
+    /// How long a round lasts before budgets reset.
+    #[serde(with = "duration_serde")]
+    pub round_window: Duration,
+    /// JSON Lines audit log; none when unset.
+    pub audit_log: Option<PathBuf>,
+    /// Write tools (edit, undo, …) work only when this is true.
+    pub allow_write: bool,
+    /// Every change is previewed, nothing is written.
+    pub dry_run: bool,
+    /// Where backups and the undo journal live (default:
+    /// `$XDG_STATE_HOME/ferret/<workspace id>`); must be outside every root.
+    pub state_dir: Option<PathBuf>,
+    /// Permanent deletes are allowed without asking (a server has no one to ask).
+    pub allow_permanent_delete: bool,
+    /// Paths whose edit or deletion needs the user's confirmation (gitignore syntax):
+    /// CI configuration, VCS files, ferret's own configuration.
+    pub confirm: Vec<String>,
+    /// Use the operating system's trash; when false or unusable, ferret's own trash folder
+    /// in the state directory.
+    pub use_os_trash: bool,
+    /// Largest file `edit` changes, in bytes (0: no limit).
+    pub max_edit_file_size: u64,
+    /// Tools the MCP server lists (every tool stays reachable through `ferret call` and
+    /// the library). Empty: the tools marked as served by default (all but
+    /// search_files and file_search, which overlap grep).
+    pub tools: Vec<String>,
+}
+
+impl Config {
+    pub fn defaults(mode: Mode) -> Config {
+        let server = mode == Mode::Server;
+        Config {
+            roots: Vec::new(),
+            deny: DEFAULT_DENY.iter().map(|s| s.to_string()).collect(),
+            deny_extra: Vec::new(),
+            skip: DEFAULT_SKIP.iter().map(|s| s.to_string()).collect(),
+            skip_extra: Vec::new(),
+            allowed_extensions: Vec::new(),
+            max_path_depth: 20,
+            max_file_size: 1024 * 1024,
+            search_max_file_size: 100 * 1024 * 1024,
+            max_files_per_request: 100,
+            max_bytes_per_round: if server { 5 * 1024 * 1024 } else { 0 },
+            max_requests_per_round: if server { 50 } else { 0 },
+            request_timeout: if server {
+                Duration::from_secs(5)
+            } else {
+                Duration::ZERO
+            },
+            round_window: Duration::from_secs(60),
+            audit_log: None,
+            allow_write: false,
+            dry_run: false,
+            state_dir: None,
+            max_edit_file_size: 64 * 1024 * 1024,
+            allow_permanent_delete: false,
+            confirm: DEFAULT_CONFIRM.iter().map(|s| s.to_string()).collect(),
+            use_os_trash: true,
+            tools: Vec::new(),
+        }
+    }
+
+    /// All deny patterns in force (defaults or replacement, then extras, then the ones
+    /// no setting removes).
+    pub fn deny_patterns(&self) -> impl Iterator<Item = &str> {
+        self.deny
+            .iter()
+            .chain(&self.deny_extra)
+            .map(String::as_str)
+            .chain(ALWAYS_DENY.iter().copied())
+    }
+
+    pub fn skip_patterns(&self) -> impl Iterator<Item = &str> {
+        self.skip.iter().chain(&self.skip_extra).map(String::as_str)
+    }
+}

@@ -1,0 +1,239 @@
+//! Opening what a [`WsPath`] names: every open goes through [`resolve::walk`], checks the
+//! rules on the real name, and hands out handles beneath the root (see the module doc of
+//! [`super`]).
+//!
+//! [`resolve::walk`]: super::resolve::walk
+
+use super::resolve::{self, Resolved};
+use super::{Workspace, WsPath, write};
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, File, Metadata, OpenOptions};
+use std::io;
+
+impl Workspace {
+    /// Walks `p` to its real path beneath the root (see [`resolve`]) and checks the
+    /// rules on the real name: deny before every component is looked at, depth and
+    /// extension once the type is known. `follow` says whether a final symlink is
+    /// followed (reading it) or is itself the object (deleting it).
+    pub fn entry(&self, p: &WsPath, follow: bool) -> ToolResult<Resolved> {
+        let shown = self.display(p);
+        let root = &self.roots[p.root];
+        let deny = &self.deny;
+        let r = resolve::walk(root, p.root, &p.rel, follow, &|rel| {
+            deny.matches_any_type(rel)
+        })
+        .map_err(|e| {
+            e.into_tool_error(&shown, |real| {
+                self.display(&WsPath {
+                    root: p.root,
+                    rel: real.to_path_buf(),
+                })
+            })
+        })?;
+        let named = if r.real.rel == p.rel {
+            shown
+        } else {
+            format!("{shown} (-> {})", self.display(&r.real))
+        };
+        match &r.meta {
+            Some(m) => self.check_name(&r.real, &named, Some(m.is_dir()))?,
+            None => self.check_name(&r.real, &named, None)?,
+        }
+        Ok(r)
+    }
+
+    /// The real name of `p` beneath its root, every symlink resolved. `Ok(None)` when it
+    /// does not exist.
+    pub fn real_path(&self, p: &WsPath) -> ToolResult<Option<WsPath>> {
+        let r = self.entry(p, true)?;
+        Ok(r.meta.is_some().then_some(r.real))
+    }
+
+    /// What stands at `p`, following symlinks within the workspace; `None` if nothing.
+    /// Returns the real path too.
+    pub fn stat(&self, p: &WsPath) -> ToolResult<Option<(WsPath, Metadata)>> {
+        let r = self.entry(p, true)?;
+        Ok(r.meta.map(|m| (r.real, m)))
+    }
+
+    /// What stands at `p` itself, not following a final symlink: for listings.
+    pub fn lstat(&self, p: &WsPath) -> ToolResult<Option<Metadata>> {
+        Ok(self.entry(p, false)?.meta)
+    }
+
+    /// Opens a regular file for reading. Never blocks on a FIFO. Returns the resolution
+    /// too: its `parent` handle is where a change to the file is made.
+    pub fn open_file(&self, p: &WsPath) -> ToolResult<(File, Metadata, Resolved)> {
+        let shown = self.display(p);
+        let r = self.entry(p, true)?;
+        let (Some(meta), Some(dir), Some(name)) = (&r.meta, &r.parent, r.name()) else {
+            return Err(not_found(&shown));
+        };
+        if meta.is_dir() {
+            return Err(
+                ToolError::new(ErrorCode::IsADirectory, format!("{shown} is a directory"))
+                    .with_hint("use list_directory for directories"),
+            );
+        }
+        if !meta.is_file() {
+            return Err(ToolError::invalid(format!(
+                "{shown} is not a regular file (a FIFO, socket or device); it is not read"
+            )));
+        }
+        let mut opts = OpenOptions::new();
+        opts.read(true).follow(FollowSymlinks::No);
+        #[cfg(unix)]
+        {
+            use cap_std::fs::OpenOptionsExt;
+            // A FIFO swapped in after the type check must not hang the call.
+            opts.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+        }
+        let file = dir
+            .open_with(name, &opts)
+            .map_err(|e| raced_or_io(&shown, &e))?;
+        let meta = file.metadata().map_err(|e| ToolError::io(&shown, &e))?;
+        if !meta.is_file() {
+            return Err(ToolError::invalid(format!("{shown} is not a regular file")));
+        }
+        Ok((file, meta, r))
+    }
+
+    /// Opens a regular file and takes an exclusive lock on it for a read-modify-write:
+    /// edits of one file, by any number of ferret processes, apply one after another.
+    /// The lock is on the file's inode, and a change replaces the inode, so once the lock
+    /// is held the name is checked to still lead to the locked inode; if a change landed
+    /// meanwhile the file is opened again. Waits up to `wait` for another editor.
+    pub fn open_file_locked(
+        &self,
+        p: &WsPath,
+        wait: std::time::Duration,
+    ) -> ToolResult<(File, Metadata, Resolved)> {
+        let shown = self.display(p);
+        for _ in 0..1000 {
+            let (file, meta, r) = self.open_file(p)?;
+            if !write::lock(&file, wait).map_err(|e| ToolError::io(&shown, &e))? {
+                return Err(ToolError::new(
+                    ErrorCode::Conflict,
+                    format!("{shown} is being changed by another process"),
+                )
+                .with_hint("retry in a moment"));
+            }
+            let (Some(dir), Some(name)) = (&r.parent, r.name()) else {
+                return Err(not_found(&shown));
+            };
+            let mine = write::identity(&file).map_err(|e| ToolError::io(&shown, &e))?;
+            if write::identity_at(dir, name).ok() == Some(mine) {
+                return Ok((file, meta, r));
+            }
+        }
+        Err(ToolError::new(
+            ErrorCode::Conflict,
+            format!("{shown} kept changing while it was being opened"),
+        )
+        .with_hint("retry in a moment"))
+    }
+
+    /// Whether the directory `at` (from [`Workspace::entry`]) holds, at any depth, an
+    /// entry the deny rules match: deleting it would take secrets or VCS internals along.
+    /// Walks handles without following links; `check` is called per directory (for the
+    /// call's deadline).
+    pub fn holds_denied(
+        &self,
+        at: &Resolved,
+        check: &dyn Fn() -> ToolResult<()>,
+    ) -> ToolResult<bool> {
+        let shown = self.display(&at.real);
+        let (Some(parent), Some(name)) = (&at.parent, at.name()) else {
+            return Ok(false);
+        };
+        let dir = parent
+            .open_dir_nofollow(name)
+            .map_err(|e| raced_or_io(&shown, &e))?;
+        let mut stack = vec![(dir, at.real.rel.clone())];
+        while let Some((dir, rel)) = stack.pop() {
+            check()?;
+            let entries = dir.entries().map_err(|e| ToolError::io(&shown, &e))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| ToolError::io(&shown, &e))?;
+                let ft = entry.file_type().map_err(|e| ToolError::io(&shown, &e))?;
+                let here = rel.join(entry.file_name());
+                if self.deny.matches(&here, ft.is_dir()) {
+                    return Ok(true);
+                }
+                if ft.is_dir() {
+                    let sub = dir
+                        .open_dir_nofollow(entry.file_name())
+                        .map_err(|e| raced_or_io(&shown, &e))?;
+                    stack.push((sub, here));
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Opens a directory for listing.
+    pub fn open_dir(&self, p: &WsPath) -> ToolResult<Dir> {
+        let shown = self.display(p);
+        let r = self.entry(p, true)?;
+        let Some(meta) = &r.meta else {
+            return Err(not_found(&shown));
+        };
+        if !meta.is_dir() {
+            return Err(ToolError::new(
+                ErrorCode::NotADirectory,
+                format!("{shown} is not a directory"),
+            )
+            .with_hint("use read_file or get_file_info for files"));
+        }
+        let Some(dir) = r.parent else {
+            return Err(not_found(&shown));
+        };
+        match r.real.rel.file_name() {
+            None => Ok(dir),
+            Some(name) => dir
+                .open_dir_nofollow(name)
+                .map_err(|e| raced_or_io(&shown, &e)),
+        }
+    }
+}
+
+/// The error for a name that matches a deny rule. It reads the same whether or not the
+/// object exists.
+pub(crate) fn denied_error(shown: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::DeniedPattern,
+        format!("{shown} matches a deny pattern (secrets and VCS internals are never accessible)"),
+    )
+    .with_hint("this path cannot be read, listed or changed through ferret; ask the user if it is really needed")
+}
+
+/// An I/O error met while walking or opening; a directory that turned into a symlink
+/// under us (ELOOP, ENOTDIR from an O_NOFOLLOW open) is named as the race it is.
+pub(crate) fn raced_or_io(shown: &str, e: &io::Error) -> ToolError {
+    if is_loop(e) || e.kind() == io::ErrorKind::NotADirectory {
+        ToolError::new(
+            ErrorCode::IoError,
+            format!(
+                "{shown} changed while it was being opened (a directory became a symbolic link)"
+            ),
+        )
+        .with_hint("retry the call")
+    } else {
+        ToolError::io(shown, e)
+    }
+}
+
+fn not_found(shown: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::NotFound,
+        format!("{shown}: no such file or directory"),
+    )
+    .with_hint(
+        "check the path with glob or list_directory; paths are relative to the workspace root",
+    )
+}
+
+fn is_loop(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
+}

@@ -1,0 +1,152 @@
+//! Paths as an agent writes them, checked lexically before anything is opened: no `..`,
+//! inside a root (whole components compared), not too deep, not denied, an allowed
+//! extension. The result is a [`WsPath`]; only [`super::open`] turns one into an object.
+
+use super::{Workspace, WsPath, denied_error};
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use std::path::{Component, Path, PathBuf};
+
+impl Workspace {
+    /// Checks a path as the agent wrote it, without touching the filesystem except to
+    /// name an absolute path given through a symlinked alias of a root.
+    pub fn resolve(&self, input: &str) -> ToolResult<WsPath> {
+        if input.is_empty() {
+            return Err(
+                ToolError::invalid("path is empty").with_hint("use \".\" for the workspace root")
+            );
+        }
+        if input.contains('\0') {
+            return Err(ToolError::invalid("path contains a NUL byte"));
+        }
+        let path = Path::new(input);
+        if path.components().any(|c| c == Component::ParentDir) {
+            return Err(ToolError::new(
+                ErrorCode::PathTraversal,
+                format!("{input}: `..` is not allowed in paths"),
+            )
+            .with_hint("name the path from the workspace root instead"));
+        }
+        let (root, rel) = if path.is_absolute() {
+            self.locate_absolute(path)
+                .ok_or_else(|| self.escape_error(input))?
+        } else {
+            let rel = normalize(path);
+            match (self.roots.len() > 1, rel.components().next()) {
+                (true, Some(Component::Normal(first))) => {
+                    match self.roots.iter().position(|r| r.name.as_str() == first) {
+                        Some(i) => (i, rel.strip_prefix(first).unwrap_or(&rel).to_path_buf()),
+                        None => (0, rel),
+                    }
+                }
+                _ => (0, rel),
+            }
+        };
+        let p = WsPath { root, rel };
+        self.check_name(&p, input, None)?;
+        Ok(p)
+    }
+
+    /// The absolute path's root and relative part, comparing whole components (so
+    /// `/allowed_evil` is not inside `/allowed`).
+    pub(super) fn locate_absolute(&self, path: &Path) -> Option<(usize, PathBuf)> {
+        let normalized = normalize(path);
+        for (i, r) in self.roots.iter().enumerate() {
+            for base in [&r.path, &r.canonical] {
+                if let Ok(rest) = normalized.strip_prefix(base) {
+                    return Some((i, rest.to_path_buf()));
+                }
+            }
+        }
+        // No ambient look-up of an agent's path: a root is known by the name it was
+        // given and by its canonical name (macOS /tmp and /private/tmp), nothing else.
+        None
+    }
+
+    fn escape_error(&self, input: &str) -> ToolError {
+        let roots: Vec<String> = self
+            .roots
+            .iter()
+            .map(|r| r.path.display().to_string())
+            .collect();
+        ToolError::new(
+            ErrorCode::PathEscape,
+            format!("{input} is outside the workspace"),
+        )
+        .with_hint(format!(
+            "only paths inside the workspace root(s) can be used: {}",
+            roots.join(", ")
+        ))
+    }
+
+    /// Depth, deny and extension rules on a name. `is_dir` is `None` when the type is not
+    /// known yet (then both readings are checked).
+    pub(super) fn check_name(
+        &self,
+        p: &WsPath,
+        shown: &str,
+        is_dir: Option<bool>,
+    ) -> ToolResult<()> {
+        let depth = p.rel.components().count();
+        if self.max_path_depth > 0 && depth > self.max_path_depth {
+            return Err(ToolError::new(
+                ErrorCode::PathTooDeep,
+                format!(
+                    "{shown} is {depth} levels deep; the limit is {}",
+                    self.max_path_depth
+                ),
+            ));
+        }
+        let denied = match is_dir {
+            Some(d) => self.deny.matches(&p.rel, d),
+            None => self.deny.matches_any_type(&p.rel),
+        };
+        if denied {
+            return Err(denied_error(shown));
+        }
+        if is_dir == Some(false) && !self.allowed_extensions.is_empty() {
+            let ext = p
+                .rel
+                .extension()
+                .map(|e| e.to_string_lossy().to_ascii_lowercase())
+                .unwrap_or_default();
+            if !self.allowed_extensions.contains(&ext) {
+                return Err(ToolError::new(
+                    ErrorCode::ExtensionDenied,
+                    format!("{shown}: extension {ext:?} is not allowed"),
+                )
+                .with_hint(format!(
+                    "allowed extensions: {}",
+                    self.allowed_extensions.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Drops `.` components and a leading `/` or prefix; `..` never reaches here.
+pub(super) fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::RootDir if path.is_absolute() => out.push("/"),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize;
+    use std::path::Path;
+
+    #[test]
+    fn normalize_drops_dots_and_keeps_the_root() {
+        assert_eq!(normalize(Path::new("./a/./b/")), Path::new("a/b"));
+        assert_eq!(normalize(Path::new("/x/./y")), Path::new("/x/y"));
+        assert_eq!(normalize(Path::new(".")), Path::new(""));
+        assert_eq!(normalize(Path::new("a//b")), Path::new("a/b"));
+    }
+}
