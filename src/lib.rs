@@ -5,24 +5,28 @@
 //! Rust API.
 //!
 //! ## Module map
-//! Data flows one way: front ends → [`context::Ferret`] / [`registry`] → [`tools`] →
-//! [`workspace`] (and the limiter and audit log). Nothing below points back up.
+//! Layers, bottom up; each uses only those below it (`tests/layers.rs` checks it):
+//! [`error`], [`clock`] → [`config`], [`control`] → [`workspace`] → [`limits`], [`audit`],
+//! [`history`] → [`search`] → [`tool`] → [`registry`] → [`tools`] → [`context`] (the
+//! call path, [`Ferret`]) → [`prompt`] → [`mcp`] → [`cli`].
 //!
+//! - [`error`]: `ToolError` and its stable `ErrorCode`s. [`clock`]: timestamps.
 //! - [`config`]: defaults ← user config ← `FERRET_*` ← flags, with provenance; a
 //!   workspace's own `ferret.toml` only narrows.
-//! - [`error`]: `ToolError` and its stable `ErrorCode`s.
-//! - [`workspace`]: the sandbox. Roots as cap-std directory handles; path checks; deny
-//!   and skip patterns. Tools only ever open through it.
-//! - [`limits`]: per-session round budgets and per-call limits.
+//! - [`control`]: cancellation, deadline and progress of one call.
+//! - [`workspace`]: the sandbox. Roots as cap-std directory handles; every path walked
+//!   over handles with the deny rules on every real name. Tools only ever open through it.
+//! - [`limits`]: per-client round budgets and per-call limits.
 //! - [`audit`]: one JSON Lines record per call.
 //! - [`history`]: the state directory, backups, the write-ahead undo journal with
 //!   recovery, and the trash over directory handles.
-//! - [`registry`]: the `Tool` trait, the list of tools, schema export.
-//! - [`context`]: `Ferret` (shared services, `call`), `Session`, the per-call `Ctx`.
-//! - [`tools`]: one file per tool.
 //! - [`search`]: the search engine (parallel walk + ripgrep's searcher).
-//! - [`mcp`]: the MCP server (stdio, streamable HTTP), one bridge for every tool.
+//! - [`tool`]: the `Tool` trait (a tool defined once) and `Ctx`, what a tool may touch.
+//! - [`registry`]: lookup by name, schema export.
+//! - [`tools`]: one file per tool.
+//! - [`context`]: `Ferret` (shared services; `call` and `call_typed`), `CallOptions`.
 //! - [`prompt`]: the guidance given to agents.
+//! - [`mcp`]: the MCP server (stdio, streamable HTTP), one bridge for every tool.
 //! - [`cli`]: the `ferret` command.
 //!
 //! ## Using it as a library
@@ -58,4 +62,5 @@ pub mod tools;
 pub mod workspace;
 
 pub use context::{CallOptions, Ferret, Session};
+pub use control::{CancelToken, Progress};
 pub use error::{ErrorCode, ToolError};
