@@ -1,8 +1,8 @@
 //! Configuration: defaults ← a user's config file ← `FERRET_*` environment ← command-line
 //! flags, remembering where every value came from (`ferret config` prints it); then a
-//! workspace's own `ferret.toml`, which may only narrow ([`narrow`]).
+//! workspace's own `ferret.toml`, which may only narrow (`narrow.rs`).
 //!
-//! The layering ([`layers`]) works on the serialized form of [`Config`]: the defaults are
+//! The layering (`layers.rs`) works on the serialized form of [`Config`]: the defaults are
 //! serialized to a JSON object, each layer overwrites keys, and the result is
 //! deserialized back. A string from the environment or `--set key=value` is typed by the
 //! default it replaces (a list default splits on commas, a number parses as a number), so

@@ -250,3 +250,47 @@ fn no_match(text: &str, old: &str, shown: &str) -> ToolError {
     }
     err.with_hint("read the file first and copy old_string exactly from it")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::adapt_line_endings;
+
+    fn adapt(text: &str, old: &str, new: &str) -> (String, String) {
+        adapt_line_endings(text, old, new)
+    }
+
+    #[test]
+    fn lf_strings_match_a_crlf_file_and_write_crlf() {
+        let (old, new) = adapt("a\r\nb\r\nc\r\n", "a\nb", "x\ny\nz");
+        assert_eq!(old, "a\r\nb");
+        assert_eq!(new, "x\r\ny\r\nz");
+    }
+
+    #[test]
+    fn an_lf_file_is_left_alone() {
+        assert_eq!(
+            adapt("a\nb\n", "a\nb", "x\ny"),
+            ("a\nb".into(), "x\ny".into())
+        );
+    }
+
+    #[test]
+    fn crlf_strings_in_a_crlf_file_keep_crlf_in_the_replacement() {
+        let (old, new) = adapt("a\r\nb\r\n", "a\r\nb", "x\ny");
+        assert_eq!((old.as_str(), new.as_str()), ("a\r\nb", "x\r\ny"));
+    }
+
+    #[test]
+    fn a_one_line_string_is_not_changed() {
+        assert_eq!(adapt("a\r\nb\r\n", "a", "x"), ("a".into(), "x".into()));
+    }
+
+    #[test]
+    fn an_lf_string_that_matches_as_is_in_a_mixed_file_is_kept() {
+        // the file has both; the LF text is there verbatim, so it is what is meant
+        assert_eq!(
+            adapt("a\nb\r\nc\r\n", "a\nb", "x\ny"),
+            ("a\nb".into(), "x\ny".into())
+        );
+    }
+}

@@ -1,15 +1,15 @@
 //! The workspace sandbox: every path a tool touches goes through here.
 //!
 //! A tool never opens a path string. It hands the agent's path to [`Workspace::resolve`]
-//! ([`path`]), which checks it lexically (no `..`, inside a root, not too deep, not
+//! (`path.rs`), which checks it lexically (no `..`, inside a root, not too deep, not
 //! denied) and returns a [`WsPath`]; it then asks the workspace to open that `WsPath`
-//! ([`open`]), which walks it with [`resolve::walk`]: component by component over
+//! (`open.rs`), which walks it with [`resolve::walk`]: component by component over
 //! directory handles, symlinks read and spliced in, the deny rules checked on each real
 //! name before it is looked at, nothing outside the root ever opened. What comes back
 //! are handles beneath the root; changes are made through them ([`write`]).
 //!
-//! Searches list directories by path ([`walk`]) but open every file with one
-//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` ([`sys`]). No agent's path string
+//! Searches list directories by path (`walk.rs`) but open every file with one
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` (`sys.rs`). No agent's path string
 //! reaches an ambient syscall.
 
 mod open;

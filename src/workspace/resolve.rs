@@ -259,3 +259,141 @@ impl WalkError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    struct T {
+        _tmp: tempfile::TempDir,
+        root: Root,
+        outside: PathBuf,
+    }
+
+    fn tree() -> T {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let r = base.join("r");
+        std::fs::create_dir_all(r.join("d/e")).unwrap();
+        std::fs::create_dir_all(base.join("out")).unwrap();
+        std::fs::write(r.join("d/e/f.txt"), "f").unwrap();
+        std::fs::write(r.join(".env"), "s").unwrap();
+        symlink("d/e/f.txt", r.join("to_f")).unwrap();
+        symlink("to_f", r.join("chain")).unwrap();
+        symlink("../r/d", r.join("round")).unwrap();
+        symlink("../out", r.join("out_rel")).unwrap();
+        symlink(base.join("out"), r.join("out_abs")).unwrap();
+        symlink(r.join("d"), r.join("in_abs")).unwrap();
+        symlink("d/../.env", r.join("dotdot_env")).unwrap();
+        symlink("nothere", r.join("dangling")).unwrap();
+        symlink("l2", r.join("l1")).unwrap();
+        symlink("l1", r.join("l2")).unwrap();
+        let dir = Dir::open_ambient_dir(&r, cap_std::ambient_authority()).unwrap();
+        T {
+            root: Root {
+                name: "r".into(),
+                path: r.clone(),
+                canonical: r,
+                dir,
+            },
+            outside: base.join("out"),
+            _tmp: tmp,
+        }
+    }
+
+    fn never(_: &Path) -> bool {
+        false
+    }
+
+    fn real(t: &T, p: &str, follow: bool) -> PathBuf {
+        match walk(&t.root, 0, Path::new(p), follow, &never) {
+            Ok(r) => r.real.rel,
+            Err(_) => panic!("{p} did not resolve"),
+        }
+    }
+
+    fn fails(t: &T, p: &str) -> WalkError {
+        match walk(&t.root, 0, Path::new(p), true, &never) {
+            Ok(r) => panic!("{p} resolved to {:?}", r.real.rel),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn a_plain_path_is_its_own_real_path() {
+        let t = tree();
+        let r = walk(&t.root, 0, Path::new("d/e/f.txt"), true, &never)
+            .ok()
+            .unwrap();
+        assert_eq!(r.real.rel, Path::new("d/e/f.txt"));
+        assert!(r.meta.unwrap().is_file());
+        assert!(r.parent.is_some());
+    }
+
+    #[test]
+    fn links_are_followed_to_the_real_name() {
+        let t = tree();
+        assert_eq!(real(&t, "chain", true), Path::new("d/e/f.txt"));
+        assert_eq!(real(&t, "round/e/f.txt", true), Path::new("d/e/f.txt"));
+        assert_eq!(real(&t, "in_abs/e", true), Path::new("d/e"));
+        assert_eq!(real(&t, "dotdot_env", true), Path::new(".env"));
+    }
+
+    #[test]
+    fn a_final_link_is_kept_when_not_followed() {
+        let t = tree();
+        let r = walk(&t.root, 0, Path::new("chain"), false, &never)
+            .ok()
+            .unwrap();
+        assert_eq!(r.real.rel, Path::new("chain"));
+        assert!(r.meta.unwrap().is_symlink());
+    }
+
+    #[test]
+    fn links_out_of_the_root_escape() {
+        let t = tree();
+        assert!(matches!(fails(&t, "out_rel"), WalkError::Escape));
+        assert!(matches!(fails(&t, "out_abs/x"), WalkError::Escape));
+        assert!(t.outside.exists());
+    }
+
+    #[test]
+    fn missing_names_resolve_lexically_without_a_parent_past_the_first() {
+        let t = tree();
+        let r = walk(&t.root, 0, Path::new("dangling"), true, &never)
+            .ok()
+            .unwrap();
+        assert_eq!(r.real.rel, Path::new("nothere"));
+        assert!(r.meta.is_none() && r.parent.is_some());
+        let r = walk(&t.root, 0, Path::new("no/such"), true, &never)
+            .ok()
+            .unwrap();
+        assert!(r.meta.is_none() && r.parent.is_none());
+    }
+
+    #[test]
+    fn deny_is_asked_on_real_names_before_looking() {
+        let t = tree();
+        let asked = std::cell::RefCell::new(Vec::new());
+        let deny = |p: &Path| {
+            asked.borrow_mut().push(p.to_path_buf());
+            p == Path::new(".env")
+        };
+        let e = walk(&t.root, 0, Path::new("dotdot_env"), true, &deny)
+            .err()
+            .unwrap();
+        assert!(matches!(e, WalkError::Denied(p) if p == Path::new(".env")));
+        assert!(asked.borrow().contains(&PathBuf::from("d")));
+    }
+
+    #[test]
+    fn loops_and_files_in_the_middle_fail() {
+        let t = tree();
+        assert!(matches!(fails(&t, "l1"), WalkError::Loop));
+        assert!(matches!(
+            fails(&t, "d/e/f.txt/x"),
+            WalkError::NotADirectory(_)
+        ));
+    }
+}
