@@ -27,8 +27,7 @@ struct Ws {
 
 impl Ws {
     fn new() -> Ws {
-        let tmp = tempfile::tempdir().unwrap();
-        let parent = tmp.path().canonicalize().unwrap();
+        let (tmp, parent) = crate::util::tempdir();
         let w = Ws {
             root: parent.join("root"),
             outside: parent.join("outside"),
@@ -50,9 +49,7 @@ impl Ws {
     }
 
     fn write(&self, rel: &str, content: impl AsRef<[u8]>) {
-        let p = self.p(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, content).unwrap();
+        crate::util::write(&self.root, rel, content);
     }
 
     fn read(&self, rel: &str) -> String {
@@ -60,10 +57,8 @@ impl Ws {
     }
 
     fn cmd(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_ferret"));
-        c.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.parent.join("home"))
+        let mut c = crate::util::bin();
+        c.env("HOME", self.parent.join("home"))
             .env("XDG_DATA_HOME", &self.data)
             .arg("--root")
             .arg(&self.root)

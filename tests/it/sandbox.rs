@@ -24,9 +24,7 @@ struct Fixture {
 }
 
 fn ferret_for(root: &Path) -> Ferret {
-    let mut c = Config::defaults(Mode::Cli);
-    c.roots = vec![root.to_path_buf()];
-    Ferret::new(c).expect("open workspace")
+    crate::util::ferret(root, false, None)
 }
 
 fn fixture() -> Fixture {

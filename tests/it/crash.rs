@@ -24,8 +24,7 @@ struct Ws {
 
 impl Ws {
     fn new() -> Ws {
-        let tmp = tempfile::tempdir().unwrap();
-        let p = tmp.path().canonicalize().unwrap();
+        let (tmp, p) = crate::util::tempdir();
         let w = Ws {
             root: p.join("root"),
             state: p.join("state"),
@@ -39,10 +38,8 @@ impl Ws {
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_ferret"));
-        c.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("XDG_DATA_HOME", &self.data)
+        let mut c = crate::util::bin();
+        c.env("XDG_DATA_HOME", &self.data)
             .arg("--root")
             .arg(&self.root)
             .arg("--state-dir")

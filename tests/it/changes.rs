@@ -1,8 +1,8 @@
 //! edit and undo on real files, with the state directory in a temp dir.
 
-use ferret::config::{Config, Mode};
+use crate::util::{self, call, code};
 use ferret::{CallOptions, ErrorCode, Ferret, Session};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 
@@ -19,35 +19,17 @@ impl Env {
         }
     }
     fn ferret(&self, allow_write: bool) -> Ferret {
-        let mut c = Config::defaults(Mode::Cli);
-        c.roots = vec![self.root.path().to_path_buf()];
-        c.allow_write = allow_write;
-        c.state_dir = Some(self.state.path().to_path_buf());
-        Ferret::new(c).unwrap()
+        util::ferret(self.root.path(), allow_write, Some(self.state.path()))
     }
     fn p(&self, rel: &str) -> std::path::PathBuf {
         self.root.path().join(rel)
     }
     fn write(&self, rel: &str, content: impl AsRef<[u8]>) {
-        std::fs::write(self.p(rel), content).unwrap();
+        util::write(self.root.path(), rel, content);
     }
     fn read(&self, rel: &str) -> Vec<u8> {
         std::fs::read(self.p(rel)).unwrap()
     }
-}
-
-fn call(f: &Ferret, tool: &str, args: Value) -> Result<Value, ferret::ToolError> {
-    f.call(
-        &Session::new("t", "test"),
-        tool,
-        args,
-        CallOptions::default(),
-    )
-    .map(|o| o.structured)
-}
-
-fn code(r: Result<Value, ferret::ToolError>) -> ErrorCode {
-    r.unwrap_err().code
 }
 
 #[test]
@@ -425,79 +407,6 @@ fn concurrent_writers_share_one_journal() {
     let entries = e.ferret(true).history().unwrap().entries().unwrap();
     let ids: Vec<u64> = entries.iter().map(|e| e.id).collect();
     assert_eq!(ids, (1..=80).collect::<Vec<_>>());
-}
-
-/// A child process editing a 10 MB file is killed at random moments; the file is always
-/// exactly the old or the new content and the journal always parses.
-#[test]
-fn killed_mid_edit_the_file_is_old_or_new() {
-    let e = Env::new();
-    let line = "0123456789abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ\n";
-    let body = line.repeat(10 * 1024 * 1024 / line.len());
-    let a = format!("MARK-A\n{body}");
-    let b = format!("MARK-B\n{body}");
-    e.write("big.txt", &a);
-    let bin = assert_cmd::cargo::cargo_bin("ferret");
-    let edit = |from: &str, to: &str| {
-        let mut c = std::process::Command::new(&bin);
-        c.arg("--root")
-            .arg(e.root.path())
-            .arg("--state-dir")
-            .arg(e.state.path())
-            .args([
-                "--allow-write",
-                "edit",
-                "big.txt",
-                "--old",
-                from,
-                "--new",
-                to,
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        c
-    };
-    // Time one whole edit, then kill within 1.5 times that: before, during and after.
-    let t = std::time::Instant::now();
-    assert!(edit("MARK-A", "MARK-B").status().unwrap().success());
-    let window = (t.elapsed().as_micros() as u64 * 3 / 2).max(1000);
-    let mut seed = 0x9E3779B97F4A7C15u64;
-    let (mut completed, mut killed) = (0, 0);
-    for _ in 0..200 {
-        let now_a = e.read("big.txt").starts_with(b"MARK-A");
-        let (from, to) = if now_a {
-            ("MARK-A", "MARK-B")
-        } else {
-            ("MARK-B", "MARK-A")
-        };
-        let mut child = edit(from, to).spawn().unwrap();
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        std::thread::sleep(std::time::Duration::from_micros(seed % window));
-        let _ = child.kill(); // SIGKILL
-        let status = child.wait().unwrap();
-        if status.success() {
-            completed += 1
-        } else {
-            killed += 1
-        }
-        let now = e.read("big.txt");
-        assert!(
-            now == a.as_bytes() || now == b.as_bytes(),
-            "the file is neither the old nor the new content"
-        );
-    }
-    let journal = std::fs::read_to_string(e.state.path().join("journal.jsonl")).unwrap_or_default();
-    for l in journal.lines() {
-        serde_json::from_str::<Value>(l)
-            .unwrap_or_else(|err| panic!("journal line does not parse ({err}): {l}"));
-    }
-    eprintln!("crash test: {completed} edits completed, {killed} killed (window {window} µs)");
-    assert!(
-        killed > 20 && completed > 20,
-        "the kills must land both mid-edit and after ({completed} completed, {killed} killed)"
-    );
 }
 
 /// `ferret` with a real freedesktop trash under `data` and the state dir of `e`.

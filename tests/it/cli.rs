@@ -7,9 +7,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 
 fn ferret(root: &Path) -> Command {
-    let mut c = Command::cargo_bin("ferret").unwrap();
-    c.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    let mut c = Command::from_std(crate::util::bin());
     c.arg("--root").arg(root);
     c
 }

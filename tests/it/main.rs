@@ -1,0 +1,12 @@
+//! The integration tests, one binary (as ripgrep does): one build, one link, shared
+//! helpers in `util`, a module per area.
+
+mod changes;
+mod cli;
+mod crash;
+mod layers;
+mod mcp_inprocess;
+mod safety;
+mod sandbox;
+mod search;
+mod util;
