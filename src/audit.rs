@@ -60,15 +60,19 @@ impl AuditLogger {
     }
 
     /// A logger that also appends to `path` (created if missing).
-    pub fn to_file(path: &Path) -> anyhow::Result<Self> {
+    pub fn to_file(path: &Path) -> Result<Self, crate::error::SetupError> {
+        let err = |source| crate::error::SetupError::AuditLog {
+            path: path.to_path_buf(),
+            source,
+        };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)?;
+            std::fs::create_dir_all(parent).map_err(err)?;
         }
         let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
-            .map_err(|e| anyhow::anyhow!("cannot open audit log {}: {e}", path.display()))?;
+            .map_err(err)?;
         Ok(AuditLogger {
             file: Some(Mutex::new(file)),
             memory: Mutex::default(),

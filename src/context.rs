@@ -10,7 +10,7 @@
 use crate::audit::{AuditEntry, AuditLogger, Outcome};
 use crate::config::Config;
 use crate::control::{CancelToken, Control, ProgressSink};
-use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::error::{ErrorCode, SetupError, ToolError, ToolResult};
 use crate::history::{History, HistoryCell};
 use crate::limits::{Limits, ResourceLimiter};
 use crate::registry::Registry;
@@ -55,12 +55,12 @@ pub struct Ferret {
 impl Ferret {
     /// Opens the workspace roots and the audit log named by `config`, with every tool
     /// ferret has.
-    pub fn new(config: Config) -> anyhow::Result<Self> {
+    pub fn new(config: Config) -> Result<Self, SetupError> {
         Ferret::with_registry(config, crate::tools::standard())
     }
 
     /// The same with a registry of the caller's choosing (an embedding host's own tools).
-    pub fn with_registry(config: Config, registry: Registry) -> anyhow::Result<Self> {
+    pub fn with_registry(config: Config, registry: Registry) -> Result<Self, SetupError> {
         let workspace = Workspace::new(&config)?;
         let audit = match &config.audit_log {
             Some(p) => AuditLogger::to_file(p)?,

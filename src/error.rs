@@ -160,3 +160,40 @@ pub type ToolResult<T> = Result<T, ToolError>;
 pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// Why ferret could not be set up (a root, a pattern list, the audit log, the state
+/// directory). Typed, so an embedding host can tell a missing root from a state
+/// directory inside the workspace.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("root {path}: {source}")]
+    Root {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("root {0} is not a directory")]
+    RootNotADirectory(std::path::PathBuf),
+    #[error("{list} patterns: {message}")]
+    Patterns { list: &'static str, message: String },
+    #[error("cannot open the audit log {path}: {source}")]
+    AuditLog {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the state directory {dir}: {source}")]
+    StateDir {
+        dir: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the state directory {dir} is inside the workspace root {root}: backups and the undo journal \
+         must be out of an agent's reach; choose another --state-dir"
+    )]
+    StateInsideRoot {
+        dir: std::path::PathBuf,
+        root: std::path::PathBuf,
+    },
+}

@@ -63,4 +63,4 @@ pub mod workspace;
 
 pub use context::{CallOptions, Ferret, Session};
 pub use control::{CancelToken, Progress};
-pub use error::{ErrorCode, ToolError};
+pub use error::{ErrorCode, SetupError, ToolError};

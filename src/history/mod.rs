@@ -19,7 +19,7 @@ pub mod journal;
 pub mod trash;
 
 use crate::config::Config;
-use crate::error::ToolResult;
+use crate::error::{SetupError, ToolResult};
 use crate::workspace::Workspace;
 pub use journal::{Action, Entry, TrashRecord};
 use journal::{Journal, Outcome, io_err};
@@ -102,9 +102,12 @@ impl HistoryCell {
 }
 
 /// The base directory for state: `--state-dir`, else `$XDG_STATE_HOME/ferret`.
-pub fn state_base(config: &Config) -> anyhow::Result<PathBuf> {
+pub fn state_base(config: &Config) -> Result<PathBuf, SetupError> {
     Ok(match &config.state_dir {
-        Some(d) => std::path::absolute(d)?,
+        Some(d) => std::path::absolute(d).map_err(|source| SetupError::StateDir {
+            dir: d.clone(),
+            source,
+        })?,
         None => std::env::var_os("XDG_STATE_HOME")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
@@ -115,7 +118,7 @@ pub fn state_base(config: &Config) -> anyhow::Result<PathBuf> {
 }
 
 /// The workspace's own state directory below the base.
-pub fn state_dir(config: &Config, roots: &[PathBuf]) -> anyhow::Result<PathBuf> {
+pub fn state_dir(config: &Config, roots: &[PathBuf]) -> Result<PathBuf, SetupError> {
     let mut h = Sha256::new();
     for r in roots {
         h.update(r.as_os_str().as_encoded_bytes());
@@ -127,19 +130,19 @@ pub fn state_dir(config: &Config, roots: &[PathBuf]) -> anyhow::Result<PathBuf> 
 impl History {
     /// Opens (creating) the workspace's state directory. Refused if it lies inside a
     /// root.
-    pub fn open(config: &Config, roots: &[PathBuf]) -> anyhow::Result<History> {
+    pub fn open(config: &Config, roots: &[PathBuf]) -> Result<History, SetupError> {
         let dir = state_dir(config, roots)?;
-        std::fs::create_dir_all(dir.join("leases")).map_err(|e| {
-            anyhow::anyhow!("cannot create the state directory {}: {e}", dir.display())
-        })?;
-        let canon = std::fs::canonicalize(&dir)?;
+        let err = |dir: &Path| {
+            let dir = dir.to_path_buf();
+            move |source| SetupError::StateDir { dir, source }
+        };
+        std::fs::create_dir_all(dir.join("leases")).map_err(err(&dir))?;
+        let canon = std::fs::canonicalize(&dir).map_err(err(&dir))?;
         if let Some(r) = roots.iter().find(|r| canon.starts_with(r)) {
-            anyhow::bail!(
-                "the state directory {} is inside the workspace root {}: backups and the undo journal \
-                 must be out of an agent's reach; choose another --state-dir",
-                canon.display(),
-                r.display()
-            );
+            return Err(SetupError::StateInsideRoot {
+                dir: canon,
+                root: r.clone(),
+            });
         }
         let name = format!("{}-{}", std::process::id(), stamp());
         let path = canon.join("leases").join(&name);
@@ -147,9 +150,9 @@ impl History {
             .write(true)
             .create_new(true)
             .open(&path)
-            .map_err(|e| anyhow::anyhow!("cannot create a lease in {}: {e}", canon.display()))?;
+            .map_err(err(&path))?;
         rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
-            .map_err(|e| anyhow::anyhow!("cannot lock the lease {}: {e}", path.display()))?;
+            .map_err(|e| err(&path)(e.into()))?;
         Ok(History {
             journal: Journal::new(canon.join("journal.jsonl")),
             dir: canon,

@@ -24,6 +24,7 @@ pub(crate) use open::{denied_error, raced_or_io};
 pub use walk::strip;
 
 use crate::config::Config;
+use crate::error::SetupError;
 use cap_std::fs::Dir;
 use patterns::PatternSet;
 pub use resolve::Resolved;
@@ -121,22 +122,25 @@ pub struct Workspace {
 
 impl Workspace {
     /// Opens the roots. `roots` must be non-empty existing directories.
-    pub fn new(config: &Config) -> anyhow::Result<Workspace> {
+    pub fn new(config: &Config) -> Result<Workspace, SetupError> {
         let mut roots: Vec<Root> = Vec::new();
+        let root_err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| SetupError::Root { path, source }
+        };
         let given = if config.roots.is_empty() {
-            vec![std::env::current_dir()?]
+            vec![std::env::current_dir().map_err(root_err(Path::new(".")))?]
         } else {
             config.roots.clone()
         };
         for r in given {
-            let path = std::path::absolute(&r)?;
-            let canonical = std::fs::canonicalize(&path)
-                .map_err(|e| anyhow::anyhow!("root {}: {e}", path.display()))?;
+            let path = std::path::absolute(&r).map_err(root_err(&r))?;
+            let canonical = std::fs::canonicalize(&path).map_err(root_err(&path))?;
             if !canonical.is_dir() {
-                anyhow::bail!("root {} is not a directory", path.display());
+                return Err(SetupError::RootNotADirectory(path));
             }
             let dir = Dir::open_ambient_dir(&canonical, cap_std::ambient_authority())
-                .map_err(|e| anyhow::anyhow!("cannot open root {}: {e}", canonical.display()))?;
+                .map_err(root_err(&canonical))?;
             let base = canonical
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -154,14 +158,18 @@ impl Workspace {
                 dir,
             });
         }
-        let deny = PatternSet::new(config.deny_patterns())
-            .map_err(|e| anyhow::anyhow!("deny patterns: {}", e.message))?;
-        let skip = PatternSet::new(config.skip_patterns())
-            .map_err(|e| anyhow::anyhow!("skip patterns: {}", e.message))?;
+        let bad = |list: &'static str| {
+            move |e: crate::error::ToolError| SetupError::Patterns {
+                list,
+                message: e.message,
+            }
+        };
+        let deny = PatternSet::new(config.deny_patterns()).map_err(bad("deny"))?;
+        let skip = PatternSet::new(config.skip_patterns()).map_err(bad("skip"))?;
         let walk_exclude = PatternSet::new(config.skip_patterns().chain(config.deny_patterns()))
-            .map_err(|e| anyhow::anyhow!("skip/deny patterns: {}", e.message))?;
-        let confirm = PatternSet::new(config.confirm.iter().map(String::as_str))
-            .map_err(|e| anyhow::anyhow!("confirm patterns: {}", e.message))?;
+            .map_err(bad("skip/deny"))?;
+        let confirm =
+            PatternSet::new(config.confirm.iter().map(String::as_str)).map_err(bad("confirm"))?;
         Ok(Workspace {
             roots,
             deny,

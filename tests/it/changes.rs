@@ -613,3 +613,26 @@ fn four_sessions_of_one_server_editing_one_file_lose_nothing() {
     assert!(!text.contains(" old"), "an edit was lost:\n{text}");
     assert_eq!(text.matches(" new").count(), 120);
 }
+
+#[test]
+fn setup_errors_are_typed() {
+    let (_t, dir) = util::tempdir();
+    let mut c = ferret::config::Config::defaults(ferret::config::Mode::Cli);
+    c.roots = vec![dir.join("missing")];
+    assert!(matches!(
+        ferret::Ferret::new(c.clone()),
+        Err(ferret::SetupError::Root { .. })
+    ));
+    util::write(&dir, "file", "x");
+    c.roots = vec![dir.join("file")];
+    assert!(matches!(
+        ferret::Ferret::new(c.clone()),
+        Err(ferret::SetupError::RootNotADirectory(_))
+    ));
+    c.roots = vec![dir.clone()];
+    c.state_dir = Some(dir.join("state"));
+    assert!(matches!(
+        ferret::history::History::open(&c, std::slice::from_ref(&dir)),
+        Err(ferret::SetupError::StateInsideRoot { .. })
+    ));
+}
