@@ -49,9 +49,6 @@ pub struct Output {
 
 pub struct Edit;
 
-/// How long an edit waits for another process editing the same file.
-pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
 impl Tool for Edit {
     type Params = Params;
     type Output = Output;
@@ -85,7 +82,7 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
         ctx.set_audit_path(shown.clone());
         // Locked until the change is made: a concurrent edit of the same file, in this
         // process or another, applies on top of this one instead of overwriting it.
-        let (file, meta, at) = ws.open_file_locked(&wp, LOCK_WAIT)?;
+        let (file, meta, at) = ws.open_file_locked(&wp, crate::workspace::LOCK_WAIT)?;
         let real = at.real.clone();
         if ws.needs_confirmation(&real, false) {
             ctx.confirm(&format!("editing {shown} (on the confirm list)"), false)?;

@@ -12,7 +12,7 @@
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::history::{Action, Entry, History, sha256};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
-use crate::tools::edit::LOCK_WAIT;
+use crate::workspace::LOCK_WAIT;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::io::Read;

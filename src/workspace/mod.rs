@@ -32,6 +32,10 @@ use std::path::{Path, PathBuf};
 
 pub use cap_std::fs::{Dir as SandboxDir, File as SandboxFile, Metadata as SandboxMetadata};
 
+/// How long a change waits for another process changing the same file (see
+/// [`Workspace::open_file_locked`]).
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// One workspace root: a directory handle that cannot be escaped, and its names.
 #[derive(Debug)]
 pub struct Root {

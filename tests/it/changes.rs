@@ -490,14 +490,20 @@ fn rm_then_undo_with_no_usable_os_trash_uses_ferrets() {
     assert_eq!(e.read("x.txt"), b"new file\n");
 }
 
-#[test]
-fn permanent_and_confirm_listed_deletes_need_confirmation() {
+/// A workspace with a file, a confirm-listed CI file and a secret, and a real trash.
+fn confirm_fixture() -> (Env, tempfile::TempDir) {
     let e = Env::new();
     let data = tempfile::tempdir_in(e.root.path().parent().unwrap()).unwrap();
     e.write("gone.txt", "x\n");
     std::fs::create_dir_all(e.p(".github/workflows")).unwrap();
     e.write(".github/workflows/ci.yml", "on: push\n");
     e.write(".env", "K=v\n");
+    (e, data)
+}
+
+#[test]
+fn a_permanent_delete_needs_yes_skips_the_trash_and_cannot_be_undone() {
+    let (e, data) = confirm_fixture();
     cli(&e, data.path())
         .args(["rm", "gone.txt", "--permanent"])
         .assert()
@@ -518,6 +524,11 @@ fn permanent_and_confirm_listed_deletes_need_confirmation() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("cannot be undone"));
+}
+
+#[test]
+fn confirm_listed_paths_need_yes_to_delete_or_edit() {
+    let (e, data) = confirm_fixture();
     cli(&e, data.path())
         .args(["rm", ".github/workflows/ci.yml"])
         .assert()
@@ -547,6 +558,11 @@ fn permanent_and_confirm_listed_deletes_need_confirmation() {
         ])
         .assert()
         .success();
+}
+
+#[test]
+fn secrets_and_roots_are_never_deleted() {
+    let (e, data) = confirm_fixture();
     cli(&e, data.path())
         .args(["rm", ".env"])
         .assert()

@@ -225,8 +225,9 @@ fn hostile_tree_returns_promptly_and_reports_nothing_it_should_not() {
     );
 }
 
-#[test]
-fn grep_modes_totals_and_paging() {
+/// One small tree for the grep cases: two Rust files, a text file, and a skipped
+/// `node_modules`.
+fn grep_fixture() -> (tempfile::TempDir, Ferret) {
     let t = tempfile::tempdir().unwrap();
     let r = t.path();
     write(r, "a.rs", "fn a() {}\n// hit 1\nx\ny\nz\n// hit 2\n");
@@ -234,12 +235,23 @@ fn grep_modes_totals_and_paging() {
     write(r, "b/d.txt", "HIT\n");
     write(r, "node_modules/m.js", "hit\n");
     let f = ferret(&[r]);
+    (t, f)
+}
+
+#[test]
+fn grep_defaults_to_paths_of_files_with_matches() {
+    let (_t, f) = grep_fixture();
     let (v, text) = call(&f, "grep", json!({"pattern": "hit"})).unwrap();
     assert_eq!(
         v,
         json!({"files": [{"path": "a.rs"}, {"path": "b/c.rs"}], "file_count": 2, "truncated": false})
     );
     assert_eq!(text, "a.rs\nb/c.rs\n");
+}
+
+#[test]
+fn grep_count_mode_counts_matching_lines() {
+    let (_t, f) = grep_fixture();
     let (v, text) = call(
         &f,
         "grep",
@@ -248,6 +260,11 @@ fn grep_modes_totals_and_paging() {
     .unwrap();
     assert_eq!(v["match_count"], 4);
     assert_eq!(text, "a.rs:2\nb/c.rs:1\nb/d.txt:1\n");
+}
+
+#[test]
+fn grep_content_mode_shows_context_and_separators() {
+    let (_t, f) = grep_fixture();
     let (v, text) = call(
         &f,
         "grep",
@@ -263,6 +280,11 @@ fn grep_modes_totals_and_paging() {
         json!({"line": 2, "text": "// hit 1", "match": true})
     );
     assert_eq!(v["match_count"], 3);
+}
+
+#[test]
+fn grep_pages_with_true_totals() {
+    let (_t, f) = grep_fixture();
     // paging through content lines: true totals, truncated until the end
     let (v, text) = call(
         &f,
@@ -288,6 +310,11 @@ fn grep_modes_totals_and_paging() {
         (v["file_count"].clone(), v["truncated"].clone()),
         (json!(2), json!(true))
     );
+}
+
+#[test]
+fn grep_globs_literals_multiline_and_named_skipped_dirs() {
+    let (_t, f) = grep_fixture();
     // glob exclusion, fixed strings, multiline, a named skipped directory
     let (v, _) = call(&f, "grep", json!({"pattern": "hit", "glob": ["!b/**"]})).unwrap();
     assert_eq!(paths(&v), vec!["a.rs"]);
@@ -309,6 +336,11 @@ fn grep_modes_totals_and_paging() {
     assert_eq!(paths(&v), vec!["node_modules/m.js"]);
     let (v, _) = call(&f, "grep", json!({"pattern": "hit", "path": "b/c.rs"})).unwrap();
     assert_eq!(paths(&v), vec!["b/c.rs"]);
+}
+
+#[test]
+fn grep_errors_have_their_codes() {
+    let (_t, f) = grep_fixture();
     // errors
     assert_eq!(
         call(&f, "grep", json!({"pattern": "a(b"})).unwrap_err(),
