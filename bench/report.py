@@ -59,13 +59,38 @@ def search_section(corpus):
               "- glob rows: `fd -t f -e c` vs `ferret call glob '{\"pattern\":\"*.c\"}'`, once returning every "
               "path (max_results 0) and once the default first 100 (still walking the whole tree for the "
               "count).",
-              "- The gap on `glob *.c (all paths)`: ferret confirms every name it returns through the sandbox "
-              "(one `openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS)` each, spread over the cores), because the "
-              "walker lists directories by path and a directory swapped for a symlink mid-walk could otherwise "
-              "leak names from outside. fd does no such check. For the 33 k paths of this row that is ~33 k "
-              "extra syscalls plus sorting them; the default call (first 100 paths) is faster than fd. The fix "
-              "that keeps the guarantee without the cost is a walker over directory handles (openat + "
-              "fdopendir), so names come from handles that cannot be redirected; noted for the next round."]
+              "- Why the glob rows cost more than fd: ferret confirms every name it returns through the "
+              "sandbox (one `openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS)` each, spread over the cores), "
+              "because the walker lists directories by path and a directory swapped for a symlink mid-walk "
+              "could otherwise leak names from outside; fd does no such check. The fix that keeps the "
+              "guarantee without the cost is a walker over directory handles (openat + fdopendir)."]
+    missed = [l for l in lines if l.endswith("MISSED |")]
+    lines.append(f"- Verdict (from the rows above): {len(missed)} of the speed and memory rows missed "
+                 "their target" + (": " + "; ".join(l.split(" | ")[0].lstrip("| ") for l in missed) if missed else "")
+                 + ".")
+    return "\n".join(lines) + "\n"
+
+
+def regress_section(base):
+    lines = ["## Regressions: ferret now vs an earlier ferret", "",
+             f"Machine: {machine()}; compared with ferret {sh(f'git rev-parse --short {base}')}.", "",
+             f"Command: `BASE={base} bench/regress.sh` (RUNS=20 by default): both binaries run the same "
+             "`ferret call` on the kernel tree side by side in one hyperfine run; ratio = now / before.", "",
+             "| row | before median (ms) | now median (ms) | ratio | no slower (≤ 1.05) |",
+             "| --- | ---: | ---: | ---: | --- |"]
+    slower = []
+    for line in open(f"{OUT}/regress.tsv"):
+        label, path = line.rstrip("\n").split("\t")
+        res = json.load(open(path))["results"]
+        before, now = res[0]["median"] * 1000, res[1]["median"] * 1000
+        ratio = now / before
+        ok = ratio <= 1.05
+        if not ok:
+            slower.append(label)
+        lines.append(f"| {label} | {before:.0f} | {now:.0f} | {ratio:.2f} | {'yes' if ok else 'NO'} |")
+    lines += ["", "Verdict (from the rows above): " + (
+        "no row is slower than before beyond 5% noise." if not slower
+        else f"{len(slower)} row(s) slower than before beyond 5%: {', '.join(slower)}.")]
     return "\n".join(lines) + "\n"
 
 
@@ -133,5 +158,7 @@ def mcp_section(corpus, official_version):
 if __name__ == "__main__":
     if sys.argv[1] == "search":
         merge("search", search_section(sys.argv[2]))
+    elif sys.argv[1] == "regress":
+        merge("regress", regress_section(sys.argv[2]))
     elif sys.argv[1] == "mcp":
         merge("mcp", mcp_section(sys.argv[2], sys.argv[3]))
