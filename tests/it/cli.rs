@@ -55,58 +55,69 @@ fn tree() -> tempfile::TempDir {
 }
 
 #[test]
-fn read_file_acceptance() {
+fn read_file_returns_the_content_and_its_metadata() {
     let t = tree();
-    let r = t.path();
-    let (code, v) = call(r, "read_file", json!({"path": "a.txt"}));
+    let (code, v) = call(t.path(), "read_file", json!({"path": "a.txt"}));
     assert_eq!(code, 0);
-    assert_eq!(v["content"], "hello\nworld\n");
-    assert_eq!(v["path"], "a.txt");
-    assert_eq!(v["size"], 12);
-    assert_eq!(v["total_lines"], 2);
-    assert_eq!(v["truncated"], false);
+    assert_eq!(
+        (
+            &v["content"],
+            &v["path"],
+            &v["size"],
+            &v["total_lines"],
+            &v["truncated"]
+        ),
+        (
+            &json!("hello\nworld\n"),
+            &json!("a.txt"),
+            &json!(12),
+            &json!(2),
+            &json!(false)
+        )
+    );
+}
 
+#[test]
+fn read_file_refusals_have_their_codes() {
+    let t = tree();
+    for (path, code) in [
+        (json!("../x"), "PATH_TRAVERSAL"),
+        (json!("/etc/passwd"), "PATH_ESCAPE"),
+        (json!("link/passwd"), "PATH_ESCAPE"),
+        (json!(".env"), "DENIED_PATTERN"),
+        (json!(""), "INVALID_ARGUMENT"),
+        (json!("nope.txt"), "NOT_FOUND"),
+        (json!("src"), "IS_A_DIRECTORY"),
+    ] {
+        assert_eq!(
+            error_code(t.path(), "read_file", json!({ "path": path })),
+            code,
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn read_file_refuses_unknown_arguments() {
+    let t = tree();
     assert_eq!(
-        error_code(r, "read_file", json!({"path": "../x"})),
-        "PATH_TRAVERSAL"
+        error_code(t.path(), "read_file", json!({"path": "a.txt", "bogus": 1})),
+        "INVALID_ARGUMENT"
     );
-    assert_eq!(
-        error_code(r, "read_file", json!({"path": "/etc/passwd"})),
-        "PATH_ESCAPE"
-    );
-    assert_eq!(
-        error_code(r, "read_file", json!({"path": "link/passwd"})),
-        "PATH_ESCAPE"
-    );
-    assert_eq!(
-        error_code(r, "read_file", json!({"path": ".env"})),
-        "DENIED_PATTERN"
-    );
+}
+
+#[test]
+fn source_named_like_secrets_is_readable() {
+    let t = tree();
     for p in [
         "src/tokenizer.rs",
         "auth/password_reset.py",
         "docs/secrets-management.md",
         ".env.example",
     ] {
-        let (code, v) = call(r, "read_file", json!({ "path": p }));
+        let (code, v) = call(t.path(), "read_file", json!({ "path": p }));
         assert_eq!(code, 0, "{p} must be readable: {v}");
     }
-    assert_eq!(
-        error_code(r, "read_file", json!({"path": ""})),
-        "INVALID_ARGUMENT"
-    );
-    assert_eq!(
-        error_code(r, "read_file", json!({"path": "nope.txt"})),
-        "NOT_FOUND"
-    );
-    assert_eq!(
-        error_code(r, "read_file", json!({"path": "src"})),
-        "IS_A_DIRECTORY"
-    );
-    assert_eq!(
-        error_code(r, "read_file", json!({"path": "a.txt", "bogus": 1})),
-        "INVALID_ARGUMENT"
-    );
 }
 
 #[test]

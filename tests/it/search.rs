@@ -15,11 +15,7 @@ fn ferret(roots: &[&Path]) -> Ferret {
     Ferret::new(c).unwrap()
 }
 
-fn write(root: &Path, rel: &str, content: impl AsRef<[u8]>) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, content).unwrap();
-}
+use crate::util::write;
 
 fn call(f: &Ferret, tool: &str, args: Value) -> Result<(Value, String), ErrorCode> {
     f.call(
