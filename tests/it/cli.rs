@@ -12,11 +12,6 @@ fn ferret(root: &Path) -> Command {
     c
 }
 
-/// The same as [`ferret`], for tests that shadow it.
-fn super_ferret(root: &Path) -> Command {
-    ferret(root)
-}
-
 /// Runs `ferret call TOOL ARGS`, returns (exit code, parsed stdout).
 fn call(root: &Path, tool: &str, args: Value) -> (i32, Value) {
     let out = ferret(root)
@@ -515,82 +510,113 @@ fn several_roots_are_named_and_addressable() {
     assert_eq!(v["content"], "2");
 }
 
-#[test]
-fn configuration_layers_and_provenance() {
-    let t = tree();
-    let r = t.path();
-    // A user-level file (outside every root) is a full layer: env and flags beat it.
-    let home = tempfile::tempdir().unwrap();
-    let user = home.path().join("user.toml");
-    std::fs::write(&user, "max_file_size = 5\ndeny_extra = [\".obsidian/\"]\n").unwrap();
-    let ferret = |r: &Path| {
-        let mut c = ferret(r);
-        c.arg("--config").arg(&user);
+/// A tree, and a user-level config file outside it that lowers `max_file_size` to 5
+/// and denies `.obsidian/`.
+struct UserConfig {
+    tree: tempfile::TempDir,
+    _home: tempfile::TempDir,
+    file: std::path::PathBuf,
+}
+
+impl UserConfig {
+    fn new() -> UserConfig {
+        let tree = tree();
+        let home = tempfile::tempdir().unwrap();
+        let file = home.path().join("user.toml");
+        std::fs::write(&file, "max_file_size = 5\ndeny_extra = [\".obsidian/\"]\n").unwrap();
+        std::fs::create_dir_all(tree.path().join("vault/.obsidian")).unwrap();
+        std::fs::write(tree.path().join("vault/.obsidian/app.json"), "{}").unwrap();
+        UserConfig {
+            tree,
+            _home: home,
+            file,
+        }
+    }
+
+    /// `ferret --config USER …` on the tree.
+    fn cmd(&self) -> Command {
+        let mut c = ferret(self.tree.path());
+        c.arg("--config").arg(&self.file);
         c
-    };
-    let error_code = |r: &Path, tool: &str, args: Value| {
-        let out = ferret(r)
-            .args(["call", tool, &args.to_string()])
+    }
+
+    fn read_code(&self, c: &mut Command, path: &str) -> String {
+        let out = c
+            .args(["call", "read_file", &json!({ "path": path }).to_string()])
             .output()
             .unwrap();
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["error"]["code"].as_str().unwrap_or_default().to_string()
-    };
-    std::fs::create_dir_all(r.join("vault/.obsidian")).unwrap();
-    std::fs::write(r.join("vault/.obsidian/app.json"), "{}").unwrap();
-    // the file applies: a.txt (12 bytes) is now too large, .obsidian is denied
+        v["error"]["code"].as_str().unwrap_or("OK").to_string()
+    }
+
+    fn config(&self, c: &mut Command) -> Value {
+        let out = c.args(["config", "--json"]).output().unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+#[test]
+fn a_user_config_file_applies() {
+    let u = UserConfig::new();
+    assert_eq!(u.read_code(&mut u.cmd(), "a.txt"), "FILE_TOO_LARGE");
     assert_eq!(
-        error_code(r, "read_file", json!({"path": "a.txt"})),
-        "FILE_TOO_LARGE"
-    );
-    assert_eq!(
-        error_code(r, "read_file", json!({"path": "vault/.obsidian/app.json"})),
+        u.read_code(&mut u.cmd(), "vault/.obsidian/app.json"),
         "DENIED_PATTERN"
     );
-    // env beats the file, --set beats env
-    let out = ferret(r)
-        .env("FERRET_MAX_FILE_SIZE", "100")
-        .args(["call", "read_file", r#"{"path":"a.txt"}"#])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let out = ferret(r)
-        .env("FERRET_MAX_FILE_SIZE", "100")
-        .args([
-            "--set",
-            "max_file_size=6",
-            "call",
-            "read_file",
-            r#"{"path":"a.txt"}"#,
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+}
 
-    let out = ferret(r)
-        .env("FERRET_MAX_PATH_DEPTH", "9")
-        .args(["--set", "max_files_per_request=7", "config", "--json"])
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+#[test]
+fn env_beats_the_user_file_and_set_beats_env() {
+    let u = UserConfig::new();
+    let mut c = u.cmd();
+    c.env("FERRET_MAX_FILE_SIZE", "100");
+    assert_eq!(u.read_code(&mut c, "a.txt"), "OK");
+    let mut c = u.cmd();
+    c.env("FERRET_MAX_FILE_SIZE", "100")
+        .args(["--set", "max_file_size=6"]);
+    assert_eq!(u.read_code(&mut c, "a.txt"), "FILE_TOO_LARGE");
+}
+
+#[test]
+fn config_names_the_source_of_every_value() {
+    let u = UserConfig::new();
+    let mut c = u.cmd();
+    c.env("FERRET_MAX_PATH_DEPTH", "9")
+        .args(["--set", "max_files_per_request=7"]);
+    let v = u.config(&mut c);
     assert_eq!(v["config"]["max_file_size"], 5);
     assert_eq!(v["sources"]["max_file_size"]["kind"], "file");
-    assert_eq!(v["config"]["max_path_depth"], 9);
     assert_eq!(
-        v["sources"]["max_path_depth"],
-        json!({"kind": "env", "from": "FERRET_MAX_PATH_DEPTH"})
+        (
+            &v["config"]["max_path_depth"],
+            &v["sources"]["max_path_depth"]
+        ),
+        (
+            &json!(9),
+            &json!({"kind": "env", "from": "FERRET_MAX_PATH_DEPTH"})
+        )
     );
     assert_eq!(
         v["sources"]["max_files_per_request"],
         json!({"kind": "flag", "from": "--set"})
     );
     assert_eq!(v["sources"]["request_timeout"]["kind"], "default");
-    // the CLI's defaults: no per-round budgets
-    assert_eq!(v["config"]["max_requests_per_round"], 0);
+}
 
-    // A workspace's own ferret.toml narrows, whatever env and flags say.
-    std::fs::write(r.join("ferret.toml"), "max_file_size = 4\n").unwrap();
-    let out = super_ferret(r)
+#[test]
+fn the_cli_has_no_per_round_budgets() {
+    let u = UserConfig::new();
+    assert_eq!(
+        u.config(&mut u.cmd())["config"]["max_requests_per_round"],
+        0
+    );
+}
+
+#[test]
+fn a_workspace_ferret_toml_narrows_whatever_env_says() {
+    let t = tree();
+    std::fs::write(t.path().join("ferret.toml"), "max_file_size = 4\n").unwrap();
+    let out = ferret(t.path())
         .env("FERRET_MAX_FILE_SIZE", "100")
         .args(["config", "--json"])
         .output()
@@ -598,10 +624,13 @@ fn configuration_layers_and_provenance() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["config"]["max_file_size"], 4);
     assert_eq!(v["sources"]["max_file_size"]["kind"], "file");
+}
 
-    // a typo in the file is an error naming the key
-    std::fs::write(r.join("ferret.toml"), "max_fil_size = 5\n").unwrap();
-    let out = super_ferret(r).args(["config"]).output().unwrap();
+#[test]
+fn a_typo_in_a_config_file_is_an_error_naming_the_key() {
+    let t = tree();
+    std::fs::write(t.path().join("ferret.toml"), "max_fil_size = 5\n").unwrap();
+    let out = ferret(t.path()).args(["config"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("max_fil_size"));
 }
