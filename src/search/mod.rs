@@ -217,12 +217,14 @@ pub struct GrepQuery {
     /// Units of output that may be shown (offset + max_results; 0: all).
     pub needed: usize,
     /// Count files rather than lines as the units of `needed` (seed 001's max_results is
-    /// a number of files); each file then keeps at most [`PER_FILE_LINES`] lines.
+    /// a number of files); each file then keeps at most [`PER_FILE_LINES`] lines, and
+    /// says how many matching lines it did not show.
     pub file_units: bool,
 }
 
-/// Lines one file may contribute when files are the unit.
-pub const PER_FILE_LINES: usize = 1000;
+/// Lines (matches and context) one file may contribute when files are the unit: ten
+/// files stay under ~100 KB for a model to read.
+pub const PER_FILE_LINES: usize = 100;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum GrepMode {
@@ -268,11 +270,23 @@ pub fn matcher(q: &GrepQuery) -> ToolResult<RegexMatcher> {
     if !q.multiline {
         b.line_terminator(Some(b'\n'));
     }
-    b.build(&q.pattern).map_err(|e| {
-        ToolError::new(ErrorCode::InvalidRegex, format!("invalid regex: {e}")).with_hint(
-            "escape special characters (\\( \\[ \\. \\*) or set fixed_strings to search for the text as it is",
-        )
-    })
+    let invalid = |e: &dyn std::fmt::Display| {
+        ToolError::new(ErrorCode::InvalidRegex, format!("invalid regex {:?}: {e}", q.pattern))
+            .with_hint(
+                "escape special characters (\\( \\[ \\. \\*) or set fixed_strings to search for the text as it is",
+            )
+    };
+    if !q.fixed_strings {
+        // Parsed as the user wrote it first, so an error shows their pattern, not the
+        // wrapped one the matcher builds.
+        regex_syntax::ParserBuilder::new()
+            .case_insensitive(q.ignore_case)
+            .multi_line(q.multiline)
+            .build()
+            .parse(&q.pattern)
+            .map_err(|e| invalid(&e))?;
+    }
+    b.build(&q.pattern).map_err(|e| invalid(&e))
 }
 
 /// The most memory one file's search may hold for a single line (or, with `multiline`,

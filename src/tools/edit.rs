@@ -186,10 +186,11 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
             )
         } else {
             format!(
-                "Edited {} ({} replacement{}; change {}, undo with undo):\n",
+                "Edited {} ({} replacement{}; backup: {}; change {}, undo with undo):\n",
                 o.path,
                 o.replacements,
                 plural(o.replacements),
+                o.backup.as_deref().unwrap_or("none"),
                 o.change_id.unwrap_or_default()
             )
         };

@@ -45,6 +45,14 @@ fn ten() -> usize {
 pub struct FileMatches {
     pub path: String,
     pub lines: Vec<Line>,
+    /// Matching lines in this file beyond those shown (each file shows at most 100
+    /// lines of matches and context).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more_matches: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -94,7 +102,14 @@ showing context around matches.",
                 .filter(|g| !g.trim().is_empty())
                 .collect(),
         };
-        let found = search::grep(&ctx.search_env(), &bases, &opts, &q)?;
+        let found = search::grep(&ctx.search_env(), &bases, &opts, &q).map_err(|e| {
+            if e.code == crate::error::ErrorCode::InvalidRegex {
+                // search_files has no fixed_strings: a hint that fits this tool.
+                e.with_hint("escape the special characters to match them literally: \\( \\[ \\. \\* \\+ \\?")
+            } else {
+                e
+            }
+        })?;
         ctx.count_files(found.files_searched);
         let take = if p.max_results == 0 {
             usize::MAX
@@ -105,9 +120,13 @@ showing context around matches.",
             .files
             .into_iter()
             .take(take)
-            .map(|f| FileMatches {
-                path: f.path,
-                lines: f.lines,
+            .map(|f| {
+                let shown = f.lines.iter().filter(|l| l.is_match).count() as u64;
+                FileMatches {
+                    path: f.path,
+                    more_matches: f.count.saturating_sub(shown),
+                    lines: f.lines,
+                }
             })
             .collect();
         ctx.charge_bytes(
@@ -125,12 +144,19 @@ showing context around matches.",
     }
 
     fn render(&self, o: &Output) -> String {
-        let mut s = format!("Found {} matching files:\n", o.files.len());
+        // The true total, as seed 001's example implies; what is shown follows.
+        let mut s = format!("Found {} matching files:\n", o.file_count);
         for f in &o.files {
             s.push_str(&format!("\n## {}\n", f.path));
             for l in &f.lines {
                 let mark = if l.is_match { '>' } else { ' ' };
                 s.push_str(&format!("Line {}: {mark} {}\n", l.line, l.text));
+            }
+            if f.more_matches > 0 {
+                s.push_str(&format!(
+                    "(… {} more matching lines in this file not shown; search it with grep and an offset)\n",
+                    f.more_matches
+                ));
             }
         }
         if o.truncated {

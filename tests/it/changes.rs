@@ -652,3 +652,25 @@ fn setup_errors_are_typed() {
         Err(ferret::SetupError::StateInsideRoot { .. })
     ));
 }
+
+#[test]
+fn an_edit_says_where_the_backup_is() {
+    let e = Env::new();
+    e.write("a.txt", "one\n");
+    let f = e.ferret(true);
+    let out = f
+        .call(
+            &Session::new("t", "test"),
+            "edit",
+            json!({"path": "a.txt", "old_string": "one", "new_string": "two"}),
+            CallOptions::default(),
+        )
+        .unwrap();
+    let backup = out.structured["backup"].as_str().unwrap().to_string();
+    assert!(
+        out.text.contains(&format!("backup: {backup}")),
+        "{}",
+        out.text
+    );
+    assert_eq!(std::fs::read(&backup).unwrap(), b"one\n");
+}

@@ -102,8 +102,9 @@ fn search_files_reproduces_seed_001_format() {
     )
     .unwrap();
     assert!(!text.contains(".obsidian"), "{text}");
+    // the header gives the true total (3), then what is shown
     insta::assert_snapshot!(text, @r"
-    Found 2 matching files:
+    Found 3 matching files:
 
     ## Projects/alpha.md
     Line 5: > Deadline: friday
@@ -636,4 +637,62 @@ fn cli_grep_and_glob_behave_like_rg_and_fd() {
         "internal/config/config.go\n"
     );
     assert_eq!(run(&["glob", "*.nothing"]).status.code(), Some(1));
+}
+
+// --- search_files: honest outputs (issue 10) ---------------------------------------------
+
+#[test]
+fn search_files_header_gives_the_true_total() {
+    let (_t, r) = crate::util::tempdir();
+    for i in 0..4 {
+        write(&r, &format!("f{i}.md"), "needle\n");
+    }
+    let f = ferret(&[&r]);
+    let (v, text) = call(
+        &f,
+        "search_files",
+        json!({"pattern": "needle", "max_results": 1}),
+    )
+    .unwrap();
+    assert_eq!(v["file_count"], 4);
+    assert!(text.starts_with("Found 4 matching files:\n"), "{text}");
+    assert!(text.contains("Showing the first 1 of 4"), "{text}");
+}
+
+#[test]
+fn search_files_says_what_it_cut_in_a_file() {
+    let (_t, r) = crate::util::tempdir();
+    write(&r, "many.md", "needle\n".repeat(300));
+    let f = ferret(&[&r]);
+    let (v, text) = call(&f, "search_files", json!({"pattern": "needle"})).unwrap();
+    let shown = v["files"][0]["lines"].as_array().unwrap().len() as u64;
+    assert!(shown <= 100, "{shown} lines from one file");
+    assert_eq!(v["files"][0]["more_matches"], json!(300 - shown));
+    assert!(
+        text.contains(&format!(
+            "{} more matching lines in this file not shown",
+            300 - shown
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn search_files_invalid_regex_names_the_users_pattern_with_a_fitting_hint() {
+    let (_t, r) = crate::util::tempdir();
+    let f = ferret(&[&r]);
+    let err = f
+        .call(
+            &Session::new("t", "test"),
+            "search_files",
+            json!({"pattern": "(unclosed"}),
+            CallOptions::default(),
+        )
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidRegex);
+    assert!(err.message.contains("\"(unclosed\""), "{}", err.message);
+    assert!(!err.message.contains("(?:"), "{}", err.message);
+    let hint = err.hint.unwrap_or_default();
+    assert!(!hint.contains("fixed_strings"), "{hint}");
+    assert!(hint.contains("\\("), "{hint}");
 }
