@@ -130,13 +130,14 @@ impl Ferret {
             return self.wrap(session, tool, audit_path, opts, |_| Err(err), |_| 0);
         };
         let meta = t.meta();
+        let dry_run = args.get("dry_run") == Some(&Value::Bool(true));
         self.wrap(
             session,
             meta.name,
             audit_path,
             opts,
             |ctx| {
-                self.gate(&meta)?;
+                self.gate(&meta, dry_run)?;
                 t.call(ctx, args)
             },
             |out| out.text.len() as u64 + out.structured.to_string().len() as u64,
@@ -161,7 +162,7 @@ impl Ferret {
             None,
             opts,
             |ctx| {
-                self.gate(&meta)?;
+                self.gate(&meta, false)?;
                 let output = tool.run(ctx, params)?;
                 let text = tool.render(&output);
                 Ok(Typed { output, text })
@@ -172,9 +173,11 @@ impl Ferret {
         )
     }
 
-    /// Refuses a write tool when writes are off.
-    fn gate(&self, meta: &ToolMeta) -> ToolResult<()> {
-        if meta.annotations.needs_write && !self.config.allow_write {
+    /// Refuses a write tool when writes are off, unless the call is a dry run (the
+    /// `dry_run` argument, or the `dry_run` setting): a dry run writes nothing.
+    fn gate(&self, meta: &ToolMeta, dry_run_call: bool) -> ToolResult<()> {
+        let dry_run = dry_run_call || self.config.dry_run;
+        if meta.annotations.needs_write && !self.config.allow_write && !dry_run {
             return Err(ToolError::new(
                 ErrorCode::WriteDisabled,
                 format!("{} changes files, and writes are disabled", meta.name),

@@ -145,6 +145,9 @@ pub struct LsArgs {
     /// Include hidden entries.
     #[arg(long, short = 'a')]
     pub all: bool,
+    /// Skip this many entries first (to page through a long listing).
+    #[arg(long, default_value_t = 0)]
+    pub offset: usize,
     /// Print the structured result as JSON.
     #[arg(long)]
     pub json: bool,

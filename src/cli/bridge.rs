@@ -77,6 +77,7 @@ impl From<LsArgs> for list_directory::Params {
             recursive: a.recursive,
             max_depth: a.depth,
             include_hidden: a.all,
+            offset: a.offset,
         }
     }
 }

@@ -84,9 +84,6 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
         // process or another, applies on top of this one instead of overwriting it.
         let (file, meta, at) = ws.open_file_locked(&wp, crate::workspace::LOCK_WAIT)?;
         let real = at.real.clone();
-        if ws.needs_confirmation(&real, false) {
-            ctx.confirm(&format!("editing {shown} (on the confirm list)"), false)?;
-        }
         let max = ctx.config().max_edit_file_size;
         if max > 0 && meta.len() > max {
             return Err(ToolError::new(
@@ -148,6 +145,9 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
             });
         }
 
+        if ws.needs_confirmation(&real, false) {
+            ctx.confirm(&format!("editing {shown} (on the confirm list)"), false)?;
+        }
         let history = ctx.history()?;
         let backup = history.backup(real.root_index(), real.rel(), &before)?;
         let mut entry = Entry::new(

@@ -87,6 +87,19 @@ permanent: true deletes for good and needs the user's confirmation. dry_run show
             // A link to a secret is treated as the secret: not listed, not touched.
             return Err(e);
         }
+        let dry_run = p.dry_run || ctx.config().dry_run;
+        let mut out = Output {
+            path: shown.clone(),
+            kind,
+            permanent: p.permanent,
+            trash: None,
+            change_id: None,
+            dry_run,
+        };
+        // A dry run shows what would happen and asks no one.
+        if dry_run {
+            return Ok(out);
+        }
         if ws.needs_confirmation(&at.real, is_dir) {
             ctx.confirm(&format!("deleting {shown} (on the confirm list)"), false)?;
         }
@@ -104,18 +117,6 @@ permanent: true deletes for good and needs the user's confirmation. dry_run show
                 &format!("permanently deleting {shown}"),
                 ctx.config().allow_permanent_delete,
             )?;
-        }
-        let dry_run = p.dry_run || ctx.config().dry_run;
-        let mut out = Output {
-            path: shown.clone(),
-            kind,
-            permanent: p.permanent,
-            trash: None,
-            change_id: None,
-            dry_run,
-        };
-        if dry_run {
-            return Ok(out);
         }
         let history = ctx.history()?;
         let (Some(dir), Some(name)) = (&at.parent, at.name()) else {

@@ -32,6 +32,11 @@ pub struct Params {
     #[serde(default)]
     #[schemars(with = "String")]
     pub include: Option<String>,
+    /// Search hidden files and directories too (default: true, as seed 002 leaves out
+    /// only `.git` and gitignored files: `.github/workflows/ci.yml` and `.eslintrc` are
+    /// configurations). Secrets are never searched either way.
+    #[serde(default = "yes")]
+    pub include_hidden: bool,
 }
 
 fn yes() -> bool {
@@ -86,7 +91,7 @@ strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
             ..GrepQuery::default()
         };
         let opts = WalkOptions {
-            include_hidden: false,
+            include_hidden: p.include_hidden,
             globs: p
                 .include
                 .into_iter()

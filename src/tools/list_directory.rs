@@ -32,6 +32,9 @@ pub struct Params {
     /// Include names starting with a dot.
     #[serde(default, alias = "includeHidden")]
     pub include_hidden: bool,
+    /// Skip this many entries first (to page through a listing over the limit).
+    #[serde(default)]
+    pub offset: usize,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -52,6 +55,8 @@ pub struct Output {
     pub entries: Vec<Entry>,
     /// How many entries there are in all, even when `entries` was cut.
     pub total_count: u64,
+    /// Entries skipped before the first one shown.
+    pub offset: u64,
     pub truncated: bool,
 }
 
@@ -97,6 +102,7 @@ pattern use glob instead.",
         found.sort_by(|a, b| a.0.cmp(&b.0));
         let total = found.len() as u64;
         let cap = ctx.limits().max_files_per_request;
+        found.drain(..p.offset.min(found.len()));
         let truncated = cap > 0 && found.len() > cap;
         if truncated {
             found.truncate(cap);
@@ -107,6 +113,7 @@ pattern use glob instead.",
             entries: found.into_iter().map(|(_, e)| e).collect(),
             total_count: total,
             truncated,
+            offset: p.offset as u64,
         })
     }
 
@@ -124,9 +131,11 @@ pattern use glob instead.",
             out.push_str("  (empty)\n");
         }
         if o.truncated {
+            let next = o.offset + o.entries.len() as u64;
             out.push_str(&format!(
-                "… {} of {} entries shown; list a subdirectory or lower max_depth to see the rest\n",
-                o.entries.len(),
+                "… entries {}-{} of {} shown; continue with offset {next}\n",
+                o.offset + 1,
+                next,
                 o.total_count
             ));
         } else {

@@ -841,3 +841,120 @@ fn grep_into_a_closed_pipe_exits_quietly() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+// --- issue 10: rough edges ---------------------------------------------------------------
+
+#[test]
+fn list_directory_pages_a_flat_directory_with_offset() {
+    let (_t, r) = crate::util::tempdir();
+    for n in ["a", "b", "c", "d", "e"] {
+        crate::util::write(&r, n, "x");
+    }
+    let page = |offset: u64| {
+        let out = ferret(&r)
+            .args(["--set", "max_files_per_request=2", "call", "list_directory"])
+            .arg(json!({"path": ".", "offset": offset}).to_string())
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let names = |v: &Value| -> Vec<String> {
+        v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let v = page(0);
+    assert_eq!(
+        (names(&v), v["truncated"].clone()),
+        (vec!["a".into(), "b".into()], json!(true))
+    );
+    assert_eq!(names(&page(2)), vec!["c", "d"]);
+    let v = page(4);
+    assert_eq!(
+        (names(&v), v["truncated"].clone()),
+        (vec!["e".into()], json!(false))
+    );
+    let out = ferret(&r)
+        .args(["--set", "max_files_per_request=2", "ls"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("continue with offset 2"));
+}
+
+#[test]
+fn file_search_finds_hidden_configuration_but_never_secrets() {
+    let (_t, r) = crate::util::tempdir();
+    crate::util::write(&r, ".github/workflows/ci.yml", "run: cargo test\n");
+    crate::util::write(&r, ".eslintrc", "cargo-ish\n");
+    crate::util::write(&r, ".env", "CARGO_TOKEN=x\n");
+    let (code, v) = call(&r, "file_search", json!({"query": "cargo"}));
+    assert_eq!(code, 0, "{v}");
+    let text = v.to_string();
+    assert!(
+        text.contains(".github/workflows/ci.yml") && text.contains(".eslintrc"),
+        "{text}"
+    );
+    assert!(!text.contains(".env"), "{text}");
+    let (_, v) = call(
+        &r,
+        "file_search",
+        json!({"query": "cargo", "include_hidden": false}),
+    );
+    assert!(!v.to_string().contains(".eslintrc"));
+}
+
+#[test]
+fn a_dry_run_needs_no_write_permission() {
+    let t = tree();
+    let out = ferret(t.path())
+        .args([
+            "--dry-run",
+            "edit",
+            "a.txt",
+            "--old",
+            "hello",
+            "--new",
+            "bye",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("Would edit a.txt"));
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("a.txt")).unwrap(),
+        "hello\nworld\n"
+    );
+    let (code, v) = call(
+        t.path(),
+        "edit",
+        json!({"path": "a.txt", "old_string": "hello", "new_string": "bye", "dry_run": true}),
+    );
+    assert_eq!((code, v["dry_run"].clone()), (0, json!(true)));
+    // without dry_run, writes stay off
+    assert_eq!(
+        error_code(
+            t.path(),
+            "edit",
+            json!({"path": "a.txt", "old_string": "hello", "new_string": "bye"})
+        ),
+        "WRITE_DISABLED"
+    );
+}
+
+#[test]
+fn a_dry_run_of_a_permanent_delete_previews_without_asking() {
+    let t = tree();
+    let out = ferret(t.path())
+        .args(["--dry-run", "rm", "a.txt", "--permanent"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Would delete: a.txt (permanently)\n"
+    );
+    assert!(t.path().join("a.txt").exists());
+}
