@@ -13,6 +13,18 @@ pub fn ferret_env() -> BTreeMap<String, String> {
     let mut env: BTreeMap<String, String> = std::env::vars()
         .filter(|(k, _)| k.starts_with("FERRET_"))
         .collect();
+    // Seed 004's names, for hosts configured for it: FERRET_* wins when both are set.
+    for (seed, ours) in [
+        ("AI_ROUNDTABLE_BASE_PATH", "FERRET_ROOT"),
+        ("AI_ROUNDTABLE_MAX_FILE_SIZE", "FERRET_MAX_FILE_SIZE"),
+    ] {
+        if let Ok(v) = std::env::var(seed)
+            && !env.contains_key(ours)
+            && !(ours == "FERRET_ROOT" && env.contains_key("FERRET_ROOTS"))
+        {
+            env.insert(ours.to_string(), v);
+        }
+    }
     if let Some(r) = env.remove("FERRET_ROOT") {
         let joined: Vec<String> = std::env::split_paths(&r)
             .map(|p| p.to_string_lossy().into_owned())

@@ -17,6 +17,15 @@ pub fn serve(ferret: Ferret, a: ServeArgs) -> anyhow::Result<i32> {
     if let Some(h) = &http {
         crate::mcp::http::check(h)?;
     }
+    if http.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        // A person ran it by hand: say what it is waiting for (stderr; stdout is the
+        // protocol).
+        eprintln!(
+            "ferret: speaking MCP on stdin/stdout, waiting for a client. Connect one with, e.g., \
+             `claude mcp add ferret -- ferret --root DIR serve` (see the README); to use the tools by hand, \
+             try `ferret grep PATTERN`, `ferret ls` or `ferret call TOOL '{{...}}'`. Ctrl-D or Ctrl-C ends it."
+        );
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

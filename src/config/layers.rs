@@ -76,6 +76,9 @@ pub fn load(
         flag_layer.push((k, typed(default, v)?, Source::Flag("--set".into())));
     }
 
+    for w in unknown_env(env, &defaults) {
+        eprintln!("ferret: warning: {w}");
+    }
     let mut env_layer = Vec::new();
     for key in defaults.keys() {
         let var = format!("FERRET_{}", key.to_uppercase());
@@ -126,6 +129,51 @@ pub fn load(
         }
     }
     Ok(Loaded { config, sources })
+}
+
+/// `FERRET_*` variables that are not settings (a typo would otherwise be ignored in
+/// silence, while a typo in a file is an error), each with the closest real name.
+pub fn unknown_env(env: &BTreeMap<String, String>, defaults: &Map<String, Value>) -> Vec<String> {
+    // Read by ferret outside the configuration, or by its test and benchmark scripts.
+    const OTHERS: &[&str] = &[
+        "FERRET_CONFIG",
+        "FERRET_ROOT",
+        "FERRET_TOKEN",
+        "FERRET_LOG",
+        "FERRET_BIN",
+        "FERRET_BENCH_DIR",
+    ];
+    let known: Vec<String> = defaults
+        .keys()
+        .map(|k| format!("FERRET_{}", k.to_uppercase()))
+        .chain(OTHERS.iter().map(|s| s.to_string()))
+        .collect();
+    env.keys()
+        .filter(|k| k.starts_with("FERRET_") && !known.contains(k))
+        .map(|k| {
+            let near = known.iter().min_by_key(|c| edit_distance(k, c));
+            match near.filter(|c| edit_distance(k, c) <= 3) {
+                Some(c) => format!("{k} is not a setting; did you mean {c}?"),
+                None => format!("{k} is not a setting (see `ferret config` for the names)"),
+            }
+        })
+        .collect()
+}
+
+/// Levenshtein distance, for "did you mean".
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }
 
 /// Whether `file` lies inside one of `roots` (the current directory when none is set).

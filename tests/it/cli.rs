@@ -958,3 +958,37 @@ fn a_dry_run_of_a_permanent_delete_previews_without_asking() {
     );
     assert!(t.path().join("a.txt").exists());
 }
+
+#[test]
+fn an_unknown_ferret_variable_gets_a_warning_with_the_likely_name() {
+    let t = tree();
+    let out = ferret(t.path())
+        .env("FERRET_BACKUP_ENABLE", "true")
+        .env("FERRET_MAX_FILE_SIZ", "5")
+        .args(["exists", "a.txt"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("FERRET_MAX_FILE_SIZ is not a setting; did you mean FERRET_MAX_FILE_SIZE?"),
+        "{err}"
+    );
+    assert!(
+        err.contains("FERRET_BACKUP_ENABLE is not a setting"),
+        "{err}"
+    );
+    assert_eq!(out.status.code(), Some(0), "a warning, not an error");
+}
+
+#[test]
+fn seed_004_variables_set_the_root_and_the_size_limit() {
+    let t = tree();
+    let out = crate::util::bin()
+        .env("AI_ROUNDTABLE_BASE_PATH", t.path())
+        .env("AI_ROUNDTABLE_MAX_FILE_SIZE", "5")
+        .args(["call", "read_file", r#"{"path":"a.txt"}"#])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["code"], "FILE_TOO_LARGE", "{v}");
+}

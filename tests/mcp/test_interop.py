@@ -564,3 +564,23 @@ def test_stdout_carries_only_protocol_messages(ws):
     for line in lines:
         assert json.loads(line)["jsonrpc"] == "2.0"
     assert json.loads(lines[1])["result"]["isError"] is True
+
+
+def test_serve_on_a_terminal_says_what_it_is_waiting_for(ws):
+    """Run by hand, `ferret serve` says on stderr that it speaks MCP and how to connect."""
+    import pty
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([FERRET, "--root", str(ws), "serve"], stdin=follower,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(follower)
+    try:
+        line = proc.stderr.readline()
+        assert "speaking MCP on stdin/stdout" in line, line
+        assert "ferret grep" in line
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        os.close(leader)
+    # without a terminal, nothing is said (stdout and stderr stay clean for clients)
+    r = subprocess.run([FERRET, "--root", str(ws), "serve"], input="", capture_output=True, text=True, timeout=20)
+    assert "speaking MCP" not in r.stderr
