@@ -33,6 +33,9 @@ pub fn history(ferret: &Ferret, json: bool) -> anyhow::Result<i32> {
             Some(id) => format!("undo of {id}"),
             None if undone.contains(&e.id) => format!("{} (undone)", e.action.as_str()),
             None if e.pending => format!("{} (under way)", e.action.as_str()),
+            None if e.action == crate::history::Action::Edit && !e.undoable() => {
+                "edit (not undoable: backups were off)".to_string()
+            }
             None => e.action.as_str().to_string(),
         };
         out.push_str(&format!(

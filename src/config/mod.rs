@@ -181,6 +181,9 @@ pub struct Config {
     /// Use the operating system's trash; when false or unusable, ferret's own trash folder
     /// in the state directory.
     pub use_os_trash: bool,
+    /// Back up a file's content before every edit (seed 003's `backup_enabled`). Off, an
+    /// edit still works but cannot be undone.
+    pub backup_enabled: bool,
     /// Largest file `edit` changes, in bytes (0: no limit).
     pub max_edit_file_size: u64,
     /// Tools the MCP server lists (every tool stays reachable through `ferret call` and
@@ -216,6 +219,7 @@ impl Config {
             dry_run: false,
             state_dir: None,
             max_edit_file_size: 64 * 1024 * 1024,
+            backup_enabled: true,
             allow_permanent_delete: false,
             confirm: DEFAULT_CONFIRM.iter().map(|s| s.to_string()).collect(),
             use_os_trash: true,

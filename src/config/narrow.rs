@@ -109,6 +109,12 @@ pub(super) fn narrow(
                 }
             }
             "use_os_trash" => c.use_os_trash = get(k, v, path)?,
+            "backup_enabled" => {
+                // Backups are what makes an edit undoable: a workspace cannot turn them off.
+                if !get::<bool>(k, v, path)? {
+                    ignored.push("backup_enabled = false".into());
+                }
+            }
             "max_path_depth" => {
                 c.max_path_depth = lower(c.max_path_depth as u64, get(k, v, path)?) as usize
             }

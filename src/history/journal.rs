@@ -101,6 +101,15 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// Whether undo can revert it: an edit with a backup, a delete to the trash.
+    pub fn undoable(&self) -> bool {
+        match self.action {
+            Action::Edit => self.backup_path.is_some(),
+            Action::Delete => self.trash.is_some(),
+            Action::DeletePermanent | Action::Undo => false,
+        }
+    }
+
     /// A new entry for `action` on a real path, stamped now.
     pub fn new(action: Action, path: String, root: usize, rel: &Path) -> Entry {
         Entry {

@@ -149,14 +149,18 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
             ctx.confirm(&format!("editing {shown} (on the confirm list)"), false)?;
         }
         let history = ctx.history()?;
-        let backup = history.backup(real.root_index(), real.rel(), &before)?;
+        let backup = if ctx.config().backup_enabled {
+            Some(history.backup(real.root_index(), real.rel(), &before)?)
+        } else {
+            None
+        };
         let mut entry = Entry::new(
             Action::Edit,
             ws.display(&real),
             real.root_index(),
             real.rel(),
         );
-        entry.backup_path = Some(backup.clone());
+        entry.backup_path = backup.clone();
         entry.sha256_before = Some(sha256(&before));
         entry.sha256_after = Some(sha256(&after));
         let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
@@ -170,7 +174,7 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
             path: shown,
             replacements: hits.len(),
             diff,
-            backup: Some(backup.display().to_string()),
+            backup: backup.map(|b| b.display().to_string()),
             change_id: Some(id),
             dry_run: false,
         })
@@ -190,7 +194,9 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
                 o.path,
                 o.replacements,
                 plural(o.replacements),
-                o.backup.as_deref().unwrap_or("none"),
+                o.backup
+                    .as_deref()
+                    .unwrap_or("none, backups are off: this edit cannot be undone"),
                 o.change_id.unwrap_or_default()
             )
         };

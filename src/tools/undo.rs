@@ -117,10 +117,14 @@ fn undo_edit(
 ) -> ToolResult<()> {
     let ws = ctx.workspace();
     let backup_path = target.backup_path.as_ref().ok_or_else(|| {
-        ToolError::new(
-            ErrorCode::IoError,
-            format!("change {} has no backup", target.id),
-        )
+        conflict(format!(
+            "change {} ({} of {}) was made with backups off (backup_enabled = false), so the content it \
+             replaced was not kept; it cannot be undone",
+            target.id,
+            target.action.as_str(),
+            target.path
+        ))
+        .with_hint("turn backups on (backup_enabled = true, the default) for edits that can be undone")
     })?;
     let restored = std::fs::read(backup_path).map_err(|e| {
         ToolError::new(
@@ -237,11 +241,7 @@ current content.",
             None => entries
                 .iter()
                 .rev()
-                .find(|e| {
-                    matches!(e.action, Action::Edit | Action::Delete)
-                        && !e.pending
-                        && !undone.contains(&e.id)
-                })
+                .find(|e| e.undoable() && !e.pending && !undone.contains(&e.id))
                 .ok_or_else(|| ToolError::new(ErrorCode::NotFound, "there is no change to undo"))?,
         };
         if undone.contains(&target.id) {

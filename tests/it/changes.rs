@@ -674,3 +674,45 @@ fn an_edit_says_where_the_backup_is() {
     );
     assert_eq!(std::fs::read(&backup).unwrap(), b"one\n");
 }
+
+#[test]
+fn with_backups_off_an_edit_works_but_history_and_undo_say_why_it_cannot_be_undone() {
+    let e = Env::new();
+    let data = tempfile::tempdir_in(e.root.path().parent().unwrap()).unwrap();
+    e.write("a.txt", "one\n");
+    let out = cli(&e, data.path())
+        .args([
+            "--set",
+            "backup_enabled=false",
+            "edit",
+            "a.txt",
+            "--old",
+            "one",
+            "--new",
+            "two",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("backups are off"));
+    assert_eq!(e.read("a.txt"), b"two\n");
+    let backups = std::fs::read_dir(e.state.path())
+        .unwrap()
+        .flatten()
+        .map(|d| d.path().join("backups"))
+        .filter(|b| b.exists())
+        .count();
+    assert_eq!(backups, 0, "nothing backed up");
+    let out = cli(&e, data.path()).arg("history").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("not undoable: backups were off"));
+    let out = cli(&e, data.path()).args(["undo", "1"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("CONFLICT") && err.contains("backup_enabled"),
+        "{err}"
+    );
+    // with no id, undo finds nothing it can undo
+    let out = cli(&e, data.path()).arg("undo").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no change to undo"));
+    assert_eq!(e.read("a.txt"), b"two\n");
+}
