@@ -34,11 +34,12 @@ pub struct Params {
     #[serde(default, alias = "maxLines")]
     #[schemars(with = "u64")]
     pub max_lines: Option<u64>,
-    /// First line to return, 1-based (default 1).
+    /// First line to return, 1-based (default 1). With encoding base64: the first byte,
+    /// 0-based.
     #[serde(default)]
     #[schemars(with = "u64")]
     pub offset: Option<u64>,
-    /// How many lines to return from `offset`.
+    /// How many lines to return from `offset`. With encoding base64: how many bytes.
     #[serde(default)]
     #[schemars(with = "u64")]
     pub limit: Option<u64>,
@@ -95,34 +96,16 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        if p.encoding == Encoding::Base64 {
+            return read_base64(ctx, file, size, max, shown, p.offset, limit);
+        }
         if p.offset == Some(0) {
             return Err(ToolError::invalid("offset is 1-based: the first line is 1"));
         }
         let ranged = p.offset.is_some_and(|o| o > 1) || limit.is_some();
 
-        if p.encoding == Encoding::Base64 {
-            if ranged {
-                return Err(ToolError::invalid(
-                    "offset, limit and max_lines select lines of text; they do not apply to base64",
-                ));
-            }
-            check_whole_size(&shown, size, max)?;
-            let bytes = read_capped(file, size, max, &shown)?;
-            ctx.charge_bytes(bytes.len() as u64)?;
-            return Ok(Output {
-                path: shown,
-                content: base64::engine::general_purpose::STANDARD.encode(&bytes),
-                size,
-                encoding: Encoding::Base64,
-                total_lines: count_lines(&bytes),
-                offset: 1,
-                truncated: false,
-                lines_uncounted: false,
-            });
-        }
-
         if !ranged {
-            check_whole_size(&shown, size, max)?;
+            check_whole_size(&shown, size, max, Encoding::Utf8)?;
             let bytes = read_capped(file, size, max, &shown)?;
             let content = into_text(bytes, &shown)?;
             ctx.charge_bytes(content.len() as u64)?;
@@ -157,7 +140,21 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
 
     fn render(&self, o: &Output) -> String {
         if o.encoding == Encoding::Base64 {
-            return format!("{} ({} bytes, base64):\n{}", o.path, o.size, o.content);
+            if o.offset == 0 && !o.truncated {
+                return format!("{} ({} bytes, base64):\n{}", o.path, o.size, o.content);
+            }
+            let pad = o.content.bytes().rev().take_while(|&b| b == b'=').count();
+            let len = (o.content.len() / 4 * 3).saturating_sub(pad) as u64;
+            let end = o.offset + len;
+            let more = if o.truncated {
+                format!("; continue with offset {end}")
+            } else {
+                String::new()
+            };
+            return format!(
+                "{} (bytes {}-{} of {}, base64{more}):\n{}",
+                o.path, o.offset, end, o.size, o.content
+            );
         }
         if o.total_lines == 0 {
             return format!("{}: (empty file)", o.path);
@@ -197,21 +194,75 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
     }
 }
 
-fn check_whole_size(shown: &str, size: u64, max: u64) -> ToolResult<()> {
+fn check_whole_size(shown: &str, size: u64, max: u64, encoding: Encoding) -> ToolResult<()> {
     if max > 0 && size > max {
         return Err(ToolError::new(
             ErrorCode::FileTooLarge,
+            // Exact bytes too: "1.0 MiB over the 1.0 MiB limit" says nothing.
             format!(
-                "{shown} is {}, over the {} limit for whole-file reads",
+                "{shown} is {} ({size} bytes), over the {} ({max}-byte) limit for whole-file reads",
                 human_size(size),
                 human_size(max)
             ),
         )
-        .with_hint(
-            "read it in parts with offset and limit (e.g. offset 1, limit 200), or grep for what you need first",
-        ));
+        .with_hint(match encoding {
+            Encoding::Utf8 => {
+                "read it in parts with offset and limit (e.g. offset 1, limit 200), or grep for what you need first"
+            }
+            Encoding::Base64 => {
+                "read it in parts: with encoding base64, offset and limit count bytes (e.g. offset 0, limit 524288)"
+            }
+        }));
     }
     Ok(())
+}
+
+/// A base64 read: the whole file, or with `offset`/`limit` a byte range (offset 0-based,
+/// limit in bytes, at most the size limit).
+fn read_base64(
+    ctx: &Ctx,
+    file: cap_std::fs::File,
+    size: u64,
+    max: u64,
+    shown: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
+) -> ToolResult<Output> {
+    use std::io::{Seek, SeekFrom};
+    let (bytes, start) = if offset.is_none() && limit.is_none() {
+        check_whole_size(&shown, size, max, Encoding::Base64)?;
+        (read_capped(file, size, max, &shown)?, 0)
+    } else {
+        let start = offset.unwrap_or(0);
+        let want = limit.unwrap_or(if max > 0 { max } else { size });
+        if max > 0 && want > max {
+            return Err(ToolError::new(
+                ErrorCode::FileTooLarge,
+                format!("{want} bytes is over the {max}-byte limit for one read"),
+            )
+            .with_hint(format!("ask for at most {max} bytes (limit) per read")));
+        }
+        let mut file = file;
+        file.seek(SeekFrom::Start(start))
+            .map_err(|e| ToolError::io(&shown, &e))?;
+        let mut bytes = Vec::with_capacity(want.min(size.saturating_sub(start)) as usize);
+        file.take(want)
+            .read_to_end(&mut bytes)
+            .map_err(|e| ToolError::io(&shown, &e))?;
+        (bytes, start)
+    };
+    ctx.charge_bytes(bytes.len() as u64)?;
+    let whole = start == 0 && bytes.len() as u64 >= size;
+    Ok(Output {
+        path: shown,
+        total_lines: if whole { count_lines(&bytes) } else { 0 },
+        lines_uncounted: !whole,
+        truncated: start + (bytes.len() as u64) < size,
+        content: base64::engine::general_purpose::STANDARD.encode(&bytes),
+        size,
+        encoding: Encoding::Base64,
+        offset: start,
+    })
 }
 
 /// Reads the whole file, never more than `max` bytes even if it grew since `stat`.

@@ -992,3 +992,60 @@ fn seed_004_variables_set_the_root_and_the_size_limit() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["error"]["code"], "FILE_TOO_LARGE", "{v}");
 }
+
+#[test]
+fn base64_reads_take_a_byte_range() {
+    let (_t, r) = crate::util::tempdir();
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
+    std::fs::write(r.join("b.bin"), &bytes).unwrap();
+    let (code, v) = call(
+        &r,
+        "read_file",
+        json!({"path": "b.bin", "encoding": "base64", "offset": 1000, "limit": 500}),
+    );
+    assert_eq!(code, 0, "{v}");
+    use base64::Engine;
+    let got = base64::engine::general_purpose::STANDARD
+        .decode(v["content"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(got, &bytes[1000..1500]);
+    assert_eq!(
+        (v["offset"].clone(), v["truncated"].clone()),
+        (json!(1000), json!(true))
+    );
+    let out = ferret(&r)
+        .args(["call", "--text", "read_file"])
+        .arg(json!({"path": "b.bin", "encoding": "base64", "offset": 2900}).to_string())
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .starts_with("b.bin (bytes 2900-3000 of 3000, base64):")
+    );
+}
+
+#[test]
+fn a_base64_read_over_the_limit_gives_a_hint_that_works_and_exact_sizes() {
+    let (_t, r) = crate::util::tempdir();
+    std::fs::write(r.join("big.bin"), vec![7u8; 1_100_000]).unwrap();
+    let (_, v) = call(
+        &r,
+        "read_file",
+        json!({"path": "big.bin", "encoding": "base64"}),
+    );
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("1100000 bytes") && msg.contains("1048576-byte"),
+        "{msg}"
+    );
+    let hint = v["error"]["hint"].as_str().unwrap();
+    assert!(hint.contains("offset and limit count bytes"), "{hint}");
+    // and the hint works
+    let (code, v) = call(
+        &r,
+        "read_file",
+        json!({"path": "big.bin", "encoding": "base64", "offset": 0, "limit": 524288}),
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["truncated"], true);
+}
