@@ -62,14 +62,98 @@ pub fn instructions(ferret: &Ferret, tools: &[String]) -> String {
             s.push_str(&format!("- {name}: {what}\n"));
         }
     }
-    s.push_str(
-        "\nBest practices:\n\
-         1. Use glob and grep instead of shell commands to find files and text.\n\
-         2. Read a file before you change it, and cite lines by the numbers read_file shows.\n\
-         3. Use edit for modifications, with enough context in old_string to be unique; never rewrite a whole file to change a part.\n\
-         4. Destructive operations need the user's confirmation; deletes go to the trash and every change can be undone.\n\
-         5. Secrets (.env files, keys, credentials) and VCS internals are never accessible: do not try to work around DENIED_PATTERN or PATH_ESCAPE.\n\
-         6. Errors carry a code and a hint saying what to do instead; follow the hint.\n",
+    // Every practice names only tools that are served: an agent told to "use edit" on a
+    // read-only server, or "glob and grep" where only search_files is served, is misled.
+    let finders: Vec<&str> = ["glob", "grep", "search_files", "file_search"]
+        .into_iter()
+        .filter(|t| has(t))
+        .collect();
+    let mut practices: Vec<String> = Vec::new();
+    if !finders.is_empty() {
+        practices.push(format!(
+            "Use {} instead of shell commands to find files and text.",
+            finders.join(" and ")
+        ));
+    }
+    if has("read_file") {
+        practices.push(
+            "Read a file before you change it, and cite lines by the numbers read_file shows."
+                .into(),
+        );
+    }
+    if has("edit") {
+        practices.push(
+            "Use edit for modifications, with enough context in old_string to be unique; never rewrite a \
+             whole file to change a part."
+                .into(),
+        );
+    }
+    let writes = ["edit", "file_delete", "undo"].iter().any(|t| has(t));
+    if writes {
+        let mut p = String::from("Destructive operations need the user's confirmation");
+        if has("file_delete") {
+            p.push_str("; deletes go to the trash");
+        }
+        if has("undo") {
+            p.push_str("; every change can be undone with undo");
+        }
+        p.push('.');
+        practices.push(p);
+    } else {
+        practices.push("This server is read-only: no tool here changes files.".into());
+    }
+    practices.push(
+        "Secrets (.env files, keys, credentials) and VCS internals are never accessible: do not try to \
+         work around DENIED_PATTERN or PATH_ESCAPE."
+            .into(),
     );
+    practices
+        .push("Errors carry a code and a hint saying what to do instead; follow the hint.".into());
+    s.push_str("\nBest practices:\n");
+    for (i, p) in practices.iter().enumerate() {
+        s.push_str(&format!("{}. {p}\n", i + 1));
+    }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::instructions;
+    use crate::config::{Config, Mode};
+    use crate::context::Ferret;
+
+    fn text(tools: &[&str]) -> String {
+        let t = tempfile::tempdir().unwrap();
+        let mut c = Config::defaults(Mode::Server);
+        c.roots = vec![t.path().to_path_buf()];
+        let f = Ferret::new(c).unwrap();
+        let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
+        instructions(&f, &tools)
+    }
+
+    #[test]
+    fn a_read_only_server_mentions_no_write_tool() {
+        let s = text(&["read_file", "list_directory", "grep", "glob"]);
+        for word in ["edit", "undo", "trash", "delete"] {
+            assert!(!s.contains(word), "{word} in:\n{s}");
+        }
+        assert!(s.contains("read-only"));
+    }
+
+    #[test]
+    fn only_the_seed_search_tools_are_named_when_only_they_are_served() {
+        let s = text(&["search_files", "file_search"]);
+        assert!(s.contains("Use search_files and file_search instead of shell commands"));
+        assert!(
+            !s.contains("glob") && !s.contains("grep ") && !s.contains("read_file"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn a_writing_server_explains_confirmation_trash_and_undo() {
+        let s = text(&["read_file", "edit", "file_delete", "undo"]);
+        assert!(s.contains("Use edit for modifications"));
+        assert!(s.contains("deletes go to the trash; every change can be undone with undo"));
+    }
 }
