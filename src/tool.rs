@@ -136,7 +136,84 @@ pub fn schema_for<T: JsonSchema>() -> Value {
         obj.remove("$schema");
         obj.remove("title");
     }
+    portable(&mut v);
     v
+}
+
+/// JSON Schema `format`s every validator knows (draft 2020-12's list).
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Makes a schema portable to strict validators and to function-calling dialects that
+/// take a subset (Gemini's OpenAPI subset): one type per schema (an optional field is
+/// omitted when absent, never null, so `["integer","null"]` becomes `integer` and an
+/// `anyOf` with a null branch becomes the other branch), and only standard `format`s
+/// (schemars' `uint64` and friends go; `minimum: 0` already says unsigned).
+fn portable(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            if let Some(Value::Array(types)) = map.get("type") {
+                let non_null: Vec<Value> = types
+                    .iter()
+                    .filter(|t| t.as_str() != Some("null"))
+                    .cloned()
+                    .collect();
+                if non_null.len() == 1 {
+                    map.insert("type".into(), non_null[0].clone());
+                }
+            }
+            for key in ["anyOf", "oneOf"] {
+                if let Some(Value::Array(branches)) = map.get(key) {
+                    let non_null: Vec<Value> = branches
+                        .iter()
+                        .filter(|b| b.get("type").and_then(Value::as_str) != Some("null"))
+                        .cloned()
+                        .collect();
+                    if non_null.len() == 1 && non_null.len() < branches.len() {
+                        map.remove(key);
+                        if let Value::Object(inner) = &non_null[0] {
+                            for (k, val) in inner {
+                                map.entry(k.clone()).or_insert_with(|| val.clone());
+                            }
+                        }
+                    } else if non_null.len() < branches.len() {
+                        map.insert(key.into(), Value::Array(non_null));
+                    }
+                }
+            }
+            if map
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| !STANDARD_FORMATS.contains(&f))
+            {
+                map.remove("format");
+            }
+            for val in map.values_mut() {
+                portable(val);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(portable),
+        _ => {}
+    }
 }
 
 /// Who is calling: the session (one MCP connection, one CLI run) and the agent's name.

@@ -1049,3 +1049,65 @@ fn a_base64_read_over_the_limit_gives_a_hint_that_works_and_exact_sizes() {
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["truncated"], true);
 }
+
+/// Every place in a schema that strict validators or function-calling subsets reject.
+fn unportable(v: &Value, at: &str, out: &mut Vec<String>) {
+    const STANDARD: &[&str] = &[
+        "date-time",
+        "date",
+        "time",
+        "duration",
+        "email",
+        "idn-email",
+        "hostname",
+        "idn-hostname",
+        "ipv4",
+        "ipv6",
+        "uri",
+        "uri-reference",
+        "iri",
+        "iri-reference",
+        "uuid",
+        "uri-template",
+        "json-pointer",
+        "relative-json-pointer",
+        "regex",
+    ];
+    match v {
+        Value::Object(m) => {
+            if m.get("type").is_some_and(Value::is_array) {
+                out.push(format!("{at}: type array {}", m["type"]));
+            }
+            if m.get("type").and_then(Value::as_str) == Some("null") {
+                out.push(format!("{at}: null type"));
+            }
+            if let Some(f) = m.get("format").and_then(Value::as_str)
+                && !STANDARD.contains(&f)
+            {
+                out.push(format!("{at}: format {f}"));
+            }
+            for (k, x) in m {
+                unportable(x, &format!("{at}/{k}"), out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                unportable(x, &format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn every_schema_is_single_typed_with_standard_formats() {
+    let out = crate::util::bin().args(["tools"]).output().unwrap();
+    let tools: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut bad = Vec::new();
+    for t in tools.as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        unportable(&t["inputSchema"], &format!("{name} input"), &mut bad);
+        unportable(&t["outputSchema"], &format!("{name} output"), &mut bad);
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
