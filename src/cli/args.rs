@@ -295,3 +295,46 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     pub max_body: usize,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// `ferret grep -h` once showed nothing for `-i -F -U -A -B -C --json PATTERN PATH`:
+    /// every flag and argument of every subcommand has a line of help.
+    #[test]
+    fn every_argument_of_every_subcommand_has_help() {
+        let cli = Cli::command();
+        let mut missing = Vec::new();
+        for sub in cli.get_subcommands() {
+            for arg in sub.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if arg
+                    .get_help()
+                    .is_none_or(|h| h.to_string().trim().is_empty())
+                {
+                    missing.push(format!("{} {id}", sub.get_name()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "no help for: {}", missing.join(", "));
+    }
+
+    #[test]
+    fn allow_write_help_names_every_write_command() {
+        let cli = Cli::command();
+        let help = cli
+            .get_arguments()
+            .find(|a| a.get_id() == "allow_write")
+            .and_then(|a| a.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        for cmd in ["edit", "rm", "undo"] {
+            assert!(help.contains(cmd), "{help}");
+        }
+    }
+}

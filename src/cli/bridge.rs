@@ -7,6 +7,7 @@
 use super::args::{EditArgs, GlobArgs, GrepArgs, LsArgs, PathArgs, ReadArgs, RmArgs, UndoArgs};
 use super::output::{print_json, print_text};
 use crate::context::{CallOptions, Ferret, Session};
+use crate::error::ErrorCode;
 use crate::tool::Tool;
 use crate::tools::{
     edit, file_delete, file_exists, get_file_info, glob, grep, list_directory, read_file, undo,
@@ -160,6 +161,76 @@ pub fn run<T: Tool>(
             return Ok(2);
         }
     };
+    show(typed, json, exit)
+}
+
+/// Like [`run`], for tools that may ask for confirmation (edit, rm): on a terminal the
+/// person is asked y/N, as seed 003 asks; `--yes` answers in advance; without a terminal
+/// the refusal says to pass `--yes`.
+pub fn run_confirmable<T: Tool>(
+    ferret: &Ferret,
+    session: &Session,
+    tool: &T,
+    params: T::Params,
+    json: bool,
+    confirmed: bool,
+    exit: Exit<T::Output>,
+) -> anyhow::Result<i32>
+where
+    T::Params: Clone,
+{
+    let opts = |confirmed| CallOptions {
+        confirmed,
+        ..CallOptions::default()
+    };
+    let typed = match ferret.call_typed(session, tool, params.clone(), opts(confirmed)) {
+        Ok(t) => t,
+        Err(e) if e.code == ErrorCode::ConfirmationRequired => {
+            use std::io::IsTerminal;
+            if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+                let e = e.with_hint("pass --yes to confirm");
+                eprintln!("ferret: {}", e.render());
+                return Ok(2);
+            }
+            if !ask(&format!("{}. Proceed?", e.message))? {
+                eprintln!("ferret: not confirmed; nothing was changed");
+                return Ok(2);
+            }
+            match ferret.call_typed(session, tool, params, opts(true)) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("ferret: {}", e.render());
+                    return Ok(2);
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("ferret: {}", e.render());
+            return Ok(2);
+        }
+    };
+    show(typed, json, exit)
+}
+
+/// Asks a yes/no question on the terminal (stderr), default no.
+fn ask(question: &str) -> anyhow::Result<bool> {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    write!(err, "ferret: {question} [y/N] ")?;
+    err.flush()?;
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    Ok(matches!(
+        line.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
+fn show<O: serde::Serialize>(
+    typed: crate::context::Typed<O>,
+    json: bool,
+    exit: Exit<O>,
+) -> anyhow::Result<i32> {
     let (code, show) = match exit {
         Exit::Success => (0, true),
         Exit::Found { found, quiet_miss } => {

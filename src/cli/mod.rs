@@ -132,12 +132,12 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Edit(a) => {
             let (json, yes) = (a.json, a.yes);
-            bridge::run(f, s, &edit::Edit, a.into(), json, yes, Exit::Success)
+            bridge::run_confirmable(f, s, &edit::Edit, a.into(), json, yes, Exit::Success)
         }
         Command::Rm(a) => {
             let (json, yes) = (a.json, a.yes);
             let tool = &file_delete::FileDelete;
-            bridge::run(f, s, tool, a.into(), json, yes, Exit::Success)
+            bridge::run_confirmable(f, s, tool, a.into(), json, yes, Exit::Success)
         }
         Command::Undo(a) => {
             let json = a.json;

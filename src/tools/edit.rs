@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::os::fd::AsFd;
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
     /// File to edit, relative to the workspace root.

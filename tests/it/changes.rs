@@ -716,3 +716,18 @@ fn with_backups_off_an_edit_works_but_history_and_undo_say_why_it_cannot_be_undo
     assert!(String::from_utf8_lossy(&out.stderr).contains("no change to undo"));
     assert_eq!(e.read("a.txt"), b"two\n");
 }
+
+#[test]
+fn without_a_terminal_a_confirmation_says_to_pass_yes() {
+    let (e, data) = confirm_fixture();
+    let out = cli(&e, data.path())
+        .args(["rm", "gone.txt", "--permanent"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("CONFIRMATION_REQUIRED") && err.contains("pass --yes"),
+        "{err}"
+    );
+    assert!(e.p("gone.txt").exists());
+}

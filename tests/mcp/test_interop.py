@@ -584,3 +584,32 @@ def test_serve_on_a_terminal_says_what_it_is_waiting_for(ws):
     # without a terminal, nothing is said (stdout and stderr stay clean for clients)
     r = subprocess.run([FERRET, "--root", str(ws), "serve"], input="", capture_output=True, text=True, timeout=20)
     assert "speaking MCP" not in r.stderr
+
+
+@pytest.mark.parametrize("answer", ["y", "n"])
+def test_the_cli_asks_y_n_on_a_terminal(ws, tmp_path, answer):
+    """Seed 003 asks before a permanent delete: on a terminal the CLI asks y/N itself."""
+    import pty
+    import select
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(FERRET, [FERRET, "--root", str(ws), "--allow-write", "--state-dir", str(tmp_path / "s"),
+                          "rm", "a.txt", "--permanent"])
+    seen = b""
+    deadline = time.monotonic() + 20
+    while b"[y/N]" not in seen and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.5)[0]:
+            try:
+                seen += os.read(fd, 1024)
+            except OSError:
+                break
+    assert b"permanently deleting a.txt" in seen and b"[y/N]" in seen, seen
+    os.write(fd, (answer + "\n").encode())
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    if answer == "y":
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert not (ws / "a.txt").exists()
+    else:
+        assert os.waitstatus_to_exitcode(status) == 2
+        assert (ws / "a.txt").exists()
