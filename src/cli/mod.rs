@@ -58,6 +58,43 @@ fn init_logging() {
         .try_init();
 }
 
+/// For the human subcommands, with no root set anywhere: a path outside the current
+/// directory (`ferret grep TODO ../other`) makes its directory the root, as grep and rg
+/// would simply search there. `ferret call` and `serve` keep the strict rule (the root is
+/// the current directory), since their paths come from an agent.
+fn root_from_path(cmd: &mut Command, config: &mut crate::config::Config) -> anyhow::Result<()> {
+    let path: Option<&mut String> = match cmd {
+        Command::Grep(a) => a.path.as_mut(),
+        Command::Glob(a) => a.path.as_mut(),
+        Command::Read(a) => Some(&mut a.path),
+        Command::Ls(a) => Some(&mut a.path),
+        Command::Info(a) | Command::Exists(a) => Some(&mut a.path),
+        Command::Edit(a) => Some(&mut a.path),
+        Command::Rm(a) => Some(&mut a.path),
+        _ => None,
+    };
+    let Some(path) = path else { return Ok(()) };
+    let cwd = std::env::current_dir()?.canonicalize()?;
+    // The person's own argument, resolved as their shell would.
+    let Ok(real) = std::path::Path::new(path.as_str()).canonicalize() else {
+        return Ok(()); // missing: the tool reports it
+    };
+    if real.starts_with(&cwd) {
+        return Ok(());
+    }
+    let root = if real.is_dir() {
+        real.clone()
+    } else {
+        real.parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or(real.clone())
+    };
+    tracing::info!(root = %root.display(), "no root set: using the directory of the path given");
+    config.roots = vec![root];
+    *path = real.to_string_lossy().into_owned();
+    Ok(())
+}
+
 fn run(mut cli: Cli) -> anyhow::Result<i32> {
     let server = matches!(cli.command, Command::Serve(_) | Command::Prompt);
     if let Command::Serve(s) = &cli.command
@@ -68,7 +105,13 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
     if let Command::Tools { format } = cli.command {
         return show::tools(format);
     }
-    let loaded = load_config(&cli.global, if server { Mode::Server } else { Mode::Cli })?;
+    let mut loaded = load_config(&cli.global, if server { Mode::Server } else { Mode::Cli })?;
+    if matches!(
+        loaded.sources.get("roots"),
+        Some(crate::config::Source::Default)
+    ) {
+        root_from_path(&mut cli.command, &mut loaded.config)?;
+    }
     let session = Session::new(format!("cli-{}", std::process::id()), "cli");
     let ferret = Ferret::new(loaded.config.clone())?;
     let f = &ferret;

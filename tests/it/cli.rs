@@ -1111,3 +1111,36 @@ fn every_schema_is_single_typed_with_standard_formats() {
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+#[test]
+fn a_human_command_takes_the_root_from_a_path_outside_the_current_directory() {
+    let (_t, base) = crate::util::tempdir();
+    std::fs::create_dir_all(base.join("here")).unwrap();
+    crate::util::write(&base, "other/notes.txt", "needle\n");
+    crate::util::write(&base, "other/.env", "needle=secret\n");
+    let out = crate::util::bin()
+        .current_dir(base.join("here"))
+        .args(["grep", "needle", "../other"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("notes.txt:1:needle"), "{text}");
+    assert!(
+        !text.contains("secret"),
+        "the deny rules still hold: {text}"
+    );
+    let out = crate::util::bin()
+        .current_dir(base.join("here"))
+        .args(["read", "../other/notes.txt"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("needle"));
+    // `ferret call` keeps the strict rule: its paths come from an agent
+    let out = crate::util::bin()
+        .current_dir(base.join("here"))
+        .args(["call", "grep", r#"{"pattern":"needle","path":"../other"}"#])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("PATH_TRAVERSAL"));
+}
