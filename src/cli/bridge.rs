@@ -156,10 +156,7 @@ pub fn run<T: Tool>(
     };
     let typed = match ferret.call_typed(session, tool, params, opts) {
         Ok(t) => t,
-        Err(e) => {
-            eprintln!("ferret: {}", e.render());
-            return Ok(2);
-        }
+        Err(e) => return Ok(report(&e)),
     };
     show(typed, json, exit)
 }
@@ -188,9 +185,7 @@ where
         Err(e) if e.code == ErrorCode::ConfirmationRequired => {
             use std::io::IsTerminal;
             if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
-                let e = e.with_hint("pass --yes to confirm");
-                eprintln!("ferret: {}", e.render());
-                return Ok(2);
+                return Ok(report(&e.with_hint("pass --yes to confirm")));
             }
             if !ask(&format!("{}. Proceed?", e.message))? {
                 eprintln!("ferret: not confirmed; nothing was changed");
@@ -198,18 +193,18 @@ where
             }
             match ferret.call_typed(session, tool, params, opts(true)) {
                 Ok(t) => t,
-                Err(e) => {
-                    eprintln!("ferret: {}", e.render());
-                    return Ok(2);
-                }
+                Err(e) => return Ok(report(&e)),
             }
         }
-        Err(e) => {
-            eprintln!("ferret: {}", e.render());
-            return Ok(2);
-        }
+        Err(e) => return Ok(report(&e)),
     };
     show(typed, json, exit)
+}
+
+/// Prints a tool's error for a person; the exit code for it.
+fn report(e: &crate::error::ToolError) -> i32 {
+    eprintln!("ferret: {}", e.render());
+    2
 }
 
 /// Asks a yes/no question on the terminal (stderr), default no.
