@@ -147,14 +147,9 @@ pub fn run<T: Tool>(
     tool: &T,
     params: T::Params,
     json: bool,
-    confirmed: bool,
     exit: Exit<T::Output>,
 ) -> anyhow::Result<i32> {
-    let opts = CallOptions {
-        confirmed,
-        ..CallOptions::default()
-    };
-    let typed = match ferret.call_typed(session, tool, params, opts) {
+    let typed = match ferret.call_typed(session, tool, params, CallOptions::default()) {
         Ok(t) => t,
         Err(e) => return Ok(report(&e)),
     };

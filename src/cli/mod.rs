@@ -129,25 +129,17 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
         Command::Serve(a) => serve::serve(ferret, a),
         Command::Read(a) => {
             let json = a.json;
-            bridge::run(
-                f,
-                s,
-                &read_file::ReadFile,
-                a.into(),
-                json,
-                false,
-                Exit::Success,
-            )
+            bridge::run(f, s, &read_file::ReadFile, a.into(), json, Exit::Success)
         }
         Command::Ls(a) => {
             let json = a.json;
             let tool = &list_directory::ListDirectory;
-            bridge::run(f, s, tool, a.into(), json, false, Exit::Success)
+            bridge::run(f, s, tool, a.into(), json, Exit::Success)
         }
         Command::Info(a) => {
             let json = a.json;
             let tool = &get_file_info::GetFileInfo;
-            bridge::run(f, s, tool, a.into(), json, false, Exit::Success)
+            bridge::run(f, s, tool, a.into(), json, Exit::Success)
         }
         Command::Exists(a) => {
             let json = a.json;
@@ -155,7 +147,7 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
                 found: |o: &file_exists::Output| o.exists,
                 quiet_miss: false,
             };
-            bridge::run(f, s, &file_exists::FileExists, a.into(), json, false, exit)
+            bridge::run(f, s, &file_exists::FileExists, a.into(), json, exit)
         }
         Command::Grep(a) => {
             let json = a.json;
@@ -163,7 +155,7 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
                 found: |o: &grep::Output| o.file_count > 0,
                 quiet_miss: true,
             };
-            bridge::run(f, s, &grep::Grep, a.into(), json, false, exit)
+            bridge::run(f, s, &grep::Grep, a.into(), json, exit)
         }
         Command::Glob(a) => {
             let json = a.json;
@@ -171,7 +163,7 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
                 found: |o: &glob::Output| o.count > 0,
                 quiet_miss: true,
             };
-            bridge::run(f, s, &glob::Glob, a.into(), json, false, exit)
+            bridge::run(f, s, &glob::Glob, a.into(), json, exit)
         }
         Command::Edit(a) => {
             let (json, yes) = (a.json, a.yes);
@@ -184,7 +176,7 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Undo(a) => {
             let json = a.json;
-            bridge::run(f, s, &undo::Undo, a.into(), json, false, Exit::Success)
+            bridge::run(f, s, &undo::Undo, a.into(), json, Exit::Success)
         }
     }
 }
