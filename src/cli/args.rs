@@ -201,9 +201,36 @@ pub struct GrepArgs {
     /// Search hidden files too.
     #[arg(long, short = '.')]
     pub hidden: bool,
+    /// When to colour: auto (on a terminal, unless NO_COLOR is set), always, never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorWhen::Auto)]
+    pub color: ColorWhen,
+    /// Each file's path as a heading, its lines under it (the default on a terminal).
+    #[arg(long, overrides_with = "no_heading")]
+    pub heading: bool,
+    /// One path:line:text per line (the default when piped).
+    #[arg(long, overrides_with = "heading")]
+    pub no_heading: bool,
     /// Print the structured result as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--color`, as ripgrep and fd spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
+
+impl From<ColorWhen> for anstream::ColorChoice {
+    fn from(c: ColorWhen) -> Self {
+        match c {
+            ColorWhen::Auto => anstream::ColorChoice::Auto,
+            ColorWhen::Always => anstream::ColorChoice::Always,
+            ColorWhen::Never => anstream::ColorChoice::Never,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

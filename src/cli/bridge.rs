@@ -149,11 +149,27 @@ pub fn run<T: Tool>(
     json: bool,
     exit: Exit<T::Output>,
 ) -> anyhow::Result<i32> {
+    run_printed(ferret, session, tool, params, json, exit, |_, text| {
+        print_text(text)
+    })
+}
+
+/// Like [`run`], with the tool's text printed by `print` (given the output and the
+/// tool's own text) instead: `ferret grep`'s terminal layout.
+pub fn run_printed<T: Tool>(
+    ferret: &Ferret,
+    session: &Session,
+    tool: &T,
+    params: T::Params,
+    json: bool,
+    exit: Exit<T::Output>,
+    print: impl FnOnce(&T::Output, &str) -> anyhow::Result<()>,
+) -> anyhow::Result<i32> {
     let typed = match ferret.call_typed(session, tool, params, CallOptions::default()) {
         Ok(t) => t,
         Err(e) => return Ok(report(&e)),
     };
-    show(typed, json, exit)
+    show(typed, json, exit, print)
 }
 
 /// Like [`run`], for tools that may ask for confirmation (edit, rm): on a terminal the
@@ -193,7 +209,7 @@ where
         }
         Err(e) => return Ok(report(&e)),
     };
-    show(typed, json, exit)
+    show(typed, json, exit, |_, text| print_text(text))
 }
 
 /// Prints a tool's error for a person; the exit code for it.
@@ -220,6 +236,7 @@ fn show<O: serde::Serialize>(
     typed: crate::context::Typed<O>,
     json: bool,
     exit: Exit<O>,
+    print: impl FnOnce(&O, &str) -> anyhow::Result<()>,
 ) -> anyhow::Result<i32> {
     let (code, show) = match exit {
         Exit::Success => (0, true),
@@ -232,7 +249,7 @@ fn show<O: serde::Serialize>(
         if json {
             print_json(&typed.output)?;
         } else {
-            print_text(&typed.text)?;
+            print(&typed.output, &typed.text)?;
         }
     }
     Ok(code)

@@ -12,6 +12,7 @@
 
 pub mod args;
 pub mod bridge;
+pub mod grep_print;
 pub mod output;
 pub mod overrides;
 pub mod serve;
@@ -155,7 +156,26 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
                 found: |o: &grep::Output| o.file_count > 0,
                 quiet_miss: true,
             };
-            bridge::run(f, s, &grep::Grep, a.into(), json, exit)
+            let stdout = std::io::stdout();
+            // ripgrep's rule: headings on a terminal, one line per match when piped;
+            // colour by --color, decided by the stream.
+            let heading = match (a.heading, a.no_heading) {
+                (true, _) => true,
+                (_, true) => false,
+                _ => std::io::IsTerminal::is_terminal(&stdout),
+            };
+            let color = a.color;
+            let params: grep::Params = a.into();
+            let matcher = grep_print::highlighter(&params);
+            bridge::run_printed(f, s, &grep::Grep, params, json, exit, |o, _| {
+                let stream = anstream::AutoStream::new(stdout.lock(), color.into());
+                let colour = stream.current_choice() != anstream::ColorChoice::Never;
+                // The styles are left out when colour is off, so nothing needs stripping.
+                let mut out = std::io::BufWriter::new(stream.into_inner());
+                let layout = grep_print::Layout { heading, colour };
+                grep_print::print(&mut out, o, matcher.as_ref(), layout)?;
+                Ok(std::io::Write::flush(&mut out)?)
+            })
         }
         Command::Glob(a) => {
             let json = a.json;

@@ -777,11 +777,15 @@ fn grep_count() {
 #[test]
 fn grep_max_results() {
     let t = grep_tree();
-    let (code, out) = grep(&t, &["--max", "1", "e"]);
-    assert_eq!(code, 0);
-    assert!(out.starts_with("src/a.txt:1:one\n"), "{out}");
-    assert_eq!(out.lines().filter(|l| l.starts_with("src/")).count(), 1);
-    assert!(out.contains("offset 1"), "says how to get more: {out}");
+    let out = ferret(t.path())
+        .args(["grep", "--max", "1", "e"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    // stdout stays result lines; the note on what was left out goes to stderr
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "src/a.txt:1:one\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--max 0"), "says how to get more: {err}");
 }
 
 #[test]
@@ -839,6 +843,74 @@ fn grep_into_a_closed_pipe_exits_quietly() {
         out.stderr.is_empty(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs `cmd` on a pseudo-terminal, as a person would in one; all it printed.
+fn on_terminal(cmd: std::process::Command) -> String {
+    use expectrl::Expect;
+    let mut p = expectrl::Session::spawn(cmd).expect("spawn on a pty");
+    p.set_expect_timeout(Some(std::time::Duration::from_secs(30)));
+    let out = p.expect(expectrl::Eof).expect("the command ends");
+    // Eof matches the whole output
+    let all: Vec<u8> = out.matches().flatten().copied().collect();
+    String::from_utf8_lossy(&all).replace("\r\n", "\n")
+}
+
+fn grep_on_terminal(t: &tempfile::TempDir, env: &[(&str, &str)], args: &[&str]) -> String {
+    let mut c = crate::util::bin();
+    c.env("TERM", "xterm-256color").envs(env.iter().copied());
+    c.arg("--root").arg(t.path()).arg("grep").args(args);
+    on_terminal(c)
+}
+
+const MAGENTA: &str = "\x1b[35m";
+const GREEN: &str = "\x1b[32m";
+const BOLD_RED: &str = "\x1b[1m\x1b[31m";
+const RESET: &str = "\x1b[0m";
+
+#[test]
+fn grep_on_a_terminal_groups_lines_under_coloured_file_headings() {
+    let t = grep_tree();
+    let out = grep_on_terminal(&t, &[], &["t"]);
+    let want = format!(
+        "{MAGENTA}src/a.txt{RESET}\n\
+         {GREEN}3{RESET}:{BOLD_RED}t{RESET}hree\n\
+         \n\
+         {MAGENTA}src/m.txt{RESET}\n\
+         {GREEN}1{RESET}:s{BOLD_RED}t{RESET}ar{BOLD_RED}t{RESET}\n"
+    );
+    assert_eq!(out, want);
+}
+
+#[test]
+fn grep_on_a_terminal_honours_no_color_and_color_never() {
+    let t = grep_tree();
+    let plain = "src/a.txt\n3:three\n\nsrc/m.txt\n1:start\n";
+    assert_eq!(grep_on_terminal(&t, &[("NO_COLOR", "1")], &["t.*"]), plain);
+    assert_eq!(
+        grep_on_terminal(&t, &[], &["--color", "never", "t.*"]),
+        plain
+    );
+}
+
+#[test]
+fn grep_piped_keeps_one_line_per_match_unless_asked() {
+    let t = grep_tree();
+    assert_eq!(
+        grep(&t, &["-C", "1", "Two"]).1,
+        "src/a.txt-1-one\nsrc/a.txt:2:Two\nsrc/a.txt-3-three\n"
+    );
+    // --color always colours a pipe (for `less -R`), still one line per match
+    assert_eq!(
+        grep(&t, &["--color", "always", "Two"]).1,
+        format!("{MAGENTA}src/a.txt{RESET}:{GREEN}2{RESET}:{BOLD_RED}Two{RESET}\n")
+    );
+    assert_eq!(grep(&t, &["--heading", "Two"]).1, "src/a.txt\n2:Two\n");
+    // and a terminal can ask for the piped layout
+    assert_eq!(
+        grep_on_terminal(&t, &[], &["--no-heading", "--color", "never", "Two"]),
+        "src/a.txt:2:Two\n"
     );
 }
 
