@@ -16,9 +16,10 @@ use crate::error::ErrorCode;
 use crate::registry::SchemaFormat;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
-    ElicitRequestParams, ElicitationSchema, Implementation, InputRequest, InputRequiredResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, Tool,
+    ElicitRequestParams, ElicitationSchema, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, Implementation, InputRequest, InputRequiredResult, ListPromptsResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, Prompt, PromptMessage,
+    Role, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -243,11 +244,57 @@ fn uuid_like() -> String {
     format!("{:x}-{:x}-{n}", std::process::id(), nanos)
 }
 
+/// The one prompt: the server's instructions (the tools served, the roots, how to work
+/// with them), for hosts that let a person put them into a conversation by hand, as
+/// `ferret prompt` does for hosts that write their own system prompt.
+const GUIDE_PROMPT: &str = "ferret";
+const GUIDE_DESCRIPTION: &str = "How to search, read and change this workspace with ferret's tools: the server's instructions for the tools it serves";
+
+fn guide_prompt() -> Prompt {
+    let mut p = Prompt::new(GUIDE_PROMPT, Some(GUIDE_DESCRIPTION), None);
+    p.title = Some("Use ferret's tools".into());
+    p
+}
+
 impl ServerHandler for FerretServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        // Every capability declared is one this handler answers: the suite's discover
+        // check (and a careful client) reads an undeclared answer as a broken server.
+        let caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_prompts()
+            .build();
+        ServerConfig::new(caps)
             .with_server_info(Implementation::new("ferret", env!("CARGO_PKG_VERSION")))
             .with_instructions(self.shared.instructions.clone())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(vec![guide_prompt()]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if request.name != GUIDE_PROMPT {
+            return Err(McpError::invalid_params(
+                format!(
+                    "no prompt named {:?}; this server has one: {GUIDE_PROMPT:?}",
+                    request.name
+                ),
+                Some(json!({ "prompts": [GUIDE_PROMPT] })),
+            ));
+        }
+        let text = PromptMessage::new_text(Role::User, self.shared.instructions.clone());
+        Ok(GetPromptResult::new(vec![text])
+            .with_description(GUIDE_DESCRIPTION)
+            .into())
     }
 
     async fn on_roots_list_changed(&self, _ctx: rmcp::service::NotificationContext<RoleServer>) {

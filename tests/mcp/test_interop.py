@@ -93,6 +93,24 @@ async def test_handshake_tools_and_schemas(ws, mode):
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_prompts_are_declared_and_served(ws, mode):
+    """What the server answers, it declares (the conformance suite's discover check)."""
+    async with stdio(ws, mode=mode) as c:
+        assert c.server_capabilities.prompts is not None
+        assert c.server_capabilities.resources is None
+        prompts = (await c.list_prompts()).prompts
+        assert [p.name for p in prompts] == ["ferret"]
+        got = await c.get_prompt("ferret")
+        assert got.messages[0].role == "user"
+        assert got.messages[0].content.text == c.instructions
+        with pytest.raises(Exception, match="no prompt named"):
+            await c.get_prompt("nope")
+        # and the server keeps serving
+        assert (await c.call_tool("file_exists", {"path": "a.txt"})).structured_content["exists"]
+
+
+@pytest.mark.anyio
 async def test_a_pinned_2026_client_needs_no_handshake(ws):
     """A client that already knows the server pins 2026-07-28: no initialize, no discover."""
     async with stdio(ws, mode="2026-07-28") as c:
