@@ -63,7 +63,13 @@ fn init_logging() {
 /// directory (`ferret grep TODO ../other`) makes its directory the root, as grep and rg
 /// would simply search there. `ferret call` and `serve` keep the strict rule (the root is
 /// the current directory), since their paths come from an agent.
-fn root_from_path(cmd: &mut Command, config: &mut crate::config::Config) -> anyhow::Result<()> {
+///
+/// Returns the argument to rewrite and the (absolute) path and root it names; the
+/// configuration is loaded with that root as the default, so a `ferret.toml` there
+/// narrows as a workspace's own file always does, and any root set explicitly wins.
+fn root_from_path(
+    cmd: &mut Command,
+) -> anyhow::Result<Option<(&mut String, String, std::path::PathBuf)>> {
     let path: Option<&mut String> = match cmd {
         Command::Grep(a) => a.path.as_mut(),
         Command::Glob(a) => a.path.as_mut(),
@@ -74,14 +80,14 @@ fn root_from_path(cmd: &mut Command, config: &mut crate::config::Config) -> anyh
         Command::Rm(a) => Some(&mut a.path),
         _ => None,
     };
-    let Some(path) = path else { return Ok(()) };
+    let Some(path) = path else { return Ok(None) };
     let cwd = std::env::current_dir()?.canonicalize()?;
     // The person's own argument, resolved as their shell would.
     let Ok(real) = std::path::Path::new(path.as_str()).canonicalize() else {
-        return Ok(()); // missing: the tool reports it
+        return Ok(None); // missing: the tool reports it
     };
     if real.starts_with(&cwd) {
-        return Ok(());
+        return Ok(None);
     }
     let root = if real.is_dir() {
         real.clone()
@@ -90,10 +96,7 @@ fn root_from_path(cmd: &mut Command, config: &mut crate::config::Config) -> anyh
             .map(std::path::Path::to_path_buf)
             .unwrap_or(real.clone())
     };
-    tracing::info!(root = %root.display(), "no root set: using the directory of the path given");
-    config.roots = vec![root];
-    *path = real.to_string_lossy().into_owned();
-    Ok(())
+    Ok(Some((path, real.to_string_lossy().into_owned(), root)))
 }
 
 fn run(mut cli: Cli) -> anyhow::Result<i32> {
@@ -106,12 +109,15 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
     if let Command::Tools { format } = cli.command {
         return show::tools(format);
     }
-    let mut loaded = load_config(&cli.global, if server { Mode::Server } else { Mode::Cli })?;
-    if matches!(
-        loaded.sources.get("roots"),
-        Some(crate::config::Source::Default)
-    ) {
-        root_from_path(&mut cli.command, &mut loaded.config)?;
+    let mode = if server { Mode::Server } else { Mode::Cli };
+    let outside = root_from_path(&mut cli.command)?;
+    let path_root = outside.as_ref().map(|(_, _, root)| root.clone());
+    let loaded = load_config(&cli.global, mode, path_root)?;
+    if let Some((arg, real, root)) = outside
+        && loaded.sources.get("roots") == Some(&crate::config::Source::PathGiven)
+    {
+        tracing::info!(root = %root.display(), "no root set: using the directory of the path given");
+        *arg = real;
     }
     let session = Session::new(format!("cli-{}", std::process::id()), "cli");
     let ferret = Ferret::new(loaded.config.clone())?;

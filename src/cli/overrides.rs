@@ -35,7 +35,13 @@ pub fn ferret_env() -> BTreeMap<String, String> {
 }
 
 /// Builds the configuration for `mode` from the global flags and the environment.
-pub fn load_config(global: &Global, mode: Mode) -> anyhow::Result<config::Loaded> {
+/// `path_root`: the root a human subcommand would take from its path argument if no root
+/// is set anywhere (see [`config::Overrides::default_roots`]).
+pub fn load_config(
+    global: &Global,
+    mode: Mode,
+    path_root: Option<std::path::PathBuf>,
+) -> anyhow::Result<config::Loaded> {
     let mut flags = Vec::new();
     if !global.roots.is_empty() {
         let roots: Vec<Value> = global
@@ -75,6 +81,7 @@ pub fn load_config(global: &Global, mode: Mode) -> anyhow::Result<config::Loaded
         config_file: global.config.clone(),
         flags,
         sets: global.sets.clone(),
+        default_roots: path_root.map(|r| vec![r]),
     };
     config::load(mode, &overrides, &ferret_env())
 }

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 #[serde(tag = "kind", content = "from", rename_all = "lowercase")]
 pub enum Source {
     Default,
+    /// The directory of a human subcommand's path argument, when nothing set the roots.
+    PathGiven,
     File(PathBuf),
     Env(String),
     Flag(String),
@@ -22,6 +24,7 @@ impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Source::Default => f.write_str("default"),
+            Source::PathGiven => f.write_str("the path given on the command line"),
             Source::File(p) => write!(f, "file {}", p.display()),
             Source::Env(v) => write!(f, "env {v}"),
             Source::Flag(n) => write!(f, "flag {n}"),
@@ -45,6 +48,10 @@ pub struct Overrides {
     pub flags: Vec<(String, Value, String)>,
     /// `--set key=value` pairs, typed like environment strings.
     pub sets: Vec<String>,
+    /// The roots in place of the current directory when no layer sets them: a human
+    /// subcommand's path outside it (`ferret grep TODO ../other`). Its `ferret.toml` is
+    /// the workspace's own, like any root's.
+    pub default_roots: Option<Vec<PathBuf>>,
 }
 
 /// Builds the effective configuration. `env` is passed in (not read here) so tests can
@@ -61,6 +68,10 @@ pub fn load(
     let mut sources: BTreeMap<String, Source> =
         map.keys().map(|k| (k.clone(), Source::Default)).collect();
     let defaults = map.clone();
+    if let Some(roots) = &overrides.default_roots {
+        map.insert("roots".into(), serde_json::to_value(roots)?);
+        sources.insert("roots".into(), Source::PathGiven);
+    }
 
     // Flags and env come first for roots, because the config file lives in the first root.
     let mut flag_layer: Vec<(String, Value, Source)> = Vec::new();
@@ -92,7 +103,10 @@ pub fn load(
         .chain(&env_layer)
         .find(|(k, _, _)| k == "roots")
         .and_then(|(_, v, _)| serde_json::from_value(v.clone()).ok());
-    let first_root = layer_roots.as_ref().and_then(|r| r.first().cloned());
+    let first_root = layer_roots
+        .as_ref()
+        .or(overrides.default_roots.as_ref())
+        .and_then(|r| r.first().cloned());
     // A file the user named is trusted unless it lies inside a root (a repository can
     // ship anything); `ferret.toml` in the workspace is the workspace's own and may only
     // narrow what the user set.
@@ -300,6 +314,7 @@ mod tests {
         )
         .unwrap();
         let ov = Overrides {
+            default_roots: None,
             config_file: Some(file.clone()),
             flags: vec![],
             sets: vec!["max_file_size=30".into()],
@@ -367,6 +382,7 @@ mod tests {
         let file = dir.path().join("ferret.toml");
         std::fs::write(&file, "max_fil_size = 10\n").unwrap();
         let ov = Overrides {
+            default_roots: None,
             config_file: Some(file),
             ..Default::default()
         };

@@ -1216,3 +1216,41 @@ fn a_human_command_takes_the_root_from_a_path_outside_the_current_directory() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("PATH_TRAVERSAL"));
 }
+
+#[test]
+fn a_root_taken_from_the_path_given_applies_its_own_ferret_toml() {
+    let (_t, base) = crate::util::tempdir();
+    std::fs::create_dir_all(base.join("here")).unwrap();
+    crate::util::write(&base, "other/notes.txt", "needle\n");
+    crate::util::write(&base, "other/plan.private", "needle\n");
+    crate::util::write(&base, "other/ferret.toml", "deny = [\"*.private\"]\n");
+    let grep = |dir: &str| {
+        let out = crate::util::bin()
+            .current_dir(base.join(dir))
+            .args(["grep", "-l", "needle", "../other"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // the workspace's file narrows exactly as when ferret runs inside it
+    let from_outside = grep("here");
+    assert!(from_outside.contains("notes.txt"), "{from_outside}");
+    assert!(!from_outside.contains("plan.private"), "{from_outside}");
+    let out = crate::util::bin()
+        .current_dir(base.join("other"))
+        .args(["grep", "-l", "needle"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "notes.txt\n");
+    // a root set explicitly still wins over the path's directory
+    let out = crate::util::bin()
+        .current_dir(base.join("here"))
+        .env("FERRET_ROOT", base.join("here"))
+        .args(["grep", "-l", "needle", "../other"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("PATH_TRAVERSAL"),
+        "{out:?}"
+    );
+}
