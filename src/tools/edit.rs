@@ -1,14 +1,17 @@
-//! `edit`: replace an exact string in a file, atomically, with a backup and an undo entry.
+//! `edit`: replace a string in a file, atomically, with a backup and an undo entry.
 //!
-//! The file keeps its line endings (an `old_string` written with `\n` matches a CRLF file
-//! and its replacement is written with `\r\n`), its UTF-8 BOM (the BOM is bytes before
-//! the text, never part of a match) and its permissions; an edit through a symlink
-//! inside the workspace changes the target and leaves the link.
+//! The string is found exactly, or failing that by the forgiving rules of [`locate`]
+//! (line endings, trailing whitespace, uniform indentation; each only where it finds one
+//! place), and the result says which rule matched. A miss names the closest region with
+//! a diff. The file keeps its line endings, its UTF-8 BOM (bytes before the text, never
+//! part of a match) and its permissions; an edit through a symlink inside the workspace
+//! changes the target and leaves the link.
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::history::{Action, Entry, sha256};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::human_size;
+use crate::tools::locate::{self, Miss, Rule};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
@@ -36,6 +39,9 @@ pub struct Output {
     pub path: String,
     /// Occurrences replaced.
     pub replacements: usize,
+    /// How old_string was found: exact, or by which forgiving rule.
+    #[serde(rename = "match")]
+    pub matched: Rule,
     /// Unified diff of the change, 3 lines of context.
     pub diff: String,
     /// Where the previous content was saved (absent on a dry run).
@@ -57,10 +63,12 @@ impl Tool for Edit {
         ToolMeta {
             name: "edit",
             title: "Edit a file",
-            description: "Change a file by replacing an exact string. Read the file first; old_string must match \
-exactly (whitespace included) and occur once, unless replace_all is true: give enough surrounding lines to make \
-it unique. Returns a unified diff. The old content is backed up and the change can be undone with undo; set \
-dry_run to preview. Keeps line endings, BOM and permissions.",
+            description: "Change a file by replacing a string. Read the file first and copy old_string from it; it \
+must occur once, unless replace_all is true: give enough surrounding lines to make it unique. If the exact text \
+is not there, it is matched with the file's line endings, then ignoring trailing whitespace, then with the \
+block's indentation shifted (only where that finds one place; the result's match field says which). A miss shows \
+the closest region. Returns a unified diff. The old content is backed up and the change can be undone with undo; \
+set dry_run to preview. Keeps line endings, BOM and permissions.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }
@@ -110,20 +118,10 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
             )
         })?;
 
-        let (old, new) = adapt_line_endings(text, &p.old_string, &p.new_string);
-        let hits: Vec<usize> = text.match_indices(old.as_str()).map(|(i, _)| i).collect();
-        if hits.is_empty() {
-            return Err(no_match(text, &p.old_string, &shown));
-        }
-        if hits.len() > 1 && !p.replace_all {
-            let lines: Vec<String> = hits.iter().map(|&i| line_of(text, i).to_string()).collect();
-            return Err(ToolError::new(
-                ErrorCode::NotUnique,
-                format!("old_string occurs {} times in {shown} (lines {})", hits.len(), lines.join(", ")),
-            )
-            .with_hint("add surrounding lines to old_string so it occurs once, or set replace_all to change every one"));
-        }
-        let after_text = text.replace(old.as_str(), &new);
+        let found = locate::locate(text, &p.old_string, &p.new_string, p.replace_all)
+            .map_err(|m| miss(m, &shown))?;
+        let after_text = found.apply(text);
+        let replacements = found.places.len();
         let mut after = Vec::with_capacity(bom.len() + after_text.len());
         after.extend_from_slice(bom);
         after.extend_from_slice(after_text.as_bytes());
@@ -137,7 +135,8 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
         if dry_run {
             return Ok(Output {
                 path: shown,
-                replacements: hits.len(),
+                replacements,
+                matched: found.rule,
                 diff,
                 backup: None,
                 change_id: None,
@@ -172,7 +171,8 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
         let id = history.replace(dir, name, Some(file.as_fd()), &after, entry, |_| Ok(()))?;
         Ok(Output {
             path: shown,
-            replacements: hits.len(),
+            replacements,
+            matched: found.rule,
             diff,
             backup: backup.map(|b| b.display().to_string()),
             change_id: Some(id),
@@ -181,16 +181,21 @@ dry_run to preview. Keeps line endings, BOM and permissions.",
     }
 
     fn render(&self, o: &Output) -> String {
+        let how = o
+            .matched
+            .describe()
+            .map(|d| format!(", matched {d}"))
+            .unwrap_or_default();
         let head = if o.dry_run {
             format!(
-                "Would edit {} ({} replacement{}):\n",
+                "Would edit {} ({} replacement{}{how}):\n",
                 o.path,
                 o.replacements,
                 plural(o.replacements)
             )
         } else {
             format!(
-                "Edited {} ({} replacement{}; backup: {}; change {}, undo with undo):\n",
+                "Edited {} ({} replacement{}{how}; backup: {}; change {}, undo with undo):\n",
                 o.path,
                 o.replacements,
                 plural(o.replacements),
@@ -208,93 +213,49 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// In a file whose lines end with CRLF, an `old_string` written with bare `\n` means CRLF:
-/// match and replace with CRLF so the file stays CRLF.
-fn adapt_line_endings(text: &str, old: &str, new: &str) -> (String, String) {
-    let crlf = text.contains("\r\n");
-    if crlf && old.contains('\n') && !old.contains("\r\n") && !text.contains(old) {
-        (
-            old.replace('\n', "\r\n"),
-            new.replace("\r\n", "\n").replace('\n', "\r\n"),
+/// The error for an `old_string` that was not found once.
+pub fn miss(m: Miss, shown: &str) -> ToolError {
+    match m {
+        Miss::NotUnique { rule, lines } => {
+            let how = rule.describe().map(|d| format!(" ({d})")).unwrap_or_default();
+            let list: Vec<String> = lines.iter().map(usize::to_string).collect();
+            let hint = if rule == Rule::Exact || rule == Rule::LineEndings {
+                "add surrounding lines to old_string so it occurs once, or set replace_all to change every one"
+            } else {
+                "copy old_string exactly from one of those places, with enough surrounding lines to make it unique"
+            };
+            ToolError::new(
+                ErrorCode::NotUnique,
+                format!(
+                    "old_string occurs {} times in {shown}{how} (lines {})",
+                    lines.len(),
+                    list.join(", ")
+                ),
+            )
+            .with_hint(hint)
+        }
+        Miss::NotFound { closest: Some(c) } => ToolError::new(
+            ErrorCode::NoMatch,
+            format!(
+                "old_string was not found in {shown}; the closest text is at lines {}-{} (- expected, + in the file):\n{}",
+                c.first_line, c.last_line, c.diff
+            ),
         )
-    } else if crlf && !new.contains("\r\n") && new.contains('\n') && old.contains("\r\n") {
-        (old.to_string(), new.replace('\n', "\r\n"))
-    } else {
-        (old.to_string(), new.to_string())
-    }
-}
-
-/// 1-based line of byte offset `at`.
-fn line_of(text: &str, at: usize) -> usize {
-    memchr::memchr_iter(b'\n', &text.as_bytes()[..at]).count() + 1
-}
-
-fn no_match(text: &str, old: &str, shown: &str) -> ToolError {
-    let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-    let err = ToolError::new(
-        ErrorCode::NoMatch,
-        format!("old_string was not found in {shown}"),
-    );
-    let wanted = squash(old);
-    if !wanted.is_empty() && squash(text).contains(&wanted) {
-        return err.with_hint("the text is there but differs in whitespace (indentation, tabs or line breaks); read the file and copy it exactly");
-    }
-    let first = old
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    if !first.is_empty()
-        && let Some(i) = text.lines().position(|l| l.contains(first))
-    {
-        return err.with_hint(format!(
-            "its first line appears at line {}, but what follows differs; read the file around there and copy the text exactly",
-            i + 1
-        ));
-    }
-    err.with_hint("read the file first and copy old_string exactly from it")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::adapt_line_endings;
-
-    fn adapt(text: &str, old: &str, new: &str) -> (String, String) {
-        adapt_line_endings(text, old, new)
-    }
-
-    #[test]
-    fn lf_strings_match_a_crlf_file_and_write_crlf() {
-        let (old, new) = adapt("a\r\nb\r\nc\r\n", "a\nb", "x\ny\nz");
-        assert_eq!(old, "a\r\nb");
-        assert_eq!(new, "x\r\ny\r\nz");
-    }
-
-    #[test]
-    fn an_lf_file_is_left_alone() {
-        assert_eq!(
-            adapt("a\nb\n", "a\nb", "x\ny"),
-            ("a\nb".into(), "x\ny".into())
-        );
-    }
-
-    #[test]
-    fn crlf_strings_in_a_crlf_file_keep_crlf_in_the_replacement() {
-        let (old, new) = adapt("a\r\nb\r\n", "a\r\nb", "x\ny");
-        assert_eq!((old.as_str(), new.as_str()), ("a\r\nb", "x\r\ny"));
-    }
-
-    #[test]
-    fn a_one_line_string_is_not_changed() {
-        assert_eq!(adapt("a\r\nb\r\n", "a", "x"), ("a".into(), "x".into()));
-    }
-
-    #[test]
-    fn an_lf_string_that_matches_as_is_in_a_mixed_file_is_kept() {
-        // the file has both; the LF text is there verbatim, so it is what is meant
-        assert_eq!(
-            adapt("a\nb\r\nc\r\n", "a\nb", "x\ny"),
-            ("a\nb".into(), "x\ny".into())
-        );
+        .with_hint(if c.whitespace_only {
+            format!(
+                "the text is at lines {}-{} but differs in whitespace inside lines (spaces, tabs or line breaks); copy it exactly as the file has it (the + lines)",
+                c.first_line, c.last_line
+            )
+        } else {
+            format!(
+                "copy old_string from lines {}-{} as the file has them (the + lines), or read the file there first",
+                c.first_line, c.last_line
+            )
+        }),
+        Miss::NotFound { closest: None } => ToolError::new(
+            ErrorCode::NoMatch,
+            format!("old_string was not found in {shown}, nor anything like it"),
+        )
+        .with_hint("read the file first and copy old_string exactly from it"),
     }
 }

@@ -9,6 +9,7 @@ pub mod get_file_info;
 pub mod glob;
 pub mod grep;
 pub mod list_directory;
+pub mod locate;
 pub mod read_file;
 pub mod search_files;
 pub mod undo;

@@ -731,3 +731,109 @@ fn without_a_terminal_a_confirmation_says_to_pass_yes() {
     );
     assert!(e.p("gone.txt").exists());
 }
+
+// --- issue 11: edits that forgive whitespace, and say so ---------------------------------
+
+#[test]
+fn edit_forgives_line_endings_trailing_whitespace_and_indentation_and_says_which() {
+    let e = Env::new();
+    let f = e.ferret(true);
+    let edit = |path: &str, old: &str, new: &str| {
+        call(
+            &f,
+            "edit",
+            json!({"path": path, "old_string": old, "new_string": new}),
+        )
+    };
+    e.write("crlf.txt", "one\r\ntwo\r\nthree\r\n");
+    let out = edit("crlf.txt", "one\ntwo\n", "uno\ndos\n").unwrap();
+    assert_eq!(out["match"], "line_endings");
+    assert_eq!(e.read("crlf.txt"), b"uno\r\ndos\r\nthree\r\n");
+
+    e.write("trail.rs", "fn a() {   \n    x();\t\n}\n");
+    let out = edit("trail.rs", "fn a() {\n    x();\n}", "fn a() {\n    y();\n}").unwrap();
+    assert_eq!(out["match"], "trailing_whitespace");
+    assert_eq!(e.read("trail.rs"), b"fn a() {\n    y();\n}\n");
+
+    e.write(
+        "deep.py",
+        "class A:\n    def f(self):\n        return 1\n\n    def g(self):\n        pass\n",
+    );
+    let out = edit(
+        "deep.py",
+        "def f(self):\n    return 1\n",
+        "def f(self):\n    if self.x:\n        return 2\n    return 1\n",
+    )
+    .unwrap();
+    assert_eq!(out["match"], "indentation");
+    assert_eq!(
+        String::from_utf8(e.read("deep.py")).unwrap(),
+        "class A:\n    def f(self):\n        if self.x:\n            return 2\n        return 1\n\n    def g(self):\n        pass\n"
+    );
+    // and the undo of a forgiving edit restores the bytes
+    let id = out["change_id"].as_u64().unwrap();
+    call(&f, "undo", json!({"id": id})).unwrap();
+    assert!(
+        String::from_utf8(e.read("deep.py"))
+            .unwrap()
+            .contains("        return 1\n\n")
+    );
+
+    let exact = edit("deep.py", "return 1", "return 3").unwrap();
+    assert_eq!(exact["match"], "exact");
+}
+
+#[test]
+fn two_equally_good_fuzzy_places_are_not_unique_and_nothing_changes() {
+    let e = Env::new();
+    let f = e.ferret(true);
+    let text = "a():\n    go()  \nb():\n    go() \n";
+    e.write("t.py", text);
+    let err = call(
+        &f,
+        "edit",
+        json!({"path": "t.py", "old_string": "    go()\n", "new_string": "    stop()\n"}),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotUnique);
+    assert!(err.message.contains("lines 2, 4"), "{}", err.message);
+    assert!(
+        err.message.contains("trailing whitespace"),
+        "{}",
+        err.message
+    );
+    assert_eq!(e.read("t.py"), text.as_bytes());
+}
+
+#[test]
+fn a_missed_edit_shows_the_closest_region_and_what_differs() {
+    let e = Env::new();
+    let f = e.ferret(true);
+    let mut text = String::new();
+    for i in 0..40 {
+        text.push_str(&format!("line {i}\n"));
+    }
+    text.push_str("fn total(xs: &[u32]) -> u32 {\n    xs.iter().sum()\n}\n");
+    e.write("lib.rs", &text);
+    let err = call(
+        &f,
+        "edit",
+        json!({"path": "lib.rs",
+               "old_string": "fn total(xs: &[u32]) -> u32 {\n    xs.iter().copied().sum()\n}",
+               "new_string": "x"}),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::NoMatch);
+    assert!(err.message.contains("lines 41-43"), "{}", err.message);
+    assert!(
+        err.message.contains("-    xs.iter().copied().sum()"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains("+    xs.iter().sum()"),
+        "{}",
+        err.message
+    );
+    assert!(err.hint.unwrap().contains("41-43"));
+}
