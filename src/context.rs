@@ -50,6 +50,7 @@ pub struct Ferret {
     audit: AuditLogger,
     registry: Registry,
     history: HistoryCell,
+    seen: crate::history::Seen,
 }
 
 impl Ferret {
@@ -72,6 +73,7 @@ impl Ferret {
             audit,
             registry,
             history: HistoryCell::new(),
+            seen: crate::history::Seen::new(),
             config,
         };
         // A workspace with a history is recovered at start: a change a killed process
@@ -109,6 +111,7 @@ impl Ferret {
             workspace: &self.workspace,
             limiter: &self.limiter,
             history: &self.history,
+            seen: &self.seen,
         }
     }
 

@@ -239,6 +239,8 @@ pub struct Services<'a> {
     pub workspace: &'a Workspace,
     pub limiter: &'a ResourceLimiter,
     pub history: &'a HistoryCell,
+    /// Contents recently read, by version (for stale-write refusals).
+    pub seen: &'a crate::history::Seen,
 }
 
 /// What a tool's `run` may touch.
@@ -286,6 +288,11 @@ impl<'a> Ctx<'a> {
     }
 
     /// The state directory, backups and undo journal (opened on first use).
+    /// Contents this process has returned recently, by version.
+    pub fn seen(&self) -> &'a crate::history::Seen {
+        self.services.seen
+    }
+
     pub fn history(&self) -> ToolResult<&'a History> {
         self.services
             .history

@@ -266,6 +266,9 @@ pub struct EditArgs {
     /// Replace every occurrence.
     #[arg(long)]
     pub all: bool,
+    /// Refuse the edit if the file is no longer at this version (from `ferret read --json`).
+    #[arg(long, value_name = "VERSION")]
+    pub expected_version: Option<String>,
     /// Confirm a change to a confirm-listed path.
     #[arg(long, short = 'y')]
     pub yes: bool,

@@ -102,6 +102,7 @@ impl From<EditArgs> for edit::Params {
             old_string: a.old,
             new_string: a.new,
             replace_all: a.all,
+            expected_version: a.expected_version,
             dry_run: false, // --dry-run is global: the configuration carries it
         }
     }

@@ -16,6 +16,7 @@
 
 pub mod change;
 pub mod journal;
+pub mod seen;
 pub mod trash;
 
 use crate::config::Config;
@@ -23,6 +24,7 @@ use crate::error::{SetupError, ToolResult};
 use crate::workspace::Workspace;
 pub use journal::{Action, Entry, TrashRecord};
 use journal::{Journal, Outcome, io_err};
+pub use seen::{Seen, version_of};
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
 use std::io::Write;

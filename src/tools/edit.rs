@@ -29,6 +29,11 @@ pub struct Params {
     /// Replace every occurrence instead of requiring exactly one.
     #[serde(default)]
     pub replace_all: bool,
+    /// The version read_file gave for the content this edit was written against: the
+    /// edit is refused (CONFLICT) if the file has changed since.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub expected_version: Option<String>,
     /// Show the change without writing it.
     #[serde(default)]
     pub dry_run: bool,
@@ -118,6 +123,9 @@ set dry_run to preview. Keeps line endings, BOM and permissions.",
             )
         })?;
 
+        if let Some(v) = &p.expected_version {
+            check_version(ctx, v, &before, &shown)?;
+        }
         let found = locate::locate(text, &p.old_string, &p.new_string, p.replace_all)
             .map_err(|m| miss(m, &shown))?;
         let after_text = found.apply(text);
@@ -211,6 +219,34 @@ set dry_run to preview. Keeps line endings, BOM and permissions.",
 
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
+}
+
+/// Refuses a change to a file that no longer holds the version the agent read, showing
+/// what changed since when this process still has that version.
+pub fn check_version(ctx: &Ctx, expected: &str, now: &[u8], shown: &str) -> ToolResult<()> {
+    let current = crate::history::version_of(now);
+    if current == expected.trim() {
+        return Ok(());
+    }
+    let mut message = format!(
+        "{shown} has changed since version {expected} was read (it is now version {current}); nothing was changed"
+    );
+    if let (Some(then), Ok(now)) = (ctx.seen().get(expected.trim()), std::str::from_utf8(now)) {
+        let diff = similar::TextDiff::from_lines(&*then, now)
+            .unified_diff()
+            .context_radius(2)
+            .header(
+                &format!("{shown} (version {expected})"),
+                &format!("{shown} (now)"),
+            )
+            .to_string();
+        let diff: Vec<&str> = diff.lines().take(60).collect();
+        message.push_str(":\n");
+        message.push_str(&diff.join("\n"));
+    }
+    Err(ToolError::new(ErrorCode::Conflict, message).with_hint(
+        "read the file again and make the change against what it holds now (with the new version)",
+    ))
 }
 
 /// The error for an `old_string` that was not found once.

@@ -63,6 +63,10 @@ pub struct Output {
     /// lower bound.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub lines_uncounted: bool,
+    /// The version of the whole file's content (text reads of files that can be edited):
+    /// pass it as expected_version to edit to refuse the change if the file changed since.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 pub struct ReadFile;
@@ -109,7 +113,10 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
             let bytes = read_capped(file, size, max, &shown)?;
             let content = into_text(bytes, &shown)?;
             ctx.charge_bytes(content.len() as u64)?;
+            let version = crate::history::version_of(content.as_bytes());
+            ctx.seen().remember(&version, &content);
             return Ok(Output {
+                version: Some(version),
                 path: shown,
                 total_lines: count_lines(content.as_bytes()),
                 content,
@@ -122,7 +129,13 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
         }
 
         let offset = p.offset.unwrap_or(1);
-        let (bytes, total_lines, uncounted) = read_lines(ctx, file, offset, limit, max, &shown)?;
+        let mut hashed = Hashing::new(file);
+        let (bytes, total_lines, uncounted) =
+            read_lines(ctx, &mut hashed, offset, limit, max, &shown)?;
+        // Every byte was read (to count the lines), so the hash is the whole file's.
+        let edit_max = ctx.config().max_edit_file_size;
+        let version = (!uncounted && hashed.read == size && (edit_max == 0 || size <= edit_max))
+            .then(|| hashed.version());
         let content = into_text(bytes, &shown)?;
         ctx.charge_bytes(content.len() as u64)?;
         let returned = count_lines(content.as_bytes());
@@ -135,6 +148,7 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
             offset,
             truncated: uncounted || offset.saturating_sub(1) + returned < total_lines,
             lines_uncounted: uncounted,
+            version,
         })
     }
 
@@ -165,7 +179,7 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
                 o.path, o.offset, o.total_lines
             );
         }
-        let mut out = String::with_capacity(o.content.len() + o.content.len() / 8);
+        let mut out = String::with_capacity(o.content.len() + o.content.len() / 8 + 32);
         let mut last = o.offset;
         for (i, line) in o.content.split_inclusive('\n').enumerate() {
             last = o.offset + i as u64;
@@ -189,6 +203,10 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
                 o.total_lines,
                 last + 1
             ));
+        }
+        if let Some(v) = &o.version {
+            // For the stale-write guard: models that read only the text need it too.
+            out.push_str(&format!("[version {v}]\n"));
         }
         out
     }
@@ -262,6 +280,7 @@ fn read_base64(
         size,
         encoding: Encoding::Base64,
         offset: start,
+        version: whole.then(|| crate::history::version_of(&bytes)),
     })
 }
 
@@ -295,7 +314,7 @@ const COUNT_AT_MOST: u64 = 64 * 1024 * 1024;
 /// whole, and the deadline is checked every buffer.
 fn read_lines(
     ctx: &Ctx,
-    file: cap_std::fs::File,
+    file: impl Read,
     offset: u64,
     limit: Option<u64>,
     max: u64,
@@ -367,6 +386,39 @@ fn read_lines(
     }
     let unterminated = u64::from(last_byte != b'\n');
     Ok((out, line_no - 1 + rest_lines + unterminated, false))
+}
+
+/// A reader that hashes what passes through it.
+struct Hashing<R> {
+    inner: R,
+    hash: sha2::Sha256,
+    read: u64,
+}
+
+impl<R: Read> Hashing<R> {
+    fn new(inner: R) -> Self {
+        Hashing {
+            inner,
+            hash: sha2::Digest::new(),
+            read: 0,
+        }
+    }
+
+    /// The version of everything read (as [`crate::history::version_of`]).
+    fn version(self) -> String {
+        let mut h = hex::encode(sha2::Digest::finalize(self.hash));
+        h.truncate(16);
+        h
+    }
+}
+
+impl<R: Read> Read for &mut Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        sha2::Digest::update(&mut self.hash, &buf[..n]);
+        self.read += n as u64;
+        Ok(n)
+    }
 }
 
 fn count_lines(bytes: &[u8]) -> u64 {

@@ -2,7 +2,7 @@
 
 use crate::util::{self, call, code};
 use ferret::{CallOptions, ErrorCode, Ferret, Session};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 
@@ -836,4 +836,92 @@ fn a_missed_edit_shows_the_closest_region_and_what_differs() {
         err.message
     );
     assert!(err.hint.unwrap().contains("41-43"));
+}
+
+// --- issue 11: the stale-write guard ------------------------------------------------------
+
+#[test]
+fn an_edit_against_a_version_the_file_no_longer_has_is_a_conflict_with_a_diff() {
+    let e = Env::new();
+    let f = e.ferret(true);
+    e.write("a.txt", "one\ntwo\nthree\n");
+    let read = call(&f, "read_file", json!({"path": "a.txt"})).unwrap();
+    let v1 = read["version"].as_str().unwrap().to_string();
+    assert_eq!(v1.len(), 16);
+    // a ranged read of the same bytes gives the same version
+    let part = call(
+        &f,
+        "read_file",
+        json!({"path": "a.txt", "offset": 2, "limit": 1}),
+    )
+    .unwrap();
+    assert_eq!(part["version"], v1.as_str());
+
+    // someone else changes the file after the read
+    e.write("a.txt", "one\nTWO\nthree\n");
+    let err = call(
+        &f,
+        "edit",
+        json!({"path": "a.txt", "old_string": "three", "new_string": "3", "expected_version": v1}),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Conflict);
+    assert!(err.message.contains("-two\n+TWO"), "{}", err.message);
+    assert_eq!(e.read("a.txt"), b"one\nTWO\nthree\n", "nothing changed");
+
+    // against the version it holds now, the edit applies
+    let v2 = call(&f, "read_file", json!({"path": "a.txt"})).unwrap()["version"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(v1, v2);
+    call(
+        &f,
+        "edit",
+        json!({"path": "a.txt", "old_string": "three", "new_string": "3", "expected_version": v2}),
+    )
+    .unwrap();
+    assert_eq!(e.read("a.txt"), b"one\nTWO\n3\n");
+}
+
+#[test]
+fn the_cli_refuses_a_stale_edit_too_without_a_diff_it_cannot_know() {
+    let (_t, root) = crate::util::tempdir();
+    crate::util::write(&root, "a.txt", "one\n");
+    let state = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        crate::util::bin()
+            .arg("--root")
+            .arg(&root)
+            .arg("--state-dir")
+            .arg(state.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["read", "a.txt", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let version = v["version"].as_str().unwrap().to_string();
+    crate::util::write(&root, "a.txt", "uno\n");
+    let out = run(&[
+        "--allow-write",
+        "edit",
+        "a.txt",
+        "--old",
+        "uno",
+        "--new",
+        "x",
+        "--expected-version",
+        &version,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("CONFLICT") && err.contains("read the file again"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "uno\n"
+    );
 }

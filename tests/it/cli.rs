@@ -460,9 +460,11 @@ fn exit_codes_and_usage_errors() {
     assert!(out.status.success());
     // human commands print text, or JSON with --json
     let out = ferret(r).args(["read", "a.txt"]).output().unwrap();
+    // numbered lines, then the content's version (for edit --expected-version)
+    let version = &ferret::history::version_of(b"hello\nworld\n");
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
-        "     1\thello\n     2\tworld\n"
+        format!("     1\thello\n     2\tworld\n[version {version}]\n")
     );
     let out = ferret(r)
         .args(["read", "a.txt", "--json"])
