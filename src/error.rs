@@ -38,6 +38,8 @@ pub enum ErrorCode {
     NoMatch,
     NotUnique,
     Conflict,
+    /// A create or move onto a path that is taken (without overwrite).
+    AlreadyExists,
     ConfirmationRequired,
     // everything the filesystem throws at us that is none of the above
     IoError,
@@ -69,6 +71,7 @@ impl ErrorCode {
             ErrorCode::NoMatch => "NO_MATCH",
             ErrorCode::NotUnique => "NOT_UNIQUE",
             ErrorCode::Conflict => "CONFLICT",
+            ErrorCode::AlreadyExists => "ALREADY_EXISTS",
             ErrorCode::ConfirmationRequired => "CONFIRMATION_REQUIRED",
             ErrorCode::IoError => "IO_ERROR",
         }

@@ -52,7 +52,11 @@ pub fn instructions(ferret: &Ferret, tools: &[String]) -> String {
         ),
         (
             "edit",
-            "change a file by replacing an exact string (old_string → new_string)",
+            "change a file by replacing a string (old_string → new_string); forgives whitespace and line-ending differences and says so",
+        ),
+        (
+            "write_file",
+            "create a file (overwrite: true to replace one)",
         ),
         ("file_delete", "delete safely: to the trash, undoable"),
         ("undo", "revert the last change (or a given one)"),
@@ -88,7 +92,16 @@ pub fn instructions(ferret: &Ferret, tools: &[String]) -> String {
                 .into(),
         );
     }
-    let writes = ["edit", "file_delete", "undo"].iter().any(|t| has(t));
+    if has("read_file") && (has("edit") || has("write_file")) {
+        practices.push(
+            "Pass the version read_file gave as expected_version when you change a file, so a change made \
+             by someone else meanwhile is not overwritten."
+                .into(),
+        );
+    }
+    let writes = ["edit", "write_file", "file_delete", "undo"]
+        .iter()
+        .any(|t| has(t));
     if writes {
         let mut p = String::from("Destructive operations need the user's confirmation");
         if has("file_delete") {

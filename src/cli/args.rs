@@ -29,7 +29,7 @@ pub struct Global {
     /// Append an audit record per tool call to FILE (JSON Lines). Env: FERRET_AUDIT_LOG.
     #[arg(long, global = true, value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
-    /// Let write tools change files (edit, rm, undo). Env: FERRET_ALLOW_WRITE.
+    /// Let write tools change files (edit, write, rm, undo). Env: FERRET_ALLOW_WRITE.
     #[arg(long, global = true)]
     pub allow_write: bool,
     /// Preview every change, write nothing. Env: FERRET_DRY_RUN.
@@ -67,6 +67,9 @@ pub enum Command {
     Glob(GlobArgs),
     /// Replace an exact string in a file (needs --allow-write).
     Edit(EditArgs),
+    /// Create a file from standard input (or --content), or replace one with --overwrite
+    /// (needs --allow-write).
+    Write(WriteArgs),
     /// Delete a file or directory: to the trash, undoable (needs --allow-write).
     Rm(RmArgs),
     /// Undo the last change, or change ID (needs --allow-write).
@@ -267,6 +270,27 @@ pub struct EditArgs {
     #[arg(long)]
     pub all: bool,
     /// Refuse the edit if the file is no longer at this version (from `ferret read --json`).
+    #[arg(long, value_name = "VERSION")]
+    pub expected_version: Option<String>,
+    /// Confirm a change to a confirm-listed path.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WriteArgs {
+    /// The file to write; missing directories are created.
+    pub path: String,
+    /// The content (default: read from standard input).
+    #[arg(long, allow_hyphen_values = true)]
+    pub content: Option<String>,
+    /// Replace the file if it exists (backed up first).
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Refuse if the file is no longer at this version (from `ferret read --json`).
     #[arg(long, value_name = "VERSION")]
     pub expected_version: Option<String>,
     /// Confirm a change to a confirm-listed path.

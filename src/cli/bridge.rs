@@ -4,13 +4,16 @@
 //! exit code is read from the tool's own `Output`. Renaming a tool's field breaks this
 //! file at compile time, not a user at run time.
 
-use super::args::{EditArgs, GlobArgs, GrepArgs, LsArgs, PathArgs, ReadArgs, RmArgs, UndoArgs};
+use super::args::{
+    EditArgs, GlobArgs, GrepArgs, LsArgs, PathArgs, ReadArgs, RmArgs, UndoArgs, WriteArgs,
+};
 use super::output::{print_json, print_text};
 use crate::context::{CallOptions, Ferret, Session};
 use crate::error::ErrorCode;
 use crate::tool::Tool;
 use crate::tools::{
     edit, file_delete, file_exists, get_file_info, glob, grep, list_directory, read_file, undo,
+    write_file,
 };
 
 impl From<GrepArgs> for grep::Params {
@@ -105,6 +108,29 @@ impl From<EditArgs> for edit::Params {
             expected_version: a.expected_version,
             dry_run: false, // --dry-run is global: the configuration carries it
         }
+    }
+}
+
+impl WriteArgs {
+    /// The params, with the content read from standard input unless given.
+    pub fn into_params(self) -> anyhow::Result<write_file::Params> {
+        let content = match self.content {
+            Some(c) => c,
+            None => {
+                let mut s = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                    .map_err(|e| anyhow::anyhow!("reading the content from standard input: {e}"))?;
+                s
+            }
+        };
+        Ok(write_file::Params {
+            path: self.path,
+            content,
+            encoding: read_file::Encoding::Utf8,
+            overwrite: self.overwrite,
+            expected_version: self.expected_version,
+            dry_run: false, // --dry-run is global: the configuration carries it
+        })
     }
 }
 

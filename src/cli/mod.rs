@@ -25,6 +25,7 @@ use crate::config::Mode;
 use crate::context::{Ferret, Session};
 use crate::tools::{
     edit, file_delete, file_exists, get_file_info, glob, grep, list_directory, read_file, undo,
+    write_file,
 };
 use bridge::Exit;
 use clap::Parser;
@@ -77,6 +78,7 @@ fn root_from_path(
         Command::Ls(a) => Some(&mut a.path),
         Command::Info(a) | Command::Exists(a) => Some(&mut a.path),
         Command::Edit(a) => Some(&mut a.path),
+        Command::Write(a) => Some(&mut a.path),
         Command::Rm(a) => Some(&mut a.path),
         _ => None,
     };
@@ -194,6 +196,12 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
         Command::Edit(a) => {
             let (json, yes) = (a.json, a.yes);
             bridge::run_confirmable(f, s, &edit::Edit, a.into(), json, yes, Exit::Success)
+        }
+        Command::Write(a) => {
+            let (json, yes) = (a.json, a.yes);
+            let tool = &write_file::WriteFile;
+            let params = a.into_params()?;
+            bridge::run_confirmable(f, s, tool, params, json, yes, Exit::Success)
         }
         Command::Rm(a) => {
             let (json, yes) = (a.json, a.yes);

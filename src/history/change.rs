@@ -52,6 +52,62 @@ impl History {
         )
     }
 
+    /// Creates the file `name` in `dir` with `content`, never over anything that stands
+    /// there (even something that appeared a moment ago), journalled as `entry`.
+    pub fn create(
+        &self,
+        dir: &Dir,
+        name: &OsStr,
+        content: &[u8],
+        mut entry: Entry,
+    ) -> ToolResult<u64> {
+        let shown = entry.path.clone();
+        let temp = format!(".ferret-{}.tmp", stamp());
+        entry.temp = Some(temp.clone());
+        let id = self.journal.with(|j| j.begin(entry, self.lease()))?;
+        let temp = OsString::from(temp);
+        let done = write::stage(dir, &temp, content, None)
+            .and_then(|()| write::move_noreplace(dir, &temp, dir, name))
+            .map(|()| write::sync_dir(dir));
+        self.finish(
+            id,
+            done.map_err(|e| {
+                write::discard(dir, &temp);
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    ToolError::new(
+                        ErrorCode::AlreadyExists,
+                        format!(
+                            "{shown} appeared while it was being created; it was left as it is"
+                        ),
+                    )
+                    .with_hint("read it, then pass overwrite: true to replace it")
+                } else {
+                    ToolError::io(&shown, &e)
+                }
+            }),
+        )
+    }
+
+    /// Removes the file `name` in `dir` (an undo of a create), journalled as `entry`;
+    /// `guard` runs with the journal locked, before the change begins.
+    pub fn unlink(
+        &self,
+        dir: &Dir,
+        name: &OsStr,
+        entry: Entry,
+        guard: impl FnOnce(&[Entry]) -> ToolResult<()>,
+    ) -> ToolResult<u64> {
+        let shown = entry.path.clone();
+        let id = self.journal.with(|j| {
+            guard(&j.entries)?;
+            j.begin(entry, self.lease())
+        })?;
+        let done = rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::empty())
+            .map(|()| write::sync_dir(dir))
+            .map_err(|e| ToolError::io(&shown, &e.into()));
+        self.finish(id, done)
+    }
+
     /// Moves the entry `name` in `dir` (real path `real`) to the trash: the home trash
     /// when `use_home` and it is usable for this object, else ferret's.
     pub fn trash(
@@ -283,11 +339,16 @@ pub(super) fn settle_orphan(h: &History, ws: &Workspace, e: &Entry) -> (Outcome,
             .and_then(|(d, n)| write::identity_at(d, n).ok())
     };
     match (e.action, &e.trash) {
-        (Action::Edit | Action::Undo, None) => {
+        (Action::Edit | Action::Create | Action::Undo, None) => {
             let now = parent
                 .zip(e.rel.file_name())
                 .and_then(|(d, n)| hash_at(d, n).ok());
-            if now.is_some() && now == e.sha256_after {
+            // An undo of a create writes nothing: it landed if the file is gone.
+            let landed = match &e.sha256_after {
+                Some(after) => now.as_ref() == Some(after),
+                None => e.action == Action::Undo && here_identity().is_none(),
+            };
+            if landed {
                 (
                     Outcome::Committed,
                     "recovered: the change had landed".into(),
@@ -348,7 +409,7 @@ pub(super) fn settle_orphan(h: &History, ws: &Workspace, e: &Entry) -> (Outcome,
                 )
             }
         }
-        (Action::Delete, None) | (Action::Edit, Some(_)) => {
+        (Action::Delete, None) | (Action::Edit | Action::Create, Some(_)) => {
             (Outcome::Aborted, "recovered: a malformed entry".into())
         }
     }

@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     Edit,
+    /// A new file (write_file without a file there).
+    Create,
     Delete,
     DeletePermanent,
     Undo,
@@ -31,6 +33,7 @@ impl Action {
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Edit => "edit",
+            Action::Create => "create",
             Action::Delete => "delete",
             Action::DeletePermanent => "delete_permanent",
             Action::Undo => "undo",
@@ -89,6 +92,10 @@ pub struct Entry {
     pub sha256_before: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sha256_after: Option<String>,
+    /// Creates: the directories made for the file, outermost first (removed again by
+    /// its undo when empty).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub created_dirs: Vec<PathBuf>,
     /// For `undo` entries: the change undone.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub undoes: Option<u64>,
@@ -105,6 +112,8 @@ impl Entry {
     pub fn undoable(&self) -> bool {
         match self.action {
             Action::Edit => self.backup_path.is_some(),
+            // What was written is known by its hash: the undo removes exactly that.
+            Action::Create => self.sha256_after.is_some(),
             Action::Delete => self.trash.is_some(),
             Action::DeletePermanent | Action::Undo => false,
         }
@@ -124,6 +133,7 @@ impl Entry {
             timestamp: crate::clock::now_rfc3339(),
             sha256_before: None,
             sha256_after: None,
+            created_dirs: Vec::new(),
             undoes: None,
             lease: String::new(),
             pending: true,

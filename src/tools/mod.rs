@@ -13,6 +13,7 @@ pub mod locate;
 pub mod read_file;
 pub mod search_files;
 pub mod undo;
+pub mod write_file;
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::registry::Registry;
@@ -37,6 +38,7 @@ pub fn register_all(r: &mut Registry) {
     r.register(search_files::SearchFiles);
     r.register(file_search::FileSearch);
     r.register(edit::Edit);
+    r.register(write_file::WriteFile);
     r.register(file_delete::FileDelete);
     r.register(undo::Undo);
 }

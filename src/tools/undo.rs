@@ -5,7 +5,8 @@
 //! nothing is ever lost. A delete is undone by moving exactly the object the journal
 //! recorded (same inode, same content) back from the trash into the directory that held
 //! it, opened beneath the root without a symlink on the way, and never over something
-//! standing there. The undo is itself journalled; the check that a change is not already
+//! standing there. A create is undone by removing the file only if it still holds what
+//! was written (and the directories made for it, when empty). The undo is itself journalled; the check that a change is not already
 //! undone and the undo's own journal entry are made under one journal lock, so two
 //! undos, in any number of processes, never restore one change twice.
 
@@ -104,6 +105,87 @@ fn undo_delete(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -
         return Ok(());
     }
     out.change_id = Some(history.restore(target, dir, name, not_undone(target.id))?);
+    Ok(())
+}
+
+/// Removes a file a create made, if it still holds what was written (or, forced, after
+/// backing up what it holds now), and the directories made for it that are empty.
+fn undo_create(
+    ctx: &Ctx,
+    history: &History,
+    target: &Entry,
+    force: bool,
+    out: &mut Output,
+) -> ToolResult<()> {
+    let ws = ctx.workspace();
+    let wp = ws.root_path(target.root).join(&target.rel);
+    let probe = ws.entry(&wp, false)?;
+    if probe.real.rel() != target.rel {
+        return Err(conflict(format!(
+            "a directory on the way to {} is now a symbolic link; nothing was removed",
+            target.path
+        )));
+    }
+    match &probe.meta {
+        Some(m) if m.is_file() => {}
+        Some(_) => return Err(conflict(format!("{} is no longer a file", target.path))),
+        None => {
+            return Err(conflict(format!(
+                "{} is already gone; there is nothing to undo",
+                target.path
+            )));
+        }
+    }
+    let (file, _, at) = ws.open_file_locked(&wp, LOCK_WAIT)?;
+    let mut current = Vec::new();
+    (&file)
+        .read_to_end(&mut current)
+        .map_err(|e| ToolError::io(&target.path, &e))?;
+    out.diff = similar::TextDiff::from_lines(String::from_utf8_lossy(&current).as_ref(), "")
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{} (now)", target.path), "/dev/null (removed)")
+        .to_string();
+    let unchanged = Some(sha256(&current)) == target.sha256_after;
+    if !unchanged && !force {
+        return Err(conflict(format!(
+            "{} was changed after change {} created it; removing it would lose that:\n{}",
+            target.path, target.id, out.diff
+        ))
+        .with_hint("pass force: true to undo anyway; the current content is backed up first"));
+    }
+    if out.dry_run {
+        return Ok(());
+    }
+    let mut entry = Entry::new(Action::Undo, target.path.clone(), target.root, &target.rel);
+    entry.undoes = Some(target.id);
+    entry.sha256_before = Some(sha256(&current));
+    if !unchanged {
+        let b = history.backup(target.root, &target.rel, &current)?;
+        out.backup = Some(b.display().to_string());
+        entry.backup_path = Some(b);
+    }
+    let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
+        return Err(conflict(format!(
+            "the directory that held {} is gone",
+            target.path
+        )));
+    };
+    out.change_id = Some(history.unlink(dir, name, entry, not_undone(target.id))?);
+    // The directories made for the file, innermost first, if nothing else is in them.
+    for rel in target.created_dirs.iter().rev() {
+        let Ok(at) = ws.entry(&ws.root_path(target.root).join(rel), false) else {
+            break;
+        };
+        let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
+            break;
+        };
+        if at.real.rel() != rel.as_path()
+            || rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::REMOVEDIR).is_err()
+        {
+            break;
+        }
+    }
     Ok(())
 }
 
@@ -266,6 +348,7 @@ current content.",
         };
         match target.action {
             Action::Edit => undo_edit(ctx, history, target, p.force, &mut out)?,
+            Action::Create => undo_create(ctx, history, target, p.force, &mut out)?,
             Action::Delete => undo_delete(ctx, history, target, &mut out)?,
             Action::DeletePermanent => {
                 return Err(conflict(format!(

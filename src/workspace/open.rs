@@ -198,6 +198,82 @@ impl Workspace {
     }
 }
 
+impl Workspace {
+    /// For creating `p`: the directory that will hold it, opened beneath the root, with
+    /// the directories missing on the way created one by one through the handle of the
+    /// one before (`mkdirat`, then an `O_NOFOLLOW` open, so a name swapped for a symlink
+    /// in between is refused, not followed). Every new name is checked against the rules
+    /// before it is made. Returns the resolution of `p` (its `parent` is the directory)
+    /// and the directories created, outermost first, relative to the root.
+    pub fn make_parents(&self, p: &WsPath) -> ToolResult<(Resolved, Vec<std::path::PathBuf>)> {
+        let shown = self.display(p);
+        let r = self.entry(p, true)?;
+        if r.parent.is_some() {
+            return Ok((r, Vec::new()));
+        }
+        // The nearest ancestor that exists, as it really is.
+        let mut missing: Vec<std::ffi::OsString> = Vec::new();
+        let mut at = p.clone();
+        let (base_real, mut dir) = loop {
+            let Some(name) = at.rel.file_name().map(|n| n.to_os_string()) else {
+                return Err(not_found(&shown));
+            };
+            missing.push(name);
+            at = WsPath {
+                root: at.root,
+                rel: at.rel.parent().map(|q| q.to_path_buf()).unwrap_or_default(),
+            };
+            let up = self.entry(&at, true)?;
+            match &up.meta {
+                Some(m) if m.is_dir() => break (up.real.clone(), self.open_dir(&at)?),
+                Some(_) => {
+                    return Err(ToolError::new(
+                        ErrorCode::NotADirectory,
+                        format!("{} is not a directory", self.display(&at)),
+                    ));
+                }
+                None => continue,
+            }
+        };
+        // `missing` holds the final name first; create the others, outermost first.
+        let mut created = Vec::new();
+        let mut real = base_real;
+        while missing.len() > 1 {
+            let Some(name) = missing.pop() else { break };
+            real = real.join(&name);
+            let here = self.display(&real);
+            self.check_name(&real, &here, Some(true))?;
+            match rustix::fs::mkdirat(&dir, &name, rustix::fs::Mode::from_raw_mode(0o755)) {
+                Ok(()) => created.push(real.rel.clone()),
+                // Made by someone else meanwhile: used if it is a real directory.
+                Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(ToolError::io(&here, &e.into())),
+            }
+            dir = dir
+                .open_dir_nofollow(&name)
+                .map_err(|e| raced_or_io(&here, &e))?;
+        }
+        let Some(name) = missing.pop() else {
+            return Err(not_found(&shown));
+        };
+        let real = real.join(&name);
+        self.check_name(&real, &shown, Some(false))?;
+        let meta = match dir.symlink_metadata(&name) {
+            Ok(m) => Some(m),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(ToolError::io(&shown, &e)),
+        };
+        Ok((
+            Resolved {
+                real,
+                parent: Some(dir),
+                meta,
+            },
+            created,
+        ))
+    }
+}
+
 /// The error for a name that matches a deny rule. It reads the same whether or not the
 /// object exists.
 pub(crate) fn denied_error(shown: &str) -> ToolError {

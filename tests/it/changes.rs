@@ -925,3 +925,126 @@ fn the_cli_refuses_a_stale_edit_too_without_a_diff_it_cannot_know() {
         "uno\n"
     );
 }
+
+// --- issue 11: write_file -------------------------------------------------------------------
+
+#[test]
+fn write_file_creates_refuses_to_clobber_and_undoes_cleanly() {
+    let e = Env::new();
+    let f = e.ferret(true);
+    let out = call(
+        &f,
+        "write_file",
+        json!({"path": "src/new/mod.rs", "content": "pub fn f() {}\n"}),
+    )
+    .unwrap();
+    assert_eq!(out["created"], true);
+    assert_eq!(out["created_dirs"], json!(["src", "src/new"]));
+    assert_eq!(e.read("src/new/mod.rs"), b"pub fn f() {}\n");
+
+    let err = call(
+        &f,
+        "write_file",
+        json!({"path": "src/new/mod.rs", "content": "other\n"}),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::AlreadyExists);
+    assert_eq!(e.read("src/new/mod.rs"), b"pub fn f() {}\n");
+
+    let over = call(
+        &f,
+        "write_file",
+        json!({"path": "src/new/mod.rs", "content": "pub fn g() {}\n", "overwrite": true}),
+    )
+    .unwrap();
+    assert_eq!(over["created"], false);
+    assert!(
+        over["diff"]
+            .as_str()
+            .unwrap()
+            .contains("-pub fn f() {}\n+pub fn g() {}\n")
+    );
+    assert!(over["backup"].is_string());
+
+    // undo the overwrite, then the create: the tree is as it was
+    call(&f, "undo", json!({})).unwrap();
+    assert_eq!(e.read("src/new/mod.rs"), b"pub fn f() {}\n");
+    call(&f, "undo", json!({})).unwrap();
+    assert!(
+        !e.p("src").exists(),
+        "file and the directories made for it are gone"
+    );
+}
+
+#[test]
+fn undo_of_a_create_keeps_a_file_changed_since() {
+    let e = Env::new();
+    let f = e.ferret(true);
+    let out = call(
+        &f,
+        "write_file",
+        json!({"path": "a.txt", "content": "one\n"}),
+    )
+    .unwrap();
+    let id = out["change_id"].as_u64().unwrap();
+    e.write("a.txt", "one, edited by hand\n");
+    let err = call(&f, "undo", json!({"id": id})).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Conflict);
+    assert!(
+        err.message.contains("-one, edited by hand"),
+        "{}",
+        err.message
+    );
+    assert_eq!(e.read("a.txt"), b"one, edited by hand\n");
+    // forced: removed, and what it held is backed up
+    let out = call(&f, "undo", json!({"id": id, "force": true})).unwrap();
+    assert!(!e.p("a.txt").exists());
+    let backup = out["backup"].as_str().unwrap();
+    assert_eq!(std::fs::read(backup).unwrap(), b"one, edited by hand\n");
+}
+
+#[test]
+fn write_file_checks_versions_sizes_and_base64_and_dry_runs_write_nothing() {
+    let e = Env::new();
+    let f = e.ferret(true);
+    e.write("a.txt", "old\n");
+    let v = call(&f, "read_file", json!({"path": "a.txt"})).unwrap()["version"].clone();
+    e.write("a.txt", "changed\n");
+    let err = call(
+        &f,
+        "write_file",
+        json!({"path": "a.txt", "content": "new\n", "overwrite": true, "expected_version": v}),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Conflict);
+    assert_eq!(e.read("a.txt"), b"changed\n");
+
+    let out = call(
+        &f,
+        "write_file",
+        json!({"path": "bin/x.dat", "content": "AAEC/w==", "encoding": "base64"}),
+    )
+    .unwrap();
+    assert_eq!(out["size"], 4);
+    assert_eq!(e.read("bin/x.dat"), [0u8, 1, 2, 255]);
+    let err = call(
+        &f,
+        "write_file",
+        json!({"path": "y.dat", "content": "not base64!", "encoding": "base64"}),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidArgument);
+
+    let out = call(
+        &f,
+        "write_file",
+        json!({"path": "deep/er/z.txt", "content": "z\n", "dry_run": true}),
+    )
+    .unwrap();
+    assert_eq!(out["dry_run"], true);
+    assert!(!e.p("deep").exists());
+
+    let g = e.ferret(false);
+    let err = call(&g, "write_file", json!({"path": "w.txt", "content": "w"})).unwrap_err();
+    assert_eq!(err.code, ErrorCode::WriteDisabled);
+}

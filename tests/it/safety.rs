@@ -888,3 +888,103 @@ fn undo_finds_the_trash_the_delete_used_even_if_the_environment_changed() {
     assert_eq!(w.read("a.txt"), "mine\n");
     assert!(!w.data.join("Trash/info/a.txt.trashinfo").exists());
 }
+
+// --- write_file: every way a create could land outside or on a secret --------------------
+
+#[test]
+fn write_file_never_creates_through_links_out_or_onto_secrets() {
+    let w = Ws::new();
+    w.write(".ssh/known_hosts", SECRET);
+    let before = w.outside_snapshot();
+    symlink(&w.outside, w.p("out")).unwrap();
+    symlink(".ssh", w.p("keys")).unwrap();
+    symlink(w.outside.join("new.txt"), w.p("dangling_out.txt")).unwrap();
+    symlink(".env.local", w.p("dangling_secret")).unwrap();
+    let name = w.root.file_name().unwrap().to_str().unwrap().to_string();
+    symlink(format!("../{name}/.git"), w.p("round_trip_git")).unwrap();
+    for (path, want) in [
+        ("out/pwned.txt", "PATH_ESCAPE"),
+        ("out/deeper/dir/pwned.txt", "PATH_ESCAPE"),
+        ("dangling_out.txt", "PATH_ESCAPE"),
+        ("keys/authorized_keys", "DENIED_PATTERN"),
+        ("dangling_secret", "DENIED_PATTERN"),
+        (".git/hooks/pre-commit", "DENIED_PATTERN"),
+        ("round_trip_git/hooks/post-checkout", "DENIED_PATTERN"),
+        ("sub/.env", "DENIED_PATTERN"),
+        ("../outside/x.txt", "PATH_TRAVERSAL"),
+    ] {
+        let (code, v) = w.call(
+            "write_file",
+            json!({"path": path, "content": "#!/bin/sh\necho pwned\n"}),
+        );
+        assert_eq!(code.as_deref(), Some(want), "{path}: {v}");
+    }
+    assert_eq!(w.outside_snapshot(), before, "nothing appeared outside");
+    assert!(!w.p(".ssh/authorized_keys").exists());
+    assert!(!w.p(".env.local").exists());
+    assert!(!w.p(".git").exists(), "no .git made");
+    assert!(
+        !w.p("sub").exists(),
+        "no directory left by a refused create"
+    );
+}
+
+#[test]
+fn write_file_never_creates_outside_while_a_directory_is_swapped() {
+    let w = Ws::new();
+    let before = w.outside_snapshot();
+    let swapper = Flipper::start(&w, "inside\n");
+    let mut created = 0;
+    for i in 0..1000 {
+        if i >= 200 && created > 0 {
+            break;
+        }
+        let path = format!("d/new{i}.txt");
+        let out = w.run(&["write", &path, "--content", "x\n"]);
+        created += usize::from(out.status.success());
+    }
+    swapper.stop();
+    let after: Vec<_> = w
+        .outside_snapshot()
+        .into_iter()
+        .filter(|(p, _)| !before.iter().any(|(q, _)| q == p))
+        .collect();
+    assert!(after.is_empty(), "created outside: {after:?}");
+    assert!(
+        created > 0,
+        "the race never let a create through: it tested nothing"
+    );
+    assert!(w.temp_files().is_empty());
+}
+
+#[test]
+fn two_processes_creating_one_file_leave_one_whole_winner() {
+    for round in 0..10 {
+        let w = std::sync::Arc::new(Ws::new());
+        let runs: Vec<_> = ["first\n", "second\n"]
+            .into_iter()
+            .map(|content| {
+                let w = w.clone();
+                std::thread::spawn(move || {
+                    w.run(&["write", "new/file.txt", "--content", content])
+                        .status
+                        .success()
+                })
+            })
+            .collect();
+        let ok: Vec<bool> = runs.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(
+            ok.iter().filter(|&&s| s).count(),
+            1,
+            "round {round}: {ok:?}"
+        );
+        let now = w.read("new/file.txt");
+        assert!(now == "first\n" || now == "second\n", "{now:?}");
+        let creates = w
+            .journal()
+            .iter()
+            .filter(|e| e["action"] == "create")
+            .count();
+        assert_eq!(creates, 1, "only the winner is journalled");
+    }
+}

@@ -145,7 +145,8 @@ async def test_every_tool_result_matches_its_output_schema(ws, mode):
             assert text(r), name
         r = await c.call_tool("read_file", {"path": "a.txt"})
         assert r.structured_content["content"] == "hello\nworld\n"
-        assert text(r) == "     1\thello\n     2\tworld\n"
+        version = r.structured_content["version"]
+        assert text(r) == f"     1\thello\n     2\tworld\n[version {version}]\n"
         r = await c.call_tool("grep", {"pattern": "TODO"})
         assert r.structured_content == {"files": [{"path": "src/main.rs"}], "file_count": 1, "truncated": False}
 
@@ -278,6 +279,41 @@ async def test_write_tools_are_listed_only_when_writes_are_on(ws, tmp_path):
         assert not r.is_error, text(r)
         jsonschema.validate(r.structured_content, tools["undo"].output_schema)
         assert (ws / "a.txt").read_text() == "hello\nworld\n"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_write_file_and_the_stale_write_guard_over_mcp(ws, tmp_path, mode):
+    async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "state"), mode=mode) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        assert "write_file" in tools and "expected_version" in tools["edit"].input_schema["properties"]
+        r = await c.call_tool("write_file", {"path": "pkg/new.py", "content": "x = 1\n"})
+        assert not r.is_error, text(r)
+        jsonschema.validate(r.structured_content, tools["write_file"].output_schema)
+        assert (ws / "pkg" / "new.py").read_text() == "x = 1\n"
+        r = await c.call_tool("write_file", {"path": "pkg/new.py", "content": "y\n"})
+        assert r.is_error and text(r).startswith("ALREADY_EXISTS")
+
+        read = await c.call_tool("read_file", {"path": "a.txt"})
+        version = read.structured_content["version"]
+        assert f"[version {version}]" in text(read), "the model reading only text sees it too"
+        (ws / "a.txt").write_text("hello\nthere\n")
+        r = await c.call_tool(
+            "edit", {"path": "a.txt", "old_string": "hello", "new_string": "bye", "expected_version": version}
+        )
+        assert r.is_error and text(r).startswith("CONFLICT")
+        assert "-world" in text(r) and "+there" in text(r), "the diff shows what changed since the read"
+
+        # an edit that needs a forgiving rule says which
+        (ws / "b.py").write_text("def f():\n    return 1   \n")
+        r = await c.call_tool("edit", {"path": "b.py", "old_string": "    return 1\n", "new_string": "    return 2\n"})
+        assert not r.is_error, text(r)
+        assert r.structured_content["match"] == "trailing_whitespace"
+
+        r = await c.call_tool("undo", {})
+        r = await c.call_tool("undo", {})
+        assert not r.is_error, text(r)
+        assert not (ws / "pkg" / "new.py").exists()
 
 
 @pytest.mark.anyio

@@ -1,0 +1,300 @@
+//! `write_file`: create a file (and the directories missing on the way), or with
+//! `overwrite` replace one, atomically, journalled and undoable.
+//!
+//! A new file is staged beside its name and renamed into place with `RENAME_NOREPLACE`,
+//! so a file that appears meanwhile is never replaced; the directories on the way are
+//! made through directory handles ([`Workspace::make_parents`]). Replacing goes the way
+//! an edit goes: the old content backed up, the new one renamed over it, a diff returned.
+//! Undo of a create removes the file only if it still holds what was written.
+//!
+//! [`Workspace::make_parents`]: crate::workspace::Workspace::make_parents
+
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::history::{Action, Entry, sha256};
+use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
+use crate::tools::human_size;
+use crate::tools::read_file::Encoding;
+use base64::Engine;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::os::fd::AsFd;
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// File to write, relative to the workspace root. Missing directories are created.
+    pub path: String,
+    /// The whole content of the file.
+    pub content: String,
+    /// `utf-8` (default), or `base64` for binary content.
+    #[serde(default)]
+    pub encoding: Encoding,
+    /// Replace the file if it exists (its content is backed up first). Without it, an
+    /// existing file is refused with ALREADY_EXISTS.
+    #[serde(default)]
+    pub overwrite: bool,
+    /// With overwrite: the version read_file gave; refused (CONFLICT) if the file has
+    /// changed since.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub expected_version: Option<String>,
+    /// Say what would be written without writing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    pub path: String,
+    /// A new file (false: an existing one was replaced).
+    pub created: bool,
+    /// Bytes written.
+    pub size: u64,
+    /// Directories created for it, outermost first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub created_dirs: Vec<String>,
+    /// Unified diff from the old content (replacing a text file only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// Where the replaced content was saved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backup: Option<String>,
+    /// The version of the content written (for a later expected_version).
+    pub version: String,
+    /// The undo journal's id for this change (absent on a dry run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change_id: Option<u64>,
+    pub dry_run: bool,
+}
+
+pub struct WriteFile;
+
+impl Tool for WriteFile {
+    type Params = Params;
+    type Output = Output;
+
+    fn meta(&self) -> ToolMeta {
+        ToolMeta {
+            name: "write_file",
+            title: "Write a file",
+            description: "Create a file with the given content, and any missing directories. An existing file is \
+refused (ALREADY_EXISTS) unless overwrite is true, which backs it up first and returns a diff; prefer edit for \
+changing part of a file. Pass expected_version (from read_file) to refuse if the file changed since you read it. \
+Atomic; undo removes a created file (only if unchanged) or restores a replaced one. encoding base64 for binary \
+content; dry_run to preview.",
+            annotations: Annotations::WRITE,
+            served_by_default: true,
+        }
+    }
+
+    fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
+        let content = match p.encoding {
+            Encoding::Utf8 => p.content.into_bytes(),
+            Encoding::Base64 => base64::engine::general_purpose::STANDARD
+                .decode(p.content.trim())
+                .map_err(|e| {
+                    ToolError::invalid(format!("content is not valid base64: {e}"))
+                        .with_hint("send text with encoding utf-8, or standard base64 with padding")
+                })?,
+        };
+        let max = ctx.config().max_edit_file_size;
+        if max > 0 && content.len() as u64 > max {
+            return Err(ToolError::new(
+                ErrorCode::FileTooLarge,
+                format!(
+                    "the content is {}, over the {} limit for a write",
+                    human_size(content.len() as u64),
+                    human_size(max)
+                ),
+            ));
+        }
+        let ws = ctx.workspace();
+        let wp = ctx.resolve(&p.path)?;
+        let shown = ws.display(&wp);
+        ctx.set_audit_path(shown.clone());
+        let dry_run = p.dry_run || ctx.config().dry_run;
+        let version = crate::history::version_of(&content);
+
+        // What stands there now, without creating anything yet.
+        let probe = ws.entry(&wp, true)?;
+        match &probe.meta {
+            Some(m) if m.is_dir() => Err(ToolError::new(
+                ErrorCode::IsADirectory,
+                format!("{shown} is a directory"),
+            )),
+            Some(_) if !p.overwrite => Err(ToolError::new(
+                ErrorCode::AlreadyExists,
+                format!("{shown} already exists; nothing was written"),
+            )
+            .with_hint("use edit to change part of it, or pass overwrite: true to replace it (it is backed up first)")),
+            Some(_) => replace(ctx, &wp, &shown, &content, p.expected_version.as_deref(), version, dry_run),
+            None => {
+                if p.expected_version.is_some() {
+                    return Err(ToolError::new(
+                        ErrorCode::Conflict,
+                        format!("{shown} no longer exists; it was deleted since it was read"),
+                    )
+                    .with_hint("leave out expected_version to create it anew"));
+                }
+                create(ctx, &wp, &shown, &content, version, dry_run)
+            }
+        }
+    }
+
+    fn render(&self, o: &Output) -> String {
+        let verb = match (o.dry_run, o.created) {
+            (true, true) => "Would create",
+            (true, false) => "Would replace",
+            (false, true) => "Created",
+            (false, false) => "Replaced",
+        };
+        let mut s = format!("{verb} {} ({} bytes", o.path, o.size);
+        if !o.created_dirs.is_empty() {
+            s.push_str(&format!("; new directories: {}", o.created_dirs.join(", ")));
+        }
+        if let Some(b) = &o.backup {
+            s.push_str(&format!("; backup: {b}"));
+        }
+        if let Some(id) = o.change_id {
+            s.push_str(&format!("; change {id}, undo with undo"));
+        }
+        s.push_str(&format!("; version {})", o.version));
+        if let Some(d) = &o.diff {
+            s.push_str(":\n");
+            s.push_str(d);
+        }
+        s
+    }
+}
+
+fn create(
+    ctx: &Ctx,
+    wp: &crate::workspace::WsPath,
+    shown: &str,
+    content: &[u8],
+    version: String,
+    dry_run: bool,
+) -> ToolResult<Output> {
+    let ws = ctx.workspace();
+    let mut out = Output {
+        path: shown.to_string(),
+        created: true,
+        size: content.len() as u64,
+        created_dirs: Vec::new(),
+        diff: None,
+        backup: None,
+        version,
+        change_id: None,
+        dry_run,
+    };
+    if dry_run {
+        return Ok(out);
+    }
+    // The rules ask about the real name (a directory on the way may be a link).
+    if ws.needs_confirmation(&ws.entry(wp, true)?.real, false) {
+        ctx.confirm(&format!("creating {shown} (on the confirm list)"), false)?;
+    }
+    let history = ctx.history()?;
+    let (at, created) = ws.make_parents(wp)?;
+    out.created_dirs = created
+        .iter()
+        .map(|rel| ws.display(&ws.root_path(wp.root_index()).join(rel)))
+        .collect();
+    if at.meta.is_some() {
+        return Err(ToolError::new(
+            ErrorCode::AlreadyExists,
+            format!("{shown} appeared while it was being created; it was left as it is"),
+        ));
+    }
+    let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
+        return Err(ToolError::new(
+            ErrorCode::NotFound,
+            format!("{shown}: no place to create it"),
+        ));
+    };
+    let mut entry = Entry::new(
+        Action::Create,
+        ws.display(&at.real),
+        at.real.root_index(),
+        at.real.rel(),
+    );
+    entry.sha256_after = Some(sha256(content));
+    entry.created_dirs = created;
+    out.change_id = Some(history.create(dir, name, content, entry)?);
+    Ok(out)
+}
+
+fn replace(
+    ctx: &Ctx,
+    wp: &crate::workspace::WsPath,
+    shown: &str,
+    content: &[u8],
+    expected_version: Option<&str>,
+    version: String,
+    dry_run: bool,
+) -> ToolResult<Output> {
+    let ws = ctx.workspace();
+    // Locked until the change is made, as edit does.
+    let (file, _, at) = ws.open_file_locked(wp, crate::workspace::LOCK_WAIT)?;
+    let mut before = Vec::new();
+    (&file)
+        .read_to_end(&mut before)
+        .map_err(|e| ToolError::io(shown, &e))?;
+    if let Some(v) = expected_version {
+        super::edit::check_version(ctx, v, &before, shown)?;
+    }
+    let diff = match (std::str::from_utf8(&before), std::str::from_utf8(content)) {
+        (Ok(old), Ok(new)) => Some(
+            similar::TextDiff::from_lines(old, new)
+                .unified_diff()
+                .context_radius(3)
+                .header(&format!("a/{shown}"), &format!("b/{shown}"))
+                .to_string(),
+        ),
+        _ => None,
+    };
+    let mut out = Output {
+        path: shown.to_string(),
+        created: false,
+        size: content.len() as u64,
+        created_dirs: Vec::new(),
+        diff,
+        backup: None,
+        version,
+        change_id: None,
+        dry_run,
+    };
+    if dry_run {
+        return Ok(out);
+    }
+    let real = at.real.clone();
+    if ws.needs_confirmation(&real, false) {
+        ctx.confirm(&format!("replacing {shown} (on the confirm list)"), false)?;
+    }
+    let history = ctx.history()?;
+    let backup = if ctx.config().backup_enabled {
+        Some(history.backup(real.root_index(), real.rel(), &before)?)
+    } else {
+        None
+    };
+    let mut entry = Entry::new(
+        Action::Edit,
+        ws.display(&real),
+        real.root_index(),
+        real.rel(),
+    );
+    entry.backup_path = backup.clone();
+    entry.sha256_before = Some(sha256(&before));
+    entry.sha256_after = Some(sha256(content));
+    let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
+        return Err(ToolError::new(
+            ErrorCode::NotFound,
+            format!("{shown} is gone"),
+        ));
+    };
+    out.change_id =
+        Some(history.replace(dir, name, Some(file.as_fd()), content, entry, |_| Ok(()))?);
+    out.backup = backup.map(|b| b.display().to_string());
+    Ok(out)
+}
