@@ -58,6 +58,7 @@ pub fn instructions(ferret: &Ferret, tools: &[String]) -> String {
             "write_file",
             "create a file (overwrite: true to replace one)",
         ),
+        ("move", "move or rename a file or directory, undoable"),
         ("file_delete", "delete safely: to the trash, undoable"),
         ("undo", "revert the last change (or a given one)"),
     ];
@@ -99,7 +100,7 @@ pub fn instructions(ferret: &Ferret, tools: &[String]) -> String {
                 .into(),
         );
     }
-    let writes = ["edit", "write_file", "file_delete", "undo"]
+    let writes = ["edit", "write_file", "move", "file_delete", "undo"]
         .iter()
         .any(|t| has(t));
     if writes {

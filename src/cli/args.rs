@@ -29,7 +29,7 @@ pub struct Global {
     /// Append an audit record per tool call to FILE (JSON Lines). Env: FERRET_AUDIT_LOG.
     #[arg(long, global = true, value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
-    /// Let write tools change files (edit, write, rm, undo). Env: FERRET_ALLOW_WRITE.
+    /// Let write tools change files (edit, write, mv, rm, undo). Env: FERRET_ALLOW_WRITE.
     #[arg(long, global = true)]
     pub allow_write: bool,
     /// Preview every change, write nothing. Env: FERRET_DRY_RUN.
@@ -70,6 +70,8 @@ pub enum Command {
     /// Create a file from standard input (or --content), or replace one with --overwrite
     /// (needs --allow-write).
     Write(WriteArgs),
+    /// Move or rename a file or directory, undoable (needs --allow-write).
+    Mv(MvArgs),
     /// Delete a file or directory: to the trash, undoable (needs --allow-write).
     Rm(RmArgs),
     /// Undo the last change, or change ID (needs --allow-write).
@@ -293,6 +295,23 @@ pub struct WriteArgs {
     /// Refuse if the file is no longer at this version (from `ferret read --json`).
     #[arg(long, value_name = "VERSION")]
     pub expected_version: Option<String>,
+    /// Confirm a change to a confirm-listed path.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MvArgs {
+    /// The file or directory to move.
+    pub source: String,
+    /// Its new path; missing directories are created.
+    pub destination: String,
+    /// Replace a file at the destination (backed up first).
+    #[arg(long)]
+    pub overwrite: bool,
     /// Confirm a change to a confirm-listed path.
     #[arg(long, short = 'y')]
     pub yes: bool,

@@ -5,15 +5,15 @@
 //! file at compile time, not a user at run time.
 
 use super::args::{
-    EditArgs, GlobArgs, GrepArgs, LsArgs, PathArgs, ReadArgs, RmArgs, UndoArgs, WriteArgs,
+    EditArgs, GlobArgs, GrepArgs, LsArgs, MvArgs, PathArgs, ReadArgs, RmArgs, UndoArgs, WriteArgs,
 };
 use super::output::{print_json, print_text};
 use crate::context::{CallOptions, Ferret, Session};
 use crate::error::ErrorCode;
 use crate::tool::Tool;
 use crate::tools::{
-    edit, file_delete, file_exists, get_file_info, glob, grep, list_directory, read_file, undo,
-    write_file,
+    edit, file_delete, file_exists, get_file_info, glob, grep, list_directory, move_path,
+    read_file, undo, write_file,
 };
 
 impl From<GrepArgs> for grep::Params {
@@ -131,6 +131,17 @@ impl WriteArgs {
             expected_version: self.expected_version,
             dry_run: false, // --dry-run is global: the configuration carries it
         })
+    }
+}
+
+impl From<MvArgs> for move_path::Params {
+    fn from(a: MvArgs) -> Self {
+        move_path::Params {
+            source: a.source,
+            destination: a.destination,
+            overwrite: a.overwrite,
+            dry_run: false, // --dry-run is global: the configuration carries it
+        }
     }
 }
 

@@ -24,8 +24,8 @@ pub use overrides::load_config;
 use crate::config::Mode;
 use crate::context::{Ferret, Session};
 use crate::tools::{
-    edit, file_delete, file_exists, get_file_info, glob, grep, list_directory, read_file, undo,
-    write_file,
+    edit, file_delete, file_exists, get_file_info, glob, grep, list_directory, move_path,
+    read_file, undo, write_file,
 };
 use bridge::Exit;
 use clap::Parser;
@@ -202,6 +202,11 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
             let tool = &write_file::WriteFile;
             let params = a.into_params()?;
             bridge::run_confirmable(f, s, tool, params, json, yes, Exit::Success)
+        }
+        Command::Mv(a) => {
+            let (json, yes) = (a.json, a.yes);
+            let tool = &move_path::Move;
+            bridge::run_confirmable(f, s, tool, a.into(), json, yes, Exit::Success)
         }
         Command::Rm(a) => {
             let (json, yes) = (a.json, a.yes);

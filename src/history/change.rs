@@ -88,6 +88,78 @@ impl History {
         )
     }
 
+    /// Moves the entry `from_name` in `from` to `to_name` in `to` (journalled as
+    /// `entry`, whose `moved` record names the object by device and inode). Without
+    /// `replace` nothing standing at the destination is replaced, even something that
+    /// appeared a moment ago. The object that arrived must be the one recorded; if the
+    /// source name was swapped for another object in between, it is moved back and the
+    /// move refused. `guard` runs with the journal locked, before the change begins.
+    #[allow(clippy::too_many_arguments)]
+    pub fn move_entry(
+        &self,
+        from: &Dir,
+        from_name: &OsStr,
+        to: &Dir,
+        to_name: &OsStr,
+        replace: bool,
+        entry: Entry,
+        guard: impl FnOnce(&[Entry]) -> ToolResult<()>,
+    ) -> ToolResult<u64> {
+        let shown = entry.path.clone();
+        let want = entry.moved.as_ref().map(|m| (m.dev, m.ino));
+        let to_shown = entry
+            .moved
+            .as_ref()
+            .map(|m| m.to_path.clone())
+            .unwrap_or_default();
+        let id = self.journal.with(|j| {
+            guard(&j.entries)?;
+            j.begin(entry, self.lease())
+        })?;
+        let moved = if replace {
+            rustix::fs::renameat(from, from_name, to, to_name).map_err(std::io::Error::from)
+        } else {
+            write::move_noreplace(from, from_name, to, to_name)
+        };
+        if let Err(e) = moved {
+            let err = match e.raw_os_error() {
+                _ if e.kind() == std::io::ErrorKind::AlreadyExists => ToolError::new(
+                    ErrorCode::AlreadyExists,
+                    format!("something now stands at {to_shown}; nothing was moved"),
+                )
+                .with_hint("pass overwrite: true to replace a file there, or choose another destination"),
+                Some(n) if n == rustix::io::Errno::XDEV.raw_os_error() => ToolError::new(
+                    ErrorCode::IoError,
+                    format!("{shown} and {to_shown} are on different filesystems; nothing was moved"),
+                )
+                .with_hint("move within one filesystem, or write the file anew with write_file and delete the old one"),
+                _ => ToolError::io(&shown, &e),
+            };
+            self.settle(id, Outcome::Aborted, Some(err.message.clone()))?;
+            return Err(err);
+        }
+        if write::identity_at(to, to_name).ok() != want {
+            let back = write::move_noreplace(to, to_name, from, from_name);
+            self.settle(
+                id,
+                Outcome::Aborted,
+                Some("changed while being moved".into()),
+            )?;
+            if let Err(e) = back {
+                tracing::error!(error = %e, "could not put back an entry swapped during a move");
+            }
+            return Err(ToolError::new(
+                ErrorCode::Conflict,
+                format!("{shown} changed while it was being moved; nothing was moved"),
+            )
+            .with_hint("retry the call"));
+        }
+        write::sync_dir(to);
+        write::sync_dir(from);
+        self.settle(id, Outcome::Committed, None)?;
+        Ok(id)
+    }
+
     /// Removes the file `name` in `dir` (an undo of a create), journalled as `entry`;
     /// `guard` runs with the journal locked, before the change begins.
     pub fn unlink(
@@ -339,6 +411,31 @@ pub(super) fn settle_orphan(h: &History, ws: &Workspace, e: &Entry) -> (Outcome,
             .and_then(|(d, n)| write::identity_at(d, n).ok())
     };
     match (e.action, &e.trash) {
+        // A move, or the undo of one (which moves the object back): landed if the object
+        // recorded stands at the destination.
+        (Action::Move, _) | (Action::Undo, None) if e.moved.is_some() => {
+            let Some(m) = &e.moved else {
+                return (Outcome::Aborted, "recovered: a malformed entry".into());
+            };
+            let there = ws
+                .entry(&ws.root_path(m.to_root).join(&m.to_rel), false)
+                .ok()
+                .and_then(|r| {
+                    let name = r.name()?.to_os_string();
+                    write::identity_at(r.parent.as_ref()?, &name).ok()
+                });
+            if there == Some((m.dev, m.ino)) {
+                (
+                    Outcome::Committed,
+                    "recovered: the entry had been moved".into(),
+                )
+            } else {
+                (
+                    Outcome::Aborted,
+                    "recovered: the entry had not been moved; rolled back".into(),
+                )
+            }
+        }
         (Action::Edit | Action::Create | Action::Undo, None) => {
             let now = parent
                 .zip(e.rel.file_name())
@@ -409,7 +506,7 @@ pub(super) fn settle_orphan(h: &History, ws: &Workspace, e: &Entry) -> (Outcome,
                 )
             }
         }
-        (Action::Delete, None) | (Action::Edit | Action::Create, Some(_)) => {
+        (Action::Move, _) | (Action::Delete, None) | (Action::Edit | Action::Create, Some(_)) => {
             (Outcome::Aborted, "recovered: a malformed entry".into())
         }
     }

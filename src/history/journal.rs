@@ -24,6 +24,8 @@ pub enum Action {
     Edit,
     /// A new file (write_file without a file there).
     Create,
+    /// A file or directory moved (renamed), maybe over a file (backed up).
+    Move,
     Delete,
     DeletePermanent,
     Undo,
@@ -34,6 +36,7 @@ impl Action {
         match self {
             Action::Edit => "edit",
             Action::Create => "create",
+            Action::Move => "move",
             Action::Delete => "delete",
             Action::DeletePermanent => "delete_permanent",
             Action::Undo => "undo",
@@ -60,6 +63,17 @@ pub struct TrashRecord {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sha256: Option<String>,
     pub is_dir: bool,
+}
+
+/// Where a moved object went, and which object it is: the undo moves back exactly it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MoveRecord {
+    /// The destination as results name it, its root and real path in that root.
+    pub to_path: String,
+    pub to_root: usize,
+    pub to_rel: PathBuf,
+    pub dev: u64,
+    pub ino: u64,
 }
 
 fn no_path(p: &Path) -> bool {
@@ -92,6 +106,9 @@ pub struct Entry {
     pub sha256_before: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sha256_after: Option<String>,
+    /// Moves: where the object went.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub moved: Option<MoveRecord>,
     /// Creates: the directories made for the file, outermost first (removed again by
     /// its undo when empty).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
@@ -114,6 +131,7 @@ impl Entry {
             Action::Edit => self.backup_path.is_some(),
             // What was written is known by its hash: the undo removes exactly that.
             Action::Create => self.sha256_after.is_some(),
+            Action::Move => self.moved.is_some(),
             Action::Delete => self.trash.is_some(),
             Action::DeletePermanent | Action::Undo => false,
         }
@@ -133,6 +151,7 @@ impl Entry {
             timestamp: crate::clock::now_rfc3339(),
             sha256_before: None,
             sha256_after: None,
+            moved: None,
             created_dirs: Vec::new(),
             undoes: None,
             lease: String::new(),

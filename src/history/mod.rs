@@ -22,7 +22,7 @@ pub mod trash;
 use crate::config::Config;
 use crate::error::{SetupError, ToolResult};
 use crate::workspace::Workspace;
-pub use journal::{Action, Entry, TrashRecord};
+pub use journal::{Action, Entry, MoveRecord, TrashRecord};
 use journal::{Journal, Outcome, io_err};
 pub use seen::{Seen, version_of};
 use sha2::{Digest, Sha256};

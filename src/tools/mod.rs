@@ -10,6 +10,7 @@ pub mod glob;
 pub mod grep;
 pub mod list_directory;
 pub mod locate;
+pub mod move_path;
 pub mod read_file;
 pub mod search_files;
 pub mod undo;
@@ -39,6 +40,7 @@ pub fn register_all(r: &mut Registry) {
     r.register(file_search::FileSearch);
     r.register(edit::Edit);
     r.register(write_file::WriteFile);
+    r.register(move_path::Move);
     r.register(file_delete::FileDelete);
     r.register(undo::Undo);
 }

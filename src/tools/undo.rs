@@ -189,6 +189,93 @@ fn undo_create(
     Ok(())
 }
 
+/// Moves a moved object back, exactly it (same device and inode), to where it was,
+/// never over anything standing there; then puts back the file it replaced, if any.
+fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> ToolResult<()> {
+    let ws = ctx.workspace();
+    let Some(m) = &target.moved else {
+        return Err(conflict(format!("change {} has no move record", target.id)));
+    };
+    let to = ws.entry(&ws.root_path(m.to_root).join(&m.to_rel), false)?;
+    let here = to
+        .parent
+        .as_ref()
+        .zip(to.name())
+        .and_then(|(d, n)| crate::workspace::write::identity_at(d, n).ok());
+    if to.real.rel() != m.to_rel || here != Some((m.dev, m.ino)) {
+        return Err(conflict(format!(
+            "{} is no longer what change {} moved there; nothing was moved back",
+            m.to_path, target.id
+        ))
+        .with_hint("move it back by hand if it is still somewhere else"));
+    }
+    let from = ws.entry(&ws.root_path(target.root).join(&target.rel), false)?;
+    if from.real.rel() != target.rel {
+        return Err(conflict(format!(
+            "a directory on the way to {} is now a symbolic link; nothing was moved back",
+            target.path
+        )));
+    }
+    if from.meta.is_some() {
+        return Err(conflict(format!(
+            "something now stands at {}; nothing was moved back over it",
+            target.path
+        ))
+        .with_hint("move or delete what is there first, then undo again"));
+    }
+    let (Some(from_dir), Some(from_name)) = (&from.parent, from.name()) else {
+        return Err(
+            conflict(format!("the directory that held {} is gone", target.path))
+                .with_hint("create the directory again, then undo"),
+        );
+    };
+    let (Some(to_dir), Some(to_name)) = (&to.parent, to.name()) else {
+        return Err(conflict(format!("{} is gone", m.to_path)));
+    };
+    out.diff = format!("{} -> {}\n", m.to_path, target.path);
+    if out.dry_run {
+        return Ok(());
+    }
+    let mut entry = Entry::new(Action::Undo, m.to_path.clone(), m.to_root, &m.to_rel);
+    entry.undoes = Some(target.id);
+    entry.moved = Some(crate::history::MoveRecord {
+        to_path: target.path.clone(),
+        to_root: target.root,
+        to_rel: target.rel.clone(),
+        dev: m.dev,
+        ino: m.ino,
+    });
+    let id = history.move_entry(
+        to_dir,
+        to_name,
+        from_dir,
+        from_name,
+        false,
+        entry,
+        not_undone(target.id),
+    )?;
+    out.change_id = Some(id);
+    // The file the move replaced comes back from its backup.
+    if let Some(b) = &target.backup_path {
+        let content = std::fs::read(b).map_err(|e| {
+            ToolError::new(
+                ErrorCode::IoError,
+                format!(
+                    "moved back, but cannot read the backup {} of the file it replaced: {e}",
+                    b.display()
+                ),
+            )
+        })?;
+        let mut entry = Entry::new(Action::Undo, m.to_path.clone(), m.to_root, &m.to_rel);
+        entry.undoes = Some(target.id);
+        entry.sha256_after = Some(sha256(&content));
+        history.create(to_dir, to_name, &content, entry)?;
+        out.diff
+            .push_str(&format!("{} restored from {}\n", m.to_path, b.display()));
+    }
+    Ok(())
+}
+
 /// Puts an edited file's earlier content back.
 fn undo_edit(
     ctx: &Ctx,
@@ -349,6 +436,7 @@ current content.",
         match target.action {
             Action::Edit => undo_edit(ctx, history, target, p.force, &mut out)?,
             Action::Create => undo_create(ctx, history, target, p.force, &mut out)?,
+            Action::Move => undo_move(ctx, history, target, &mut out)?,
             Action::Delete => undo_delete(ctx, history, target, &mut out)?,
             Action::DeletePermanent => {
                 return Err(conflict(format!(

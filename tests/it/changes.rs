@@ -1048,3 +1048,102 @@ fn write_file_checks_versions_sizes_and_base64_and_dry_runs_write_nothing() {
     let err = call(&g, "write_file", json!({"path": "w.txt", "content": "w"})).unwrap_err();
     assert_eq!(err.code, ErrorCode::WriteDisabled);
 }
+
+// --- issue 11: move -------------------------------------------------------------------------
+
+#[test]
+fn move_renames_files_and_directories_never_over_anything_and_undoes() {
+    let e = Env::new();
+    let f = e.ferret(true);
+    e.write("src/a.rs", "a\n");
+    e.write("src/util/b.rs", "b\n");
+    e.write("taken.rs", "taken\n");
+    let out = call(
+        &f,
+        "move",
+        json!({"source": "src/a.rs", "destination": "lib/core/a.rs"}),
+    )
+    .unwrap();
+    assert_eq!(out["type"], "file");
+    assert_eq!(out["created_dirs"], json!(["lib", "lib/core"]));
+    assert_eq!(e.read("lib/core/a.rs"), b"a\n");
+    assert!(!e.p("src/a.rs").exists());
+
+    let out = call(
+        &f,
+        "move",
+        json!({"source": "src/util", "destination": "tools"}),
+    )
+    .unwrap();
+    assert_eq!(out["type"], "directory");
+    assert_eq!(e.read("tools/b.rs"), b"b\n");
+
+    let err = call(
+        &f,
+        "move",
+        json!({"source": "tools/b.rs", "destination": "taken.rs"}),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::AlreadyExists);
+    assert_eq!(e.read("taken.rs"), b"taken\n");
+    let err = call(
+        &f,
+        "move",
+        json!({"source": "tools", "destination": "tools/inner"}),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidArgument);
+
+    // overwrite replaces a file, backed up; its undo brings both back
+    let out = call(
+        &f,
+        "move",
+        json!({"source": "tools/b.rs", "destination": "taken.rs", "overwrite": true}),
+    )
+    .unwrap();
+    assert!(out["backup"].is_string());
+    assert_eq!(e.read("taken.rs"), b"b\n");
+    call(&f, "undo", json!({})).unwrap();
+    assert_eq!(e.read("taken.rs"), b"taken\n");
+    assert_eq!(e.read("tools/b.rs"), b"b\n");
+
+    // undo the directory move, then the file move: all as it was
+    call(&f, "undo", json!({})).unwrap();
+    assert_eq!(e.read("src/util/b.rs"), b"b\n");
+    call(&f, "undo", json!({})).unwrap();
+    assert_eq!(e.read("src/a.rs"), b"a\n");
+    assert!(!e.p("lib/core/a.rs").exists());
+}
+
+#[test]
+fn undo_of_a_move_refuses_when_the_object_there_is_another_or_the_old_place_is_taken() {
+    let e = Env::new();
+    let f = e.ferret(true);
+    e.write("a.txt", "a\n");
+    let out = call(
+        &f,
+        "move",
+        json!({"source": "a.txt", "destination": "b.txt"}),
+    )
+    .unwrap();
+    let id = out["change_id"].as_u64().unwrap();
+    // the destination now holds another file (a new inode): not what was moved
+    std::fs::remove_file(e.p("b.txt")).unwrap();
+    e.write("b.txt", "a\n");
+    let err = call(&f, "undo", json!({"id": id})).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Conflict);
+    assert!(!e.p("a.txt").exists());
+
+    e.write("c.txt", "c\n");
+    let out = call(
+        &f,
+        "move",
+        json!({"source": "c.txt", "destination": "d.txt"}),
+    )
+    .unwrap();
+    e.write("c.txt", "new c\n");
+    let err = call(&f, "undo", json!({"id": out["change_id"]})).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Conflict);
+    assert_eq!(e.read("c.txt"), b"new c\n");
+    assert_eq!(e.read("d.txt"), b"c\n");
+}

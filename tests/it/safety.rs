@@ -988,3 +988,108 @@ fn two_processes_creating_one_file_leave_one_whole_winner() {
         assert_eq!(creates, 1, "only the winner is journalled");
     }
 }
+
+// --- move: both ends through the sandbox --------------------------------------------------
+
+#[test]
+fn move_never_takes_anything_out_of_the_root_or_onto_or_off_a_secret() {
+    let w = Ws::new();
+    w.write("a.txt", "mine\n");
+    w.write(".ssh/id_rsa", SECRET);
+    w.write(".env", SECRET);
+    let before = w.outside_snapshot();
+    symlink(&w.outside, w.p("out")).unwrap();
+    symlink(".ssh", w.p("keys")).unwrap();
+    symlink(".env", w.p("env_link")).unwrap();
+    for (src, dst, want) in [
+        ("a.txt", "out/a.txt", "PATH_ESCAPE"),
+        ("a.txt", "../outside/a.txt", "PATH_TRAVERSAL"),
+        ("out/keep.txt", "stolen.txt", "PATH_ESCAPE"),
+        ("a.txt", "keys/authorized_keys", "DENIED_PATTERN"),
+        ("a.txt", ".git/hooks/pre-commit", "DENIED_PATTERN"),
+        ("a.txt", ".env", "DENIED_PATTERN"),
+        (".env", "visible.txt", "DENIED_PATTERN"),
+        ("keys/id_rsa", "visible.txt", "DENIED_PATTERN"),
+        ("a.txt", "env_link", "DENIED_PATTERN"),
+    ] {
+        let (code, v) = w.call(
+            "move",
+            json!({"source": src, "destination": dst, "overwrite": true}),
+        );
+        assert_eq!(code.as_deref(), Some(want), "{src} -> {dst}: {v}");
+    }
+    assert_eq!(w.outside_snapshot(), before);
+    assert_eq!(w.read("a.txt"), "mine\n");
+    assert_eq!(w.read(".env"), SECRET);
+    assert!(!w.p("visible.txt").exists() && !w.p("stolen.txt").exists());
+    // moving the link itself is allowed and moves the link, not what it points to
+    let (code, v) = w.call("move", json!({"source": "out", "destination": "out2"}));
+    assert_eq!(code, None, "{v}");
+    assert_eq!(w.outside_snapshot(), before);
+}
+
+#[test]
+fn move_never_moves_outside_while_a_directory_is_swapped() {
+    let w = Ws::new();
+    let before = w.outside_snapshot();
+    let swapper = Flipper::start(&w, "inside\n");
+    let mut moved = 0;
+    for i in 0..1000 {
+        if i >= 200 && moved > 0 {
+            break;
+        }
+        // into the flipping directory, and out of it
+        let dst = format!("d/m{i}.txt");
+        w.write(&format!("m{i}.txt"), "mine\n");
+        let a = w.run(&["mv", &format!("m{i}.txt"), &dst]);
+        let b = w.run(&["mv", "d/f.txt", &format!("got{i}.txt")]);
+        moved += usize::from(a.status.success()) + usize::from(b.status.success());
+    }
+    swapper.stop();
+    assert_eq!(w.outside_snapshot(), before, "nothing outside changed");
+    assert!(
+        moved > 0,
+        "the race never let a move through: it tested nothing"
+    );
+}
+
+#[test]
+fn a_link_to_a_secret_is_not_moved_as_a_source_either() {
+    let w = Ws::new();
+    w.write(".env", SECRET);
+    symlink(".env", w.p("env_link")).unwrap();
+    let (code, v) = w.call(
+        "move",
+        json!({"source": "env_link", "destination": "plain"}),
+    );
+    assert_eq!(code.as_deref(), Some("DENIED_PATTERN"), "{v}");
+    assert!(w.p("env_link").is_symlink());
+}
+
+#[test]
+fn two_processes_moving_one_file_move_it_once() {
+    for round in 0..10 {
+        let w = std::sync::Arc::new(Ws::new());
+        w.write("a.txt", "one\n");
+        let runs: Vec<_> = ["x.txt", "y.txt"]
+            .into_iter()
+            .map(|dst| {
+                let w = w.clone();
+                std::thread::spawn(move || w.run(&["mv", "a.txt", dst]).status.success())
+            })
+            .collect();
+        let ok: Vec<bool> = runs.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(
+            ok.iter().filter(|&&s| s).count(),
+            1,
+            "round {round}: {ok:?}"
+        );
+        let there: Vec<_> = ["a.txt", "x.txt", "y.txt"]
+            .into_iter()
+            .filter(|n| w.p(n).exists())
+            .collect();
+        assert_eq!(there.len(), 1, "one copy, moved once: {there:?}");
+        let moves = w.journal().iter().filter(|e| e["action"] == "move").count();
+        assert_eq!(moves, 1);
+    }
+}

@@ -311,6 +311,13 @@ async def test_write_file_and_the_stale_write_guard_over_mcp(ws, tmp_path, mode)
         assert r.structured_content["match"] == "trailing_whitespace"
 
         r = await c.call_tool("undo", {})
+        r = await c.call_tool("move", {"source": "pkg/new.py", "destination": "lib/new.py"})
+        assert not r.is_error, text(r)
+        jsonschema.validate(r.structured_content, tools["move"].output_schema)
+        assert (ws / "lib" / "new.py").exists() and not (ws / "pkg" / "new.py").exists()
+        r = await c.call_tool("undo", {})
+        assert not r.is_error, text(r)
+        assert (ws / "pkg" / "new.py").exists()
         r = await c.call_tool("undo", {})
         assert not r.is_error, text(r)
         assert not (ws / "pkg" / "new.py").exists()

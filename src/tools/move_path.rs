@@ -1,0 +1,232 @@
+//! `move`: rename a file or directory, within a root or across roots, journalled and
+//! undoable.
+//!
+//! Both ends are resolved beneath their roots and the move is one `renameat` between the
+//! two parent directories' handles: `RENAME_NOREPLACE` unless `overwrite`, so nothing is
+//! replaced that the agent did not ask to replace, not even a file that appeared a
+//! moment ago. `overwrite` replaces a file only (its content is backed up first). A final
+//! symlink is moved as the link. The object moved is recorded by device and inode; undo
+//! moves exactly it back, and puts a replaced file's content back.
+
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::history::{Action, Entry, MoveRecord, sha256};
+use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
+use crate::workspace::EntryType;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// The file or directory to move.
+    pub source: String,
+    /// Its new path (not the directory to move it into). Missing directories are created.
+    pub destination: String,
+    /// Replace a file standing at the destination (backed up first). Directories are never
+    /// replaced.
+    #[serde(default)]
+    pub overwrite: bool,
+    /// Say what would be moved without moving.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    pub source: String,
+    pub destination: String,
+    #[serde(rename = "type")]
+    pub kind: EntryType,
+    /// A file at the destination was replaced; its content was saved here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backup: Option<String>,
+    /// Directories created for the destination, outermost first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub created_dirs: Vec<String>,
+    /// The undo journal's id for this change (absent on a dry run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change_id: Option<u64>,
+    pub dry_run: bool,
+}
+
+pub struct Move;
+
+impl Tool for Move {
+    type Params = Params;
+    type Output = Output;
+
+    fn meta(&self) -> ToolMeta {
+        ToolMeta {
+            name: "move",
+            title: "Move or rename",
+            description: "Move or rename a file or directory, within the workspace (across roots too). destination \
+is the new path itself; missing directories are created. Never replaces anything unless overwrite is true, which \
+replaces a file only, after backing it up. Undo moves it back. dry_run to preview.",
+            annotations: Annotations::WRITE,
+            served_by_default: true,
+        }
+    }
+
+    fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
+        let ws = ctx.workspace();
+        let src = ctx.resolve(&p.source)?;
+        let dst = ctx.resolve(&p.destination)?;
+        let src_shown = ws.display(&src);
+        let dst_shown = ws.display(&dst);
+        ctx.set_audit_path(src_shown.clone());
+        if src.is_root() || dst.is_root() {
+            return Err(ToolError::invalid(
+                "a workspace root cannot be moved or replaced",
+            ));
+        }
+        let from = ws.entry(&src, false)?;
+        let Some(meta) = &from.meta else {
+            return Err(ToolError::new(
+                ErrorCode::NotFound,
+                format!("{src_shown}: no such file or directory"),
+            ));
+        };
+        let kind = EntryType::of(&meta.file_type());
+        let to = ws.entry(&dst, false)?;
+        // A link to a secret is treated as the secret, at either end: not moved, not
+        // replaced.
+        for (at, p) in [(&from, &src), (&to, &dst)] {
+            if at.meta.as_ref().is_some_and(|m| m.is_symlink())
+                && let Err(e) = ws.entry(p, true)
+                && e.code == ErrorCode::DeniedPattern
+            {
+                return Err(e);
+            }
+        }
+        if to.real.root_index() == from.real.root_index()
+            && to.real.rel().starts_with(from.real.rel())
+        {
+            return Err(ToolError::invalid(format!(
+                "{dst_shown} is inside {src_shown}: a directory cannot be moved into itself"
+            )));
+        }
+        let replacing = match &to.meta {
+            None => false,
+            Some(_) if !p.overwrite => {
+                return Err(ToolError::new(
+                    ErrorCode::AlreadyExists,
+                    format!("{dst_shown} already exists; nothing was moved"),
+                )
+                .with_hint("choose another destination, or pass overwrite: true to replace a file there (it is backed up first)"));
+            }
+            Some(m) if m.is_file() && kind == EntryType::File => true,
+            Some(_) => {
+                return Err(ToolError::new(
+                    ErrorCode::AlreadyExists,
+                    format!("{dst_shown} exists and is not a file; overwrite replaces files only"),
+                )
+                .with_hint("delete or move what is there first"));
+            }
+        };
+        let dry_run = p.dry_run || ctx.config().dry_run;
+        let mut out = Output {
+            source: src_shown.clone(),
+            destination: dst_shown.clone(),
+            kind,
+            backup: None,
+            created_dirs: Vec::new(),
+            change_id: None,
+            dry_run,
+        };
+        if dry_run {
+            return Ok(out);
+        }
+        let confirm_listed = ws.needs_confirmation(&from.real, meta.is_dir())
+            || ws.needs_confirmation(&to.real, meta.is_dir());
+        if confirm_listed {
+            ctx.confirm(
+                &format!("moving {src_shown} to {dst_shown} (on the confirm list)"),
+                false,
+            )?;
+        }
+        if meta.is_dir() && ws.holds_denied(&from, &|| ctx.check())? {
+            ctx.confirm(
+                &format!("moving {src_shown}, which holds secrets or VCS internals"),
+                false,
+            )?;
+        }
+        let history = ctx.history()?;
+        let (to, created) = ws.make_parents(&dst)?;
+        out.created_dirs = created
+            .iter()
+            .map(|rel| ws.display(&ws.root_path(dst.root_index()).join(rel)))
+            .collect();
+        let (Some(from_dir), Some(from_name)) = (&from.parent, from.name()) else {
+            return Err(ToolError::new(
+                ErrorCode::NotFound,
+                format!("{src_shown} is gone"),
+            ));
+        };
+        let (Some(to_dir), Some(to_name)) = (&to.parent, to.name()) else {
+            return Err(ToolError::new(
+                ErrorCode::NotFound,
+                format!("no place to put {dst_shown}"),
+            ));
+        };
+        let st = rustix::fs::statat(from_dir, from_name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| ToolError::io(&src_shown, &e.into()))?;
+        let mut entry = Entry::new(
+            Action::Move,
+            ws.display(&from.real),
+            from.real.root_index(),
+            from.real.rel(),
+        );
+        entry.moved = Some(MoveRecord {
+            to_path: ws.display(&to.real),
+            to_root: to.real.root_index(),
+            to_rel: to.real.rel().to_path_buf(),
+            dev: st.st_dev,
+            ino: st.st_ino,
+        });
+        entry.created_dirs = created;
+        if replacing {
+            // The file about to be replaced, read through its own handle.
+            let (file, _, _) = ws.open_file(&to.real)?;
+            let mut before = Vec::new();
+            (&file)
+                .read_to_end(&mut before)
+                .map_err(|e| ToolError::io(&dst_shown, &e))?;
+            let b = history.backup(to.real.root_index(), to.real.rel(), &before)?;
+            out.backup = Some(b.display().to_string());
+            entry.backup_path = Some(b);
+            entry.sha256_before = Some(sha256(&before));
+        }
+        out.change_id = Some(history.move_entry(
+            from_dir,
+            from_name,
+            to_dir,
+            to_name,
+            replacing,
+            entry,
+            |_| Ok(()),
+        )?);
+        Ok(out)
+    }
+
+    fn render(&self, o: &Output) -> String {
+        let verb = if o.dry_run { "Would move" } else { "Moved" };
+        let mut s = format!(
+            "{verb} {} {} to {}",
+            o.kind.as_str(),
+            o.source,
+            o.destination
+        );
+        if let Some(b) = &o.backup {
+            s.push_str(&format!(" (replacing a file, backed up at {b})"));
+        }
+        if !o.created_dirs.is_empty() {
+            s.push_str(&format!("; new directories: {}", o.created_dirs.join(", ")));
+        }
+        if let Some(id) = o.change_id {
+            s.push_str(&format!("; change {id}, undo with undo"));
+        }
+        s.push('.');
+        s
+    }
+}
