@@ -59,6 +59,10 @@ pub fn instructions(ferret: &Ferret, tools: &[String]) -> String {
             "create a file (overwrite: true to replace one)",
         ),
         ("move", "move or rename a file or directory, undoable"),
+        (
+            "apply_patch",
+            "change several files as one all-or-nothing step (structured changes or a *** Begin Patch text); one undo reverts it",
+        ),
         ("file_delete", "delete safely: to the trash, undoable"),
         ("undo", "revert the last change (or a given one)"),
     ];
@@ -100,9 +104,16 @@ pub fn instructions(ferret: &Ferret, tools: &[String]) -> String {
                 .into(),
         );
     }
-    let writes = ["edit", "write_file", "move", "file_delete", "undo"]
-        .iter()
-        .any(|t| has(t));
+    let writes = [
+        "edit",
+        "write_file",
+        "move",
+        "apply_patch",
+        "file_delete",
+        "undo",
+    ]
+    .iter()
+    .any(|t| has(t));
     if writes {
         let mut p = String::from("Destructive operations need the user's confirmation");
         if has("file_delete") {

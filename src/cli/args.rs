@@ -29,7 +29,7 @@ pub struct Global {
     /// Append an audit record per tool call to FILE (JSON Lines). Env: FERRET_AUDIT_LOG.
     #[arg(long, global = true, value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
-    /// Let write tools change files (edit, write, mv, rm, undo). Env: FERRET_ALLOW_WRITE.
+    /// Let write tools change files (edit, write, mv, patch, rm, undo). Env: FERRET_ALLOW_WRITE.
     #[arg(long, global = true)]
     pub allow_write: bool,
     /// Preview every change, write nothing. Env: FERRET_DRY_RUN.
@@ -72,6 +72,9 @@ pub enum Command {
     Write(WriteArgs),
     /// Move or rename a file or directory, undoable (needs --allow-write).
     Mv(MvArgs),
+    /// Apply a "*** Begin Patch" patch from standard input to many files, all or nothing,
+    /// undoable as one change (needs --allow-write).
+    Patch(PatchArgs),
     /// Delete a file or directory: to the trash, undoable (needs --allow-write).
     Rm(RmArgs),
     /// Undo the last change, or change ID (needs --allow-write).
@@ -313,6 +316,16 @@ pub struct MvArgs {
     #[arg(long)]
     pub overwrite: bool,
     /// Confirm a change to a confirm-listed path.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PatchArgs {
+    /// Confirm changes to confirm-listed paths.
     #[arg(long, short = 'y')]
     pub yes: bool,
     /// Print the structured result as JSON.

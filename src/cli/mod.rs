@@ -24,8 +24,8 @@ pub use overrides::load_config;
 use crate::config::Mode;
 use crate::context::{Ferret, Session};
 use crate::tools::{
-    edit, file_delete, file_exists, get_file_info, glob, grep, list_directory, move_path,
-    read_file, undo, write_file,
+    apply_patch, edit, file_delete, file_exists, get_file_info, glob, grep, list_directory,
+    move_path, read_file, undo, write_file,
 };
 use bridge::Exit;
 use clap::Parser;
@@ -207,6 +207,19 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
             let (json, yes) = (a.json, a.yes);
             let tool = &move_path::Move;
             bridge::run_confirmable(f, s, tool, a.into(), json, yes, Exit::Success)
+        }
+        Command::Patch(a) => {
+            let (json, yes) = (a.json, a.yes);
+            let mut patch = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut patch)
+                .map_err(|e| anyhow::anyhow!("reading the patch from standard input: {e}"))?;
+            let params = apply_patch::Params {
+                changes: Vec::new(),
+                patch: Some(patch),
+                dry_run: false, // --dry-run is global: the configuration carries it
+            };
+            let tool = &apply_patch::ApplyPatch;
+            bridge::run_confirmable(f, s, tool, params, json, yes, Exit::Success)
         }
         Command::Rm(a) => {
             let (json, yes) = (a.json, a.yes);

@@ -374,7 +374,7 @@ impl History {
         }
     }
 
-    fn settle(&self, id: u64, outcome: Outcome, note: Option<String>) -> ToolResult<()> {
+    pub(super) fn settle(&self, id: u64, outcome: Outcome, note: Option<String>) -> ToolResult<()> {
         self.journal.with(|j| j.settle(id, outcome, note))
     }
 
@@ -410,6 +410,9 @@ pub(super) fn settle_orphan(h: &History, ws: &Workspace, e: &Entry) -> (Outcome,
             .zip(e.rel.file_name())
             .and_then(|(d, n)| write::identity_at(d, n).ok())
     };
+    if !e.group.is_empty() {
+        return super::group::settle_orphan_group(ws, e);
+    }
     match (e.action, &e.trash) {
         // A move, or the undo of one (which moves the object back): landed if the object
         // recorded stands at the destination.
@@ -506,7 +509,9 @@ pub(super) fn settle_orphan(h: &History, ws: &Workspace, e: &Entry) -> (Outcome,
                 )
             }
         }
-        (Action::Move, _) | (Action::Delete, None) | (Action::Edit | Action::Create, Some(_)) => {
+        (Action::Move | Action::Patch, _)
+        | (Action::Delete, None)
+        | (Action::Edit | Action::Create, Some(_)) => {
             (Outcome::Aborted, "recovered: a malformed entry".into())
         }
     }

@@ -26,6 +26,8 @@ pub enum Action {
     Create,
     /// A file or directory moved (renamed), maybe over a file (backed up).
     Move,
+    /// Several files changed as one all-or-nothing group (apply_patch).
+    Patch,
     Delete,
     DeletePermanent,
     Undo,
@@ -37,6 +39,7 @@ impl Action {
             Action::Edit => "edit",
             Action::Create => "create",
             Action::Move => "move",
+            Action::Patch => "patch",
             Action::Delete => "delete",
             Action::DeletePermanent => "delete_permanent",
             Action::Undo => "undo",
@@ -76,6 +79,40 @@ pub struct MoveRecord {
     pub ino: u64,
 }
 
+/// What one file of a group does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    /// New content over an existing file.
+    Replace,
+    /// A new file, never over anything.
+    Create,
+    /// The file removed.
+    Remove,
+}
+
+/// One file of a group, as the journal records it: enough to finish the group after a
+/// crash (the staged temporary file) and to undo it (the backup and the hashes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GroupOp {
+    pub kind: OpKind,
+    pub path: String,
+    pub root: usize,
+    pub rel: PathBuf,
+    /// The staged new content beside the file (Replace, Create).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub temp: Option<String>,
+    /// The old content (Replace, Remove), when backups are on.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub backup_path: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sha256_before: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sha256_after: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub created_dirs: Vec<PathBuf>,
+}
+
 fn no_path(p: &Path) -> bool {
     p.as_os_str().is_empty()
 }
@@ -106,6 +143,13 @@ pub struct Entry {
     pub sha256_before: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sha256_after: Option<String>,
+    /// Groups (apply_patch, and their undo): every file, in the order applied.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub group: Vec<GroupOp>,
+    /// A group whose new contents are all staged: recovery finishes it rather than
+    /// rolling it back.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub staged: bool,
     /// Moves: where the object went.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub moved: Option<MoveRecord>,
@@ -132,6 +176,11 @@ impl Entry {
             // What was written is known by its hash: the undo removes exactly that.
             Action::Create => self.sha256_after.is_some(),
             Action::Move => self.moved.is_some(),
+            // Undone by the inverse group, which needs every old content.
+            Action::Patch => self
+                .group
+                .iter()
+                .all(|op| op.kind == OpKind::Create || op.backup_path.is_some()),
             Action::Delete => self.trash.is_some(),
             Action::DeletePermanent | Action::Undo => false,
         }
@@ -151,6 +200,8 @@ impl Entry {
             timestamp: crate::clock::now_rfc3339(),
             sha256_before: None,
             sha256_after: None,
+            group: Vec::new(),
+            staged: false,
             moved: None,
             created_dirs: Vec::new(),
             undoes: None,
@@ -165,6 +216,8 @@ impl Entry {
 pub enum Outcome {
     Committed,
     Aborted,
+    /// Not a settlement: a group's new contents are all staged (see [`Entry::staged`]).
+    Staged,
 }
 
 /// The line that settles a `begin`.
@@ -212,14 +265,7 @@ impl Locked<'_> {
     /// Appends the mark settling entry `id`.
     pub fn settle(&mut self, id: u64, outcome: Outcome, note: Option<String>) -> ToolResult<()> {
         self.write(&Mark { id, outcome, note })?;
-        match outcome {
-            Outcome::Committed => {
-                if let Some(e) = self.entries.iter_mut().find(|e| e.id == id) {
-                    e.pending = false;
-                }
-            }
-            Outcome::Aborted => self.entries.retain(|e| e.id != id),
-        }
+        apply_mark(&mut self.entries, id, outcome);
         Ok(())
     }
 
@@ -233,6 +279,23 @@ impl Locked<'_> {
         f.write_all(line.as_bytes())
             .and_then(|()| self.file.sync_data())
             .map_err(|e| io_err("journal", &e))
+    }
+}
+
+/// What a mark line does to the entries read so far.
+fn apply_mark(entries: &mut Vec<Entry>, id: u64, outcome: Outcome) {
+    match outcome {
+        Outcome::Committed => {
+            if let Some(e) = entries.iter_mut().find(|e| e.id == id) {
+                e.pending = false;
+            }
+        }
+        Outcome::Aborted => entries.retain(|e| e.id != id),
+        Outcome::Staged => {
+            if let Some(e) = entries.iter_mut().find(|e| e.id == id) {
+                e.staged = true;
+            }
+        }
     }
 }
 
@@ -276,14 +339,7 @@ fn read(file: &File) -> ToolResult<(Vec<Entry>, u64)> {
                 max_id = max_id.max(e.id);
                 entries.push(*e);
             }
-            Ok(Line::Mark(m)) => match m.outcome {
-                Outcome::Committed => {
-                    if let Some(e) = entries.iter_mut().find(|e| e.id == m.id) {
-                        e.pending = false;
-                    }
-                }
-                Outcome::Aborted => entries.retain(|e| e.id != m.id),
-            },
+            Ok(Line::Mark(m)) => apply_mark(&mut entries, m.id, m.outcome),
             Err(e) => tracing::warn!(error = %e, "skipping a damaged journal line"),
         }
     }

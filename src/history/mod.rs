@@ -15,6 +15,7 @@
 //! removes the temporary file it may have left.
 
 pub mod change;
+pub mod group;
 pub mod journal;
 pub mod seen;
 pub mod trash;
@@ -22,7 +23,7 @@ pub mod trash;
 use crate::config::Config;
 use crate::error::{SetupError, ToolResult};
 use crate::workspace::Workspace;
-pub use journal::{Action, Entry, MoveRecord, TrashRecord};
+pub use journal::{Action, Entry, GroupOp, MoveRecord, OpKind, TrashRecord};
 use journal::{Journal, Outcome, io_err};
 pub use seen::{Seen, version_of};
 use sha2::{Digest, Sha256};
@@ -292,6 +293,7 @@ impl Outcome {
         match self {
             Outcome::Committed => "committed",
             Outcome::Aborted => "aborted",
+            Outcome::Staged => "staged",
         }
     }
 }

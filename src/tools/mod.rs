@@ -1,6 +1,7 @@
 //! The tools, one file each. Each file holds the params, the output, the run function
 //! and the text rendering of one tool; [`register_all`] lists them for the registry.
 
+pub mod apply_patch;
 pub mod edit;
 pub mod file_delete;
 pub mod file_exists;
@@ -11,6 +12,7 @@ pub mod grep;
 pub mod list_directory;
 pub mod locate;
 pub mod move_path;
+pub mod patch_text;
 pub mod read_file;
 pub mod search_files;
 pub mod undo;
@@ -41,6 +43,7 @@ pub fn register_all(r: &mut Registry) {
     r.register(edit::Edit);
     r.register(write_file::WriteFile);
     r.register(move_path::Move);
+    r.register(apply_patch::ApplyPatch);
     r.register(file_delete::FileDelete);
     r.register(undo::Undo);
 }

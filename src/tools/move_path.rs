@@ -42,7 +42,7 @@ pub struct Output {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backup: Option<String>,
     /// Directories created for the destination, outermost first.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub created_dirs: Vec<String>,
     /// The undo journal's id for this change (absent on a dry run).
     #[serde(skip_serializing_if = "Option::is_none")]

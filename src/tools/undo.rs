@@ -172,20 +172,7 @@ fn undo_create(
         )));
     };
     out.change_id = Some(history.unlink(dir, name, entry, not_undone(target.id))?);
-    // The directories made for the file, innermost first, if nothing else is in them.
-    for rel in target.created_dirs.iter().rev() {
-        let Ok(at) = ws.entry(&ws.root_path(target.root).join(rel), false) else {
-            break;
-        };
-        let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
-            break;
-        };
-        if at.real.rel() != rel.as_path()
-            || rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::REMOVEDIR).is_err()
-        {
-            break;
-        }
-    }
+    remove_empty_dirs(ctx, target.root, &target.created_dirs);
     Ok(())
 }
 
@@ -274,6 +261,158 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
             .push_str(&format!("{} restored from {}\n", m.to_path, b.display()));
     }
     Ok(())
+}
+
+/// Reverts a whole patch as one group: every file must still hold what the patch left
+/// (else `CONFLICT` naming them; `force` goes on, and what it replaces is backed up).
+fn undo_group(
+    ctx: &Ctx,
+    history: &History,
+    target: &Entry,
+    force: bool,
+    out: &mut Output,
+) -> ToolResult<()> {
+    use crate::history::OpKind;
+    use crate::history::group::Planned;
+    let ws = ctx.workspace();
+    let mut changed = Vec::new();
+    let mut planned = Vec::new();
+    for op in target.group.iter().rev() {
+        let wp = ws.root_path(op.root).join(&op.rel);
+        let at = ws.entry(&wp, false)?;
+        if at.real.rel() != op.rel {
+            return Err(conflict(format!(
+                "a directory on the way to {} is now a symbolic link; nothing was undone",
+                op.path
+            )));
+        }
+        let (current, old) = match &at.meta {
+            Some(m) if m.is_file() => {
+                let (file, _, _) = ws.open_file_locked(&wp, LOCK_WAIT)?;
+                let mut buf = Vec::new();
+                (&file)
+                    .read_to_end(&mut buf)
+                    .map_err(|e| ToolError::io(&op.path, &e))?;
+                (Some(buf), Some(file))
+            }
+            Some(_) => return Err(conflict(format!("{} is no longer a file", op.path))),
+            None => (None, None),
+        };
+        let now = current.as_deref().map(sha256);
+        let as_left = match op.kind {
+            OpKind::Replace | OpKind::Create => now.is_some() && now == op.sha256_after,
+            OpKind::Remove => current.is_none(),
+        };
+        if !as_left {
+            changed.push(op.path.clone());
+        }
+        let restore = |b: &Option<std::path::PathBuf>| -> ToolResult<Vec<u8>> {
+            let b = b.as_ref().ok_or_else(|| {
+                conflict(format!(
+                    "the patch was made with backups off, so the old content of {} was not kept; it cannot be undone",
+                    op.path
+                ))
+            })?;
+            std::fs::read(b).map_err(|e| {
+                ToolError::new(
+                    ErrorCode::IoError,
+                    format!("cannot read the backup {}: {e}", b.display()),
+                )
+            })
+        };
+        // The inverse of this file's change.
+        let (kind, content) = match (op.kind, &current) {
+            (OpKind::Replace, Some(_)) => (OpKind::Replace, Some(restore(&op.backup_path)?)),
+            (OpKind::Replace, None) => (OpKind::Create, Some(restore(&op.backup_path)?)),
+            (OpKind::Create, Some(_)) => (OpKind::Remove, None),
+            (OpKind::Create, None) => continue, // already gone
+            (OpKind::Remove, None) => (OpKind::Create, Some(restore(&op.backup_path)?)),
+            (OpKind::Remove, Some(_)) => (OpKind::Replace, Some(restore(&op.backup_path)?)),
+        };
+        out.diff.push_str(
+            &similar::TextDiff::from_lines(
+                String::from_utf8_lossy(current.as_deref().unwrap_or_default()).as_ref(),
+                String::from_utf8_lossy(content.as_deref().unwrap_or_default()).as_ref(),
+            )
+            .unified_diff()
+            .context_radius(3)
+            .header(
+                &format!("a/{} (now)", op.path),
+                &format!("b/{} (restored)", op.path),
+            )
+            .to_string(),
+        );
+        let at = if kind == OpKind::Create {
+            ws.make_parents(&wp)?.0
+        } else {
+            at
+        };
+        let (Some(dir), Some(name)) = (at.parent, op.rel.file_name().map(|n| n.to_os_string()))
+        else {
+            return Err(conflict(format!(
+                "the directory that held {} is gone",
+                op.path
+            )));
+        };
+        let backup_path = match (&current, as_left) {
+            (Some(c), false) => Some(history.backup(op.root, &op.rel, c)?),
+            _ => None,
+        };
+        planned.push(Planned {
+            op: crate::history::GroupOp {
+                kind,
+                path: op.path.clone(),
+                root: op.root,
+                rel: op.rel.clone(),
+                temp: None,
+                backup_path,
+                sha256_before: now,
+                sha256_after: content.as_deref().map(sha256),
+                created_dirs: Vec::new(),
+            },
+            dir,
+            name,
+            content,
+            before: current,
+            old,
+        });
+    }
+    if !changed.is_empty() && !force {
+        return Err(conflict(format!(
+            "{} changed after patch {}; undoing it would lose that",
+            changed.join(", "),
+            target.id
+        ))
+        .with_hint("pass force: true to undo anyway; what is there now is backed up first"));
+    }
+    if out.dry_run {
+        return Ok(());
+    }
+    let mut entry = Entry::new(Action::Undo, target.path.clone(), target.root, &target.rel);
+    entry.undoes = Some(target.id);
+    out.change_id = Some(history.apply_group(planned, entry, not_undone(target.id))?);
+    for op in target.group.iter().filter(|op| op.kind == OpKind::Create) {
+        remove_empty_dirs(ctx, op.root, &op.created_dirs);
+    }
+    Ok(())
+}
+
+/// Removes `dirs` (made for a created file), innermost first, while they are empty.
+fn remove_empty_dirs(ctx: &Ctx, root: usize, dirs: &[std::path::PathBuf]) {
+    let ws = ctx.workspace();
+    for rel in dirs.iter().rev() {
+        let Ok(at) = ws.entry(&ws.root_path(root).join(rel), false) else {
+            break;
+        };
+        let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
+            break;
+        };
+        if at.real.rel() != rel.as_path()
+            || rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::REMOVEDIR).is_err()
+        {
+            break;
+        }
+    }
 }
 
 /// Puts an edited file's earlier content back.
@@ -437,6 +576,7 @@ current content.",
             Action::Edit => undo_edit(ctx, history, target, p.force, &mut out)?,
             Action::Create => undo_create(ctx, history, target, p.force, &mut out)?,
             Action::Move => undo_move(ctx, history, target, &mut out)?,
+            Action::Patch => undo_group(ctx, history, target, p.force, &mut out)?,
             Action::Delete => undo_delete(ctx, history, target, &mut out)?,
             Action::DeletePermanent => {
                 return Err(conflict(format!(

@@ -52,7 +52,7 @@ pub struct Output {
     /// Bytes written.
     pub size: u64,
     /// Directories created for it, outermost first.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub created_dirs: Vec<String>,
     /// Unified diff from the old content (replacing a text file only).
     #[serde(skip_serializing_if = "Option::is_none")]

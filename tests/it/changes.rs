@@ -1147,3 +1147,153 @@ fn undo_of_a_move_refuses_when_the_object_there_is_another_or_the_old_place_is_t
     assert_eq!(e.read("c.txt"), b"new c\n");
     assert_eq!(e.read("d.txt"), b"c\n");
 }
+
+// --- issue 11: apply_patch --------------------------------------------------------------------
+
+fn three_files(e: &Env) {
+    e.write("a.rs", "fn a() {\n    1\n}\n");
+    e.write("b.rs", "fn b() {\r\n    2\r\n}\r\n");
+    e.write("c.rs", "fn c() {\n    3\n}\n");
+}
+
+const THREE_FILE_PATCH: &str = "*** Begin Patch
+*** Update File: a.rs
+@@ fn a() {
+-    1
++    10
+*** Update File: b.rs
+@@
+ fn b() {
+-    2
++    20
+*** Update File: c.rs
+@@
+-    WRONG
++    30
+*** End Patch
+";
+
+#[test]
+fn a_patch_with_one_bad_hunk_changes_nothing_and_names_it_then_applies_whole_and_undoes_whole() {
+    let e = Env::new();
+    let f = e.ferret(true);
+    three_files(&e);
+    let before: Vec<Vec<u8>> = ["a.rs", "b.rs", "c.rs"].iter().map(|p| e.read(p)).collect();
+    let err = call(&f, "apply_patch", json!({ "patch": THREE_FILE_PATCH })).unwrap_err();
+    assert_eq!(err.code, ErrorCode::NoMatch);
+    assert!(
+        err.message.contains("change 3 (c.rs), hunk 1"),
+        "{}",
+        err.message
+    );
+    let now: Vec<Vec<u8>> = ["a.rs", "b.rs", "c.rs"].iter().map(|p| e.read(p)).collect();
+    assert_eq!(now, before, "no file changed");
+
+    let fixed = THREE_FILE_PATCH.replace("    WRONG", "    3");
+    let out = call(&f, "apply_patch", json!({ "patch": fixed })).unwrap();
+    assert_eq!(e.read("a.rs"), b"fn a() {\n    10\n}\n");
+    assert_eq!(e.read("b.rs"), b"fn b() {\r\n    20\r\n}\r\n", "CRLF kept");
+    assert_eq!(e.read("c.rs"), b"fn c() {\n    30\n}\n");
+    assert_eq!(out["files"][1]["matches"], json!(["line_endings"]));
+
+    call(&f, "undo", json!({})).unwrap();
+    let now: Vec<Vec<u8>> = ["a.rs", "b.rs", "c.rs"].iter().map(|p| e.read(p)).collect();
+    assert_eq!(now, before, "one undo restores all three byte for byte");
+}
+
+#[test]
+fn the_text_and_structured_shapes_give_the_same_result() {
+    let text = "*** Begin Patch
+*** Add File: docs/new.md
++# New
+*** Update File: a.rs
+*** Move to: src/a.rs
+@@
+-    1
++    100
+*** Delete File: c.rs
+*** End Patch
+";
+    let structured = json!({"changes": [
+        {"path": "docs/new.md", "create": "# New\n"},
+        {"path": "a.rs", "edits": [{"old_string": "    1\n", "new_string": "    100\n"}], "move_to": "src/a.rs"},
+        {"path": "c.rs", "delete": true},
+    ]});
+    let mut trees = Vec::new();
+    for args in [json!({ "patch": text }), structured] {
+        let e = Env::new();
+        let f = e.ferret(true);
+        three_files(&e);
+        call(&f, "apply_patch", args).unwrap();
+        let mut tree = Vec::new();
+        for p in ["docs/new.md", "src/a.rs", "a.rs", "b.rs", "c.rs"] {
+            tree.push((p, std::fs::read(e.p(p)).ok()));
+        }
+        assert_eq!(tree[1].1.as_deref(), Some(&b"fn a() {\n    100\n}\n"[..]));
+        assert_eq!(tree[2].1, None, "moved away");
+        assert_eq!(tree[4].1, None, "deleted");
+        // and undo puts the tree back, including the moved and deleted files
+        call(&f, "undo", json!({})).unwrap();
+        assert_eq!(e.read("a.rs"), b"fn a() {\n    1\n}\n");
+        assert_eq!(e.read("c.rs"), b"fn c() {\n    3\n}\n");
+        assert!(!e.p("docs").exists() && !e.p("src").exists());
+        trees.push(tree);
+    }
+    assert_eq!(trees[0], trees[1]);
+}
+
+#[test]
+fn patch_refusals_name_the_change_and_write_nothing() {
+    let e = Env::new();
+    let f = e.ferret(true);
+    three_files(&e);
+    for (args, code, says) in [
+        (
+            json!({"changes": [{"path": "a.rs", "create": "x"}]}),
+            ErrorCode::AlreadyExists,
+            "change 1 (a.rs)",
+        ),
+        (
+            json!({"changes": [{"path": "a.rs", "delete": true}, {"path": "a.rs", "delete": true}]}),
+            ErrorCode::InvalidArgument,
+            "twice",
+        ),
+        (
+            json!({"changes": [{"path": "nope.rs", "delete": true}]}),
+            ErrorCode::NotFound,
+            "change 1",
+        ),
+        (
+            json!({"patch": "*** Begin Patch\n*** Update File: a.rs\n@@ fn zzz\n-    1\n+    2\n*** End Patch\n"}),
+            ErrorCode::NoMatch,
+            "@@ line",
+        ),
+        (
+            json!({"patch": "garbage"}),
+            ErrorCode::InvalidArgument,
+            "line 1",
+        ),
+        (json!({}), ErrorCode::InvalidArgument, "nothing to apply"),
+        (
+            json!({"changes": [{"path": "a.rs", "edits": [{"old_string": "fn", "new_string": "x"}], "delete": true}]}),
+            ErrorCode::InvalidArgument,
+            "only one",
+        ),
+    ] {
+        let err = call(&f, "apply_patch", args.clone()).unwrap_err();
+        assert_eq!(err.code, code, "{args}: {err:?}");
+        assert!(err.message.contains(says), "{args}: {}", err.message);
+    }
+    assert_eq!(e.read("a.rs"), b"fn a() {\n    1\n}\n");
+    // a dry run shows the diffs and writes nothing
+    let fixed = THREE_FILE_PATCH.replace("    WRONG", "    3");
+    let out = call(&f, "apply_patch", json!({"patch": fixed, "dry_run": true})).unwrap();
+    assert_eq!(out["dry_run"], true);
+    assert!(
+        out["files"][0]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+    10")
+    );
+    assert_eq!(e.read("a.rs"), b"fn a() {\n    1\n}\n");
+}

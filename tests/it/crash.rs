@@ -337,3 +337,80 @@ fn killed_undos_leave_either_state_and_every_restore_journalled() {
         "kills must land on both sides"
     );
 }
+
+/// A file of a patch group: its version line, then enough bytes that staging 20 of them
+/// takes long enough to be interrupted anywhere.
+fn group_file(version: usize, i: usize) -> Vec<u8> {
+    let mut v = format!("file {i} VERSION {version:06}\n").into_bytes();
+    v.extend(std::iter::repeat_n(b'y', 256 << 10));
+    v.push(b'\n');
+    v
+}
+
+#[test]
+fn killed_patches_leave_all_twenty_files_old_or_all_new() {
+    const FILES: usize = 20;
+    const PATCH_RUNS: usize = 100;
+    let w = Ws::new();
+    for i in 0..FILES {
+        std::fs::write(w.root.join(format!("f{i:02}.txt")), group_file(0, i)).unwrap();
+    }
+    let patch = |v: usize| {
+        let mut p = String::from("*** Begin Patch\n");
+        for i in 0..FILES {
+            p.push_str(&format!(
+                "*** Update File: f{i:02}.txt\n@@\n-file {i} VERSION {v:06}\n+file {i} VERSION {:06}\n",
+                v + 1
+            ));
+        }
+        p.push_str("*** End Patch\n");
+        serde_json::json!({ "patch": p }).to_string()
+    };
+    let versions = || -> Vec<Option<usize>> {
+        (0..FILES)
+            .map(|i| {
+                let b = std::fs::read(w.root.join(format!("f{i:02}.txt"))).ok()?;
+                let head =
+                    String::from_utf8_lossy(&b[..b.iter().position(|&c| c == b'\n')?]).into_owned();
+                let v: usize = head.rsplit(' ').next()?.parse().ok()?;
+                // whole: the content is exactly what that version writes
+                (b == group_file(v, i)).then_some(v)
+            })
+            .collect()
+    };
+    let mut full = Duration::ZERO;
+    for v in 0..3 {
+        full = full.max(w.run(&["call", "apply_patch", &patch(v)]));
+    }
+    let mut version = 3;
+    let mut delay = delays(full);
+    let (mut landed, mut not_landed) = (0, 0);
+    for run in 0..PATCH_RUNS {
+        w.kill_after(&["call", "apply_patch", &patch(version)], delay());
+        let journal = w.recover_and_read_journal();
+        assert!(!journal.is_empty(), "run {run}: the journal parses");
+        w.check_clean(&journal);
+        let now = versions();
+        assert!(
+            now.iter().all(|v| *v == Some(version)) || now.iter().all(|v| *v == Some(version + 1)),
+            "run {run}: half a patch: {now:?}"
+        );
+        if now[0] == Some(version + 1) {
+            landed += 1;
+            version += 1;
+        } else {
+            not_landed += 1;
+        }
+    }
+    eprintln!(
+        "patches: {landed} landed, {not_landed} not; {} settled by recovery",
+        w.recovered()
+    );
+    assert!(
+        landed > 0 && not_landed > 0,
+        "kills must land on both sides"
+    );
+    // and one undo reverts the last whole patch
+    w.run(&["undo"]);
+    assert!(versions().iter().all(|v| *v == Some(version - 1)));
+}

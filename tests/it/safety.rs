@@ -1093,3 +1093,107 @@ fn two_processes_moving_one_file_move_it_once() {
         assert_eq!(moves, 1);
     }
 }
+
+// --- apply_patch: every path of every change through the sandbox --------------------------
+
+#[test]
+fn a_patch_touching_anything_outside_or_secret_changes_nothing_at_all() {
+    let w = Ws::new();
+    w.write("ok.txt", "fine\n");
+    w.write("good.txt", "fine\n");
+    w.write(".env", SECRET);
+    symlink(&w.outside, w.p("out")).unwrap();
+    symlink(".env", w.p("env_link")).unwrap();
+    let before = w.outside_snapshot();
+    let good = "*** Update File: good.txt\n@@\n-fine\n+changed\n";
+    for (bad, want) in [
+        ("*** Update File: out/keep.txt\n@@\n-x\n+y\n", "PATH_ESCAPE"),
+        ("*** Add File: out/new.txt\n+pwned\n", "PATH_ESCAPE"),
+        ("*** Delete File: out/keep.txt\n", "PATH_ESCAPE"),
+        (
+            "*** Update File: env_link\n@@\n-KEY\n+X\n",
+            "DENIED_PATTERN",
+        ),
+        (
+            "*** Add File: .git/hooks/pre-commit\n+#!/bin/sh\n",
+            "DENIED_PATTERN",
+        ),
+        ("*** Delete File: .env\n", "DENIED_PATTERN"),
+        (
+            "*** Update File: ok.txt\n*** Move to: ../outside/stolen.txt\n@@\n-fine\n+x\n",
+            "PATH_TRAVERSAL",
+        ),
+        ("*** Add File: ../outside/x.txt\n+x\n", "PATH_TRAVERSAL"),
+    ] {
+        // the bad change comes after a good one: the good one must not land either
+        let patch = format!("*** Begin Patch\n{good}{bad}*** End Patch\n");
+        let (code, v) = w.call("apply_patch", json!({ "patch": patch }));
+        assert_eq!(code.as_deref(), Some(want), "{bad}: {v}");
+        assert_eq!(w.read("good.txt"), "fine\n", "{bad}");
+        assert_eq!(w.read("ok.txt"), "fine\n", "{bad}");
+    }
+    assert_eq!(w.outside_snapshot(), before);
+    assert_eq!(w.read(".env"), SECRET);
+    assert!(w.temp_files().is_empty());
+}
+
+#[test]
+fn a_patch_never_writes_outside_while_a_directory_is_swapped() {
+    let w = Ws::new();
+    std::fs::write(w.outside.join("f.txt"), "inside\n").unwrap();
+    let before = w.outside_snapshot();
+    let swapper = Flipper::start(&w, "inside\n");
+    let mut applied = 0;
+    for i in 0..1000 {
+        if i >= 200 && applied > 0 {
+            break;
+        }
+        let patch = format!(
+            "*** Begin Patch\n*** Update File: d/f.txt\n@@\n-inside\n+pwned\n*** Add File: d/new{i}.txt\n+x\n*** End Patch\n"
+        );
+        let out = w.run(&[
+            "call",
+            "apply_patch",
+            &json!({ "patch": patch }).to_string(),
+        ]);
+        applied += usize::from(out.status.success());
+    }
+    swapper.stop();
+    assert_eq!(w.outside_snapshot(), before, "nothing outside changed");
+    assert!(
+        applied > 0,
+        "the race never let a patch through: it tested nothing"
+    );
+    assert!(w.temp_files().is_empty());
+}
+
+#[test]
+fn two_processes_applying_one_patch_apply_it_once() {
+    for round in 0..10 {
+        let w = std::sync::Arc::new(Ws::new());
+        for i in 0..5 {
+            w.write(&format!("f{i}.txt"), "v1\n");
+        }
+        let mut patch = String::from("*** Begin Patch\n");
+        for i in 0..5 {
+            patch.push_str(&format!("*** Update File: f{i}.txt\n@@\n-v1\n+v2\n"));
+        }
+        patch.push_str("*** End Patch\n");
+        let args = json!({ "patch": patch }).to_string();
+        let runs: Vec<_> = (0..2)
+            .map(|_| {
+                let (w, args) = (w.clone(), args.clone());
+                std::thread::spawn(move || w.run(&["call", "apply_patch", &args]).status.success())
+            })
+            .collect();
+        let ok: Vec<bool> = runs.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(
+            ok.iter().filter(|&&s| s).count(),
+            1,
+            "round {round}: {ok:?}"
+        );
+        for i in 0..5 {
+            assert_eq!(w.read(&format!("f{i}.txt")), "v2\n");
+        }
+    }
+}

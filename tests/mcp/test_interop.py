@@ -283,6 +283,31 @@ async def test_write_tools_are_listed_only_when_writes_are_on(ws, tmp_path):
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
+async def test_apply_patch_is_all_or_nothing_and_one_undo_over_mcp(ws, tmp_path, mode):
+    (ws / "b.txt").write_text("bee\n")
+    async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "state"), mode=mode) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        bad = "*** Begin Patch\n*** Update File: a.txt\n@@\n-hello\n+HELLO\n*** Update File: b.txt\n@@\n-nope\n+x\n*** End Patch\n"
+        r = await c.call_tool("apply_patch", {"patch": bad})
+        assert r.is_error and text(r).startswith("NO_MATCH") and "change 2 (b.txt), hunk 1" in text(r)
+        assert (ws / "a.txt").read_text() == "hello\nworld\n"
+        r = await c.call_tool("apply_patch", {"changes": [
+            {"path": "a.txt", "edits": [{"old_string": "hello", "new_string": "HELLO"}]},
+            {"path": "b.txt", "move_to": "moved/b.txt"},
+            {"path": "c.txt", "create": "sea\n"},
+        ]})
+        assert not r.is_error, text(r)
+        jsonschema.validate(r.structured_content, tools["apply_patch"].output_schema)
+        assert (ws / "a.txt").read_text() == "HELLO\nworld\n"
+        assert (ws / "moved" / "b.txt").read_text() == "bee\n" and not (ws / "b.txt").exists()
+        r = await c.call_tool("undo", {})
+        assert not r.is_error, text(r)
+        assert (ws / "a.txt").read_text() == "hello\nworld\n"
+        assert (ws / "b.txt").read_text() == "bee\n" and not (ws / "c.txt").exists()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
 async def test_write_file_and_the_stale_write_guard_over_mcp(ws, tmp_path, mode):
     async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "state"), mode=mode) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}

@@ -1,0 +1,219 @@
+//! Many files changed as one all-or-nothing step (apply_patch, and its undo).
+//!
+//! The protocol, each step durable before the next:
+//! 1. `begin`: one journal entry naming every file, its temporary file, backup and
+//!    hashes, before anything is written;
+//! 2. every new content staged in its temporary file beside its file (fsynced);
+//! 3. a `staged` mark;
+//! 4. the renames (and removals), in order;
+//! 5. `committed`.
+//!
+//! A failure before the `staged` mark removes the temporary files: nothing landed. A
+//! failure after it, in this process, puts back what landed from the old contents held
+//! in memory. A process killed after the mark is finished by recovery (every new content
+//! is on disk, so each remaining rename is done); killed before it, rolled back. Either
+//! way a group is never left half-applied.
+
+use super::journal::{Entry, GroupOp, OpKind, Outcome};
+use super::{History, stamp};
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::workspace::{Workspace, write};
+use cap_std::fs::{Dir, File};
+use std::ffi::{OsStr, OsString};
+use std::os::fd::AsFd;
+
+/// One file of a group, ready to commit.
+pub struct Planned {
+    /// Its journal record (`temp` is filled in by [`History::apply_group`]).
+    pub op: GroupOp,
+    /// The directory that holds it, opened beneath the root.
+    pub dir: Dir,
+    pub name: OsString,
+    /// The new content (Replace, Create).
+    pub content: Option<Vec<u8>>,
+    /// The old content (Replace, Remove), to put back if the group fails.
+    pub before: Option<Vec<u8>>,
+    /// The old file, open (Replace): the new one takes its owner, mode and xattrs, and
+    /// its lock is held until the group is done.
+    pub old: Option<File>,
+}
+
+impl History {
+    /// Applies `planned` as one group journalled as `entry` (its `group` is filled in
+    /// here). `guard` runs with the journal locked, before the group begins.
+    pub fn apply_group(
+        &self,
+        mut planned: Vec<Planned>,
+        mut entry: Entry,
+        guard: impl FnOnce(&[Entry]) -> ToolResult<()>,
+    ) -> ToolResult<u64> {
+        let base = stamp();
+        for (i, p) in planned.iter_mut().enumerate() {
+            if p.op.kind != OpKind::Remove {
+                p.op.temp = Some(format!(".ferret-{base}-{i}.tmp"));
+            }
+        }
+        entry.group = planned.iter().map(|p| p.op.clone()).collect();
+        let id = self.journal.with(|j| {
+            guard(&j.entries)?;
+            j.begin(entry, self.lease())
+        })?;
+
+        // Stage every new content.
+        for i in 0..planned.len() {
+            let p = &planned[i];
+            let (Some(temp), Some(content)) = (&p.op.temp, &p.content) else {
+                continue;
+            };
+            let like = p.old.as_ref().map(|f| f.as_fd());
+            if let Err(e) = write::stage(&p.dir, OsStr::new(temp), content, like) {
+                discard_temps(&planned);
+                let err = ToolError::io(&p.op.path, &e);
+                self.settle(id, Outcome::Aborted, Some(err.message.clone()))?;
+                return Err(err);
+            }
+        }
+        self.journal.with(|j| j.settle(id, Outcome::Staged, None))?;
+
+        // The renames and removals, in order; on a failure, back out what landed.
+        for i in 0..planned.len() {
+            if let Err(err) = land(&planned[i]) {
+                for p in planned[..i].iter().rev() {
+                    if let Err(e) = put_back(p) {
+                        tracing::error!(path = %p.op.path, error = %e, "could not put back a file of a failed group");
+                    }
+                }
+                discard_temps(&planned[i..]);
+                self.settle(id, Outcome::Aborted, Some(err.message.clone()))?;
+                return Err(err);
+            }
+        }
+        for p in &planned {
+            write::sync_dir(&p.dir);
+        }
+        self.settle(id, Outcome::Committed, None)?;
+        Ok(id)
+    }
+}
+
+fn land(p: &Planned) -> ToolResult<()> {
+    let temp = p.op.temp.as_deref().map(OsStr::new);
+    let done = match (p.op.kind, temp) {
+        (OpKind::Replace, Some(t)) => {
+            rustix::fs::renameat(&p.dir, t, &p.dir, &p.name).map_err(std::io::Error::from)
+        }
+        (OpKind::Create, Some(t)) => write::move_noreplace(&p.dir, t, &p.dir, &p.name),
+        (OpKind::Remove, _) => rustix::fs::unlinkat(&p.dir, &p.name, rustix::fs::AtFlags::empty())
+            .map_err(std::io::Error::from),
+        _ => Err(std::io::Error::other(
+            "a group file without its staged content",
+        )),
+    };
+    done.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            ToolError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "{} appeared while the patch was being applied; nothing was changed",
+                    p.op.path
+                ),
+            )
+            .with_hint("read it, then make the patch update it instead of adding it")
+        } else {
+            ToolError::io(&p.op.path, &e)
+        }
+    })
+}
+
+/// Undoes one landed file of a failed group, from the old content held in memory.
+fn put_back(p: &Planned) -> std::io::Result<()> {
+    let temp = OsString::from(format!(".ferret-{}.tmp", stamp()));
+    match (p.op.kind, &p.before) {
+        (OpKind::Create, _) => rustix::fs::unlinkat(&p.dir, &p.name, rustix::fs::AtFlags::empty())
+            .map_err(std::io::Error::from),
+        (OpKind::Replace, Some(before)) => {
+            write::stage(&p.dir, &temp, before, p.old.as_ref().map(|f| f.as_fd()))?;
+            write::commit(&p.dir, &temp, &p.name)
+        }
+        (OpKind::Remove, Some(before)) => {
+            write::stage(&p.dir, &temp, before, None)?;
+            write::move_noreplace(&p.dir, &temp, &p.dir, &p.name)
+        }
+        _ => Ok(()),
+    }
+}
+
+fn discard_temps(planned: &[Planned]) {
+    for p in planned {
+        if let Some(t) = &p.op.temp {
+            write::discard(&p.dir, OsStr::new(t));
+        }
+    }
+}
+
+/// Settles a group whose process died before marking it: finished if every new content
+/// was staged, rolled back if not.
+pub(super) fn settle_orphan_group(ws: &Workspace, e: &Entry) -> (Outcome, String) {
+    let mut opened = Vec::new();
+    for op in &e.group {
+        let at = ws.entry(&ws.root_path(op.root).join(&op.rel), false).ok();
+        let place = at.and_then(|r| Some((r.parent?, op.rel.file_name()?.to_os_string())));
+        opened.push((op, place));
+    }
+    if !e.staged {
+        for (op, place) in &opened {
+            if let (Some((dir, _)), Some(t)) = (place, &op.temp)
+                && write::is_temp_name(OsStr::new(t))
+            {
+                write::discard(dir, OsStr::new(t));
+            }
+        }
+        return (
+            Outcome::Aborted,
+            "recovered: the group was not fully staged; nothing had landed, rolled back".into(),
+        );
+    }
+    let mut unfinished = 0;
+    for (op, place) in &opened {
+        let Some((dir, name)) = place else {
+            unfinished += 1;
+            continue;
+        };
+        let temp = op
+            .temp
+            .as_deref()
+            .map(OsStr::new)
+            .filter(|t| write::is_temp_name(t));
+        let done = match (op.kind, temp) {
+            // A temporary file still there is a rename not yet done.
+            (OpKind::Replace, Some(t)) if write::identity_at(dir, t).is_ok() => {
+                rustix::fs::renameat(dir, t, dir, name.as_os_str()).map_err(std::io::Error::from)
+            }
+            (OpKind::Create, Some(t)) if write::identity_at(dir, t).is_ok() => {
+                write::move_noreplace(dir, t, dir, name).inspect_err(|_| write::discard(dir, t))
+            }
+            (OpKind::Remove, _) => {
+                let still = super::change::hash_at(dir, name).ok();
+                if still.is_some() && still == op.sha256_before {
+                    rustix::fs::unlinkat(dir, name.as_os_str(), rustix::fs::AtFlags::empty())
+                        .map_err(std::io::Error::from)
+                } else {
+                    Ok(())
+                }
+            }
+            _ => Ok(()),
+        };
+        if done.is_err() {
+            unfinished += 1;
+        }
+        write::sync_dir(dir);
+    }
+    let note = if unfinished == 0 {
+        "recovered: the group was staged; finished it".to_string()
+    } else {
+        format!(
+            "recovered: the group was staged; finished it but for {unfinished} file(s) that could not be reached"
+        )
+    };
+    (Outcome::Committed, note)
+}

@@ -1,0 +1,563 @@
+//! `apply_patch`: many changes to many files as one all-or-nothing step, undone by one
+//! `undo`.
+//!
+//! Two input shapes, one change set: structured `changes` (edits, create, delete,
+//! move_to per file) or the text format of [`patch_text`]. Every change is checked and
+//! every new content computed before anything is written: one hunk that does not apply
+//! means no file changes, and the error names the change and the hunk. Hunks are found
+//! like `edit`'s `old_string` ([`locate`], forgiving whitespace and saying so). The
+//! commit is one journal group ([`crate::history::group`]): never half a patch, even if
+//! the process is killed.
+
+use super::locate::{self, Rule};
+use super::patch_text::{self, FileChange, Hunk};
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::history::group::Planned;
+use crate::history::{Action, Entry, GroupOp, OpKind, sha256};
+use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
+use crate::tools::human_size;
+use crate::workspace::{LOCK_WAIT, WsPath};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditSpec {
+    /// Text to replace (found as edit finds it).
+    pub old_string: String,
+    pub new_string: String,
+    #[serde(default)]
+    pub replace_all: bool,
+}
+
+/// One file's change: `edits`, or `create` (its whole content), or `delete`; `move_to`
+/// renames it (with or without edits).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Change {
+    pub path: String,
+    #[serde(default)]
+    pub edits: Vec<EditSpec>,
+    /// Create the file with this content (it must not exist).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub create: Option<String>,
+    /// Delete the file.
+    #[serde(default)]
+    pub delete: bool,
+    /// Move the file here (after its edits).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub move_to: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// The changes, file by file.
+    #[serde(default)]
+    pub changes: Vec<Change>,
+    /// Or a patch in the "*** Begin Patch" text format (Add File, Delete File, Update
+    /// File with @@ hunks, Move to).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub patch: Option<String>,
+    /// Check everything and show the diffs without writing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FileOutcome {
+    pub path: String,
+    /// update, add, delete or move.
+    pub action: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved_to: Option<String>,
+    /// How each hunk was found (updates).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matches: Vec<Rule>,
+    /// Unified diff (text files).
+    pub diff: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    pub files: Vec<FileOutcome>,
+    /// The undo journal's id for the whole patch (absent on a dry run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change_id: Option<u64>,
+    pub dry_run: bool,
+}
+
+pub struct ApplyPatch;
+
+impl Tool for ApplyPatch {
+    type Params = Params;
+    type Output = Output;
+
+    fn meta(&self) -> ToolMeta {
+        ToolMeta {
+            name: "apply_patch",
+            title: "Change many files at once",
+            description: "Apply changes to several files as one all-or-nothing step: if any change does not apply, \
+no file changes and the error names the change and hunk. Give either changes: [{path, edits: [{old_string, \
+new_string, replace_all}]} | {path, create: content} | {path, delete: true} | {path, move_to}] or patch: text in the \
+\"*** Begin Patch\" format (*** Add File / *** Delete File / *** Update File with @@ hunks of ' ', '-', '+' lines \
+/ *** Move to / *** End Patch). Hunks are found like edit's old_string (forgiving whitespace). One undo reverts \
+the whole patch; dry_run shows the diffs.",
+            annotations: Annotations::WRITE,
+            served_by_default: true,
+        }
+    }
+
+    fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
+        let changes = match (p.patch, p.changes.is_empty()) {
+            (Some(text), true) => patch_text::parse(&text).map_err(|e| {
+                ToolError::invalid(format!("the patch does not parse: {e}")).with_hint(
+                    "see the tool description for the format, or pass structured changes",
+                )
+            })?,
+            (None, false) => p
+                .changes
+                .into_iter()
+                .enumerate()
+                .map(|(i, c)| structured(i + 1, c))
+                .collect::<ToolResult<Vec<_>>>()?,
+            (Some(_), false) => {
+                return Err(ToolError::invalid("give either changes or patch, not both"));
+            }
+            (None, true) => {
+                return Err(ToolError::invalid(
+                    "nothing to apply: give changes or patch",
+                ));
+            }
+        };
+        let dry_run = p.dry_run || ctx.config().dry_run;
+        let plan = plan(ctx, &changes)?;
+        let files = plan.iter().map(|f| f.outcome.clone()).collect();
+        let mut out = Output {
+            files,
+            change_id: None,
+            dry_run,
+        };
+        if dry_run {
+            return Ok(out);
+        }
+        commit(ctx, plan, &mut out)?;
+        Ok(out)
+    }
+
+    fn render(&self, o: &Output) -> String {
+        let verb = if o.dry_run { "Would apply" } else { "Applied" };
+        let mut s = format!(
+            "{verb} a patch to {} file{}",
+            o.files.len(),
+            if o.files.len() == 1 { "" } else { "s" }
+        );
+        if let Some(id) = o.change_id {
+            s.push_str(&format!(" (change {id}; one undo reverts it all)"));
+        }
+        s.push_str(":\n");
+        for f in &o.files {
+            let fuzzy: Vec<&str> = f.matches.iter().filter_map(|r| r.describe()).collect();
+            s.push_str(&format!("- {} {}", f.action, f.path));
+            if let Some(to) = &f.moved_to {
+                s.push_str(&format!(" -> {to}"));
+            }
+            if !fuzzy.is_empty() {
+                s.push_str(&format!(" (matched {})", fuzzy.join("; ")));
+            }
+            s.push('\n');
+        }
+        for f in &o.files {
+            s.push_str(&f.diff);
+        }
+        s
+    }
+}
+
+/// A structured change as the text format would say it.
+fn structured(n: usize, c: Change) -> ToolResult<FileChange> {
+    let kinds =
+        usize::from(!c.edits.is_empty()) + usize::from(c.create.is_some()) + usize::from(c.delete);
+    let bad = |what: &str| ToolError::invalid(format!("change {n} ({}): {what}", c.path));
+    match (kinds, c.create, c.delete) {
+        (0, None, false) if c.move_to.is_none() => Err(bad(
+            "says nothing to do: give edits, create, delete or move_to",
+        )),
+        (k, _, _) if k > 1 => Err(bad("give only one of edits, create and delete")),
+        (_, Some(content), _) if c.move_to.is_none() => Ok(FileChange::Add {
+            path: c.path,
+            content,
+        }),
+        (_, None, true) if c.move_to.is_none() => Ok(FileChange::Delete { path: c.path }),
+        (_, None, false) => Ok(FileChange::Update {
+            path: c.path,
+            hunks: c
+                .edits
+                .into_iter()
+                .map(|e| Hunk {
+                    header: None,
+                    old: e.old_string,
+                    new: e.new_string,
+                    replace_all: e.replace_all,
+                })
+                .collect(),
+            move_to: c.move_to,
+        }),
+        _ => Err(bad(
+            "move_to goes with edits (or alone), not with create or delete",
+        )),
+    }
+}
+
+/// One file of the plan.
+struct PlannedFile {
+    outcome: FileOutcome,
+    ops: Vec<PlanOp>,
+}
+
+struct PlanOp {
+    kind: OpKind,
+    wp: WsPath,
+    content: Option<Vec<u8>>,
+    before: Option<Vec<u8>>,
+    /// The open file (Replace, Remove): its lock is held until the commit.
+    old: Option<(cap_std::fs::File, crate::workspace::Resolved)>,
+}
+
+/// Checks every change and computes every new content, writing nothing.
+fn plan(ctx: &Ctx, changes: &[FileChange]) -> ToolResult<Vec<PlannedFile>> {
+    let ws = ctx.workspace();
+    let max = ctx.config().max_edit_file_size;
+    let mut touched: Vec<WsPath> = Vec::new();
+    let mut claim = |ctx: &Ctx, wp: &WsPath, n: usize| -> ToolResult<()> {
+        let real = ws.entry(wp, false)?.real;
+        if touched.contains(&real) {
+            return Err(ToolError::invalid(format!(
+                "change {n}: {} is changed twice in one patch",
+                ws.display(&real)
+            ))
+            .with_hint("put all of a file's hunks in one change"));
+        }
+        ctx.check()?;
+        touched.push(real);
+        Ok(())
+    };
+    let mut out = Vec::new();
+    for (i, change) in changes.iter().enumerate() {
+        let n = i + 1;
+        let wp = ctx.resolve(change.path())?;
+        let shown = ws.display(&wp);
+        claim(ctx, &wp, n)?;
+        let at_change = |e: ToolError| ToolError {
+            message: format!("change {n} ({shown}): {}", e.message),
+            ..e
+        };
+        match change {
+            FileChange::Add { content, .. } => {
+                if ws.entry(&wp, true).map_err(at_change)?.meta.is_some() {
+                    return Err(at_change(ToolError::new(
+                        ErrorCode::AlreadyExists,
+                        "the file to add already exists; nothing was changed",
+                    ))
+                    .with_hint("update it instead (*** Update File, or edits)"));
+                }
+                check_size(max, content.len(), &shown)?;
+                out.push(PlannedFile {
+                    outcome: FileOutcome {
+                        path: shown.clone(),
+                        action: "add".into(),
+                        moved_to: None,
+                        matches: Vec::new(),
+                        diff: diff("", content, "/dev/null", &shown),
+                    },
+                    ops: vec![PlanOp {
+                        kind: OpKind::Create,
+                        wp,
+                        content: Some(content.clone().into_bytes()),
+                        before: None,
+                        old: None,
+                    }],
+                });
+            }
+            FileChange::Delete { .. } => {
+                let (file, before, at) = read_locked(ctx, &wp, &shown).map_err(at_change)?;
+                let text = String::from_utf8_lossy(&before).into_owned();
+                out.push(PlannedFile {
+                    outcome: FileOutcome {
+                        path: shown.clone(),
+                        action: "delete".into(),
+                        moved_to: None,
+                        matches: Vec::new(),
+                        diff: diff(&text, "", &shown, "/dev/null"),
+                    },
+                    ops: vec![PlanOp {
+                        kind: OpKind::Remove,
+                        wp,
+                        content: None,
+                        before: Some(before),
+                        old: Some((file, at)),
+                    }],
+                });
+            }
+            FileChange::Update { hunks, move_to, .. } => {
+                let (file, before, at) = read_locked(ctx, &wp, &shown).map_err(at_change)?;
+                let (bom, body) = match before.strip_prefix(b"\xEF\xBB\xBF") {
+                    Some(rest) => (&before[..3], rest),
+                    None => (&before[..0], &before[..]),
+                };
+                let text = std::str::from_utf8(body).map_err(|_| {
+                    at_change(ToolError::new(
+                        ErrorCode::BinaryFile,
+                        "not UTF-8 text; patches change text files",
+                    ))
+                })?;
+                let (new_text, matches) = apply_hunks(text, hunks, n, &shown)?;
+                let mut after = bom.to_vec();
+                after.extend_from_slice(new_text.as_bytes());
+                check_size(max, after.len(), &shown)?;
+                let mut outcome = FileOutcome {
+                    path: shown.clone(),
+                    action: "update".into(),
+                    moved_to: None,
+                    matches,
+                    diff: diff(text, &new_text, &shown, &shown),
+                };
+                let ops = match move_to {
+                    None => vec![PlanOp {
+                        kind: OpKind::Replace,
+                        wp,
+                        content: Some(after),
+                        before: Some(before),
+                        old: Some((file, at)),
+                    }],
+                    Some(to) => {
+                        let dst = ctx.resolve(to)?;
+                        let dst_shown = ws.display(&dst);
+                        claim(ctx, &dst, n)?;
+                        if ws.entry(&dst, false)?.meta.is_some() {
+                            return Err(at_change(ToolError::new(
+                                ErrorCode::AlreadyExists,
+                                format!("{dst_shown} already exists; nothing was changed"),
+                            )));
+                        }
+                        outcome.action = "move".into();
+                        outcome.diff = diff(text, &new_text, &shown, &dst_shown);
+                        outcome.moved_to = Some(dst_shown);
+                        vec![
+                            PlanOp {
+                                kind: OpKind::Create,
+                                wp: dst,
+                                content: Some(after),
+                                before: None,
+                                old: None,
+                            },
+                            PlanOp {
+                                kind: OpKind::Remove,
+                                wp,
+                                content: None,
+                                before: Some(before),
+                                old: Some((file, at)),
+                            },
+                        ]
+                    }
+                };
+                out.push(PlannedFile { outcome, ops });
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn check_size(max: u64, len: usize, shown: &str) -> ToolResult<()> {
+    if max > 0 && len as u64 > max {
+        return Err(ToolError::new(
+            ErrorCode::FileTooLarge,
+            format!(
+                "{shown} would be {}, over the {} limit",
+                human_size(len as u64),
+                human_size(max)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Opens a file to change, locked, and reads it.
+fn read_locked(
+    ctx: &Ctx,
+    wp: &WsPath,
+    shown: &str,
+) -> ToolResult<(cap_std::fs::File, Vec<u8>, crate::workspace::Resolved)> {
+    let ws = ctx.workspace();
+    let (file, meta, at) = ws.open_file_locked(wp, LOCK_WAIT)?;
+    check_size(ctx.config().max_edit_file_size, meta.len() as usize, shown)?;
+    let mut before = Vec::new();
+    (&file)
+        .read_to_end(&mut before)
+        .map_err(|e| ToolError::io(shown, &e))?;
+    Ok((file, before, at))
+}
+
+/// Applies an update's hunks in order; the error names the change and the hunk.
+pub fn apply_hunks(
+    text: &str,
+    hunks: &[Hunk],
+    n: usize,
+    shown: &str,
+) -> ToolResult<(String, Vec<Rule>)> {
+    let mut text = text.to_string();
+    let mut rules = Vec::new();
+    for (h, hunk) in hunks.iter().enumerate() {
+        let at = |e: ToolError| ToolError {
+            message: format!("change {n} ({shown}), hunk {}: {}", h + 1, e.message),
+            ..e
+        };
+        if hunk.old.is_empty() {
+            // Lines added with nothing to anchor them: at the end of the file.
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&hunk.new);
+            rules.push(Rule::Exact);
+            continue;
+        }
+        // After the header line, when there is one.
+        let start = match &hunk.header {
+            Some(hd) => {
+                let want = hd.trim();
+                let mut off = 0;
+                let mut found = None;
+                for line in text.split_inclusive('\n') {
+                    if line.trim() == want || line.contains(want) {
+                        found = Some(off);
+                        break;
+                    }
+                    off += line.len();
+                }
+                found.ok_or_else(|| {
+                    at(ToolError::new(
+                        ErrorCode::NoMatch,
+                        format!("its @@ line {want:?} is not in the file"),
+                    ))
+                    .with_hint("copy the @@ line from the file as it is, or leave it empty")
+                })?
+            }
+            None => 0,
+        };
+        let found = locate::locate(&text[start..], &hunk.old, &hunk.new, hunk.replace_all)
+            .map_err(|m| at(super::edit::miss(m, shown)))?;
+        let mut shifted = found.clone();
+        for p in &mut shifted.places {
+            p.range = p.range.start + start..p.range.end + start;
+        }
+        rules.push(found.rule);
+        text = shifted.apply(&text);
+    }
+    Ok((text, rules))
+}
+
+fn diff(old: &str, new: &str, a: &str, b: &str) -> String {
+    let a = if a == "/dev/null" {
+        a.to_string()
+    } else {
+        format!("a/{a}")
+    };
+    let b = if b == "/dev/null" {
+        b.to_string()
+    } else {
+        format!("b/{b}")
+    };
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header(&a, &b)
+        .to_string()
+}
+
+/// Writes the plan as one journal group.
+fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()> {
+    let ws = ctx.workspace();
+    let listed: Vec<String> = plan
+        .iter()
+        .flat_map(|f| &f.ops)
+        .filter(|op| ws.needs_confirmation(&op.wp, false))
+        .map(|op| ws.display(&op.wp))
+        .collect();
+    if !listed.is_empty() {
+        ctx.confirm(
+            &format!("patching {} (on the confirm list)", listed.join(", ")),
+            false,
+        )?;
+    }
+    let history = ctx.history()?;
+    let backups = ctx.config().backup_enabled;
+    let mut planned = Vec::new();
+    for op in plan.into_iter().flat_map(|f| f.ops) {
+        let (at, created_dirs, old) = match op.old {
+            Some((file, at)) => (at, Vec::new(), Some(file)),
+            None => {
+                let (at, created) = ws.make_parents(&op.wp)?;
+                if at.meta.is_some() {
+                    return Err(ToolError::new(
+                        ErrorCode::AlreadyExists,
+                        format!(
+                            "{} appeared while the patch was being applied; nothing was changed",
+                            ws.display(&op.wp)
+                        ),
+                    ));
+                }
+                (at, created, None)
+            }
+        };
+        let real = at.real.clone();
+        let shown = ws.display(&real);
+        let backup_path = match (&op.before, backups) {
+            (Some(b), true) => Some(history.backup(real.root_index(), real.rel(), b)?),
+            _ => None,
+        };
+        let (Some(dir), Some(name)) = (at.parent, real.rel().file_name().map(|n| n.to_os_string()))
+        else {
+            return Err(ToolError::new(
+                ErrorCode::NotFound,
+                format!("{shown}: no place for it"),
+            ));
+        };
+        planned.push(Planned {
+            op: GroupOp {
+                kind: op.kind,
+                path: shown,
+                root: real.root_index(),
+                rel: real.rel().to_path_buf(),
+                temp: None,
+                backup_path,
+                sha256_before: op.before.as_deref().map(sha256),
+                sha256_after: op.content.as_deref().map(sha256),
+                created_dirs,
+            },
+            dir,
+            name,
+            content: op.content,
+            before: op.before,
+            old,
+        });
+    }
+    let first = planned
+        .first()
+        .map(|p| (p.op.path.clone(), p.op.root, p.op.rel.clone()));
+    let Some((path, root, rel)) = first else {
+        return Ok(());
+    };
+    let label = if planned.len() > 1 {
+        format!("{path} and {} more", planned.len() - 1)
+    } else {
+        path
+    };
+    ctx.set_audit_path(label.clone());
+    let entry = Entry::new(Action::Patch, label, root, &rel);
+    out.change_id = Some(history.apply_group(planned, entry, |_| Ok(()))?);
+    Ok(())
+}
