@@ -1127,8 +1127,9 @@ fn undo_of_a_move_refuses_when_the_object_there_is_another_or_the_old_place_is_t
     )
     .unwrap();
     let id = out["change_id"].as_u64().unwrap();
-    // the destination now holds another file (a new inode): not what was moved
-    std::fs::remove_file(e.p("b.txt")).unwrap();
+    // the destination now holds another file (a new inode; the moved one is kept
+    // elsewhere so its inode number cannot be reused): not what was moved
+    std::fs::rename(e.p("b.txt"), e.p("kept.txt")).unwrap();
     e.write("b.txt", "a\n");
     let err = call(&f, "undo", json!({"id": id})).unwrap_err();
     assert_eq!(err.code, ErrorCode::Conflict);
