@@ -44,6 +44,10 @@ pub fn instructions(ferret: &Ferret, tools: &[String]) -> String {
             "read_file",
             "read a file with line numbers; use offset and limit for big files",
         ),
+        (
+            "read_files",
+            "read several files (or globs) in one call instead of one read_file each",
+        ),
         ("list_directory", "list a directory (recursive for a tree)"),
         ("file_exists", "check that a path exists"),
         (

@@ -14,6 +14,7 @@ pub mod locate;
 pub mod move_path;
 pub mod patch_text;
 pub mod read_file;
+pub mod read_files;
 pub mod search_files;
 pub mod undo;
 pub mod write_file;
@@ -33,6 +34,7 @@ pub fn standard() -> Registry {
 /// Adds every tool ferret has to `r`.
 pub fn register_all(r: &mut Registry) {
     r.register(read_file::ReadFile);
+    r.register(read_files::ReadFiles);
     r.register(list_directory::ListDirectory);
     r.register(file_exists::FileExists);
     r.register(get_file_info::GetFileInfo);

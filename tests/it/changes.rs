@@ -1298,3 +1298,62 @@ fn patch_refusals_name_the_change_and_write_nothing() {
     );
     assert_eq!(e.read("a.rs"), b"fn a() {\n    1\n}\n");
 }
+
+// --- issue 11: read_files ---------------------------------------------------------------------
+
+#[test]
+fn read_files_reads_several_and_reports_each_failure_in_its_place() {
+    let e = Env::new();
+    let f = e.ferret(false);
+    e.write("a.txt", "one\ntwo\nthree\n");
+    e.write("src/x.rs", "fn x() {}\n");
+    e.write("src/y.rs", "fn y() {}\n");
+    e.write(".env", "KEY=s3cr3t-value\n");
+    e.write("bin.dat", [0u8, 159, 146, 150]);
+    let out = call(
+        &f,
+        "read_files",
+        json!({"paths": ["a.txt", "src/*.rs", ".env", "missing.txt", "bin.dat", "a.txt"], "max_lines_each": 2}),
+    )
+    .unwrap();
+    let files = out["files"].as_array().unwrap();
+    let paths: Vec<&str> = files.iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(
+        paths,
+        [
+            "a.txt",
+            "src/x.rs",
+            "src/y.rs",
+            ".env",
+            "missing.txt",
+            "bin.dat"
+        ],
+        "in order, once each"
+    );
+    assert_eq!(
+        files[0]["file"]["content"], "one\ntwo\n",
+        "max_lines_each applies"
+    );
+    assert_eq!(files[0]["file"]["truncated"], true);
+    assert!(files[0]["file"]["version"].is_string());
+    assert_eq!(files[1]["file"]["content"], "fn x() {}\n");
+    assert_eq!(files[3]["error"]["code"], "DENIED_PATTERN");
+    assert_eq!(files[4]["error"]["code"], "NOT_FOUND");
+    assert_eq!(files[5]["error"]["code"], "BINARY_FILE");
+    assert_eq!(out["errors"], 3);
+    assert!(!out.to_string().contains("s3cr3t"));
+}
+
+#[test]
+fn read_files_keeps_to_the_round_budget() {
+    let e = Env::new();
+    for i in 0..5 {
+        e.write(&format!("f{i}.txt"), "x".repeat(1000));
+    }
+    let mut c = ferret::config::Config::defaults(ferret::config::Mode::Server);
+    c.roots = vec![e.root.path().to_path_buf()];
+    c.max_bytes_per_round = 2500;
+    let f = Ferret::new(c).unwrap();
+    let err = call(&f, "read_files", json!({"paths": ["*.txt"]})).unwrap_err();
+    assert_eq!(err.code, ErrorCode::RoundLimitExceeded);
+}

@@ -1197,3 +1197,22 @@ fn two_processes_applying_one_patch_apply_it_once() {
         }
     }
 }
+
+#[test]
+fn read_files_shows_nothing_behind_links_out_or_to_secrets() {
+    let w = Ws::new();
+    w.write(".env", SECRET);
+    w.write("ok.txt", "fine\n");
+    symlink(&w.outside, w.p("out")).unwrap();
+    symlink(".env", w.p("env_link")).unwrap();
+    let (code, v) = w.call(
+        "read_files",
+        json!({"paths": ["ok.txt", "out/keep.txt", "env_link", "out/*", "**/keep.txt", "*env*"]}),
+    );
+    assert_eq!(code, None, "{v}");
+    let text = v.to_string();
+    assert!(!text.contains(SECRET) && !text.contains(OUTSIDE), "{text}");
+    assert_eq!(v["files"][0]["file"]["content"], "fine\n");
+    assert_eq!(v["files"][1]["error"]["code"], "PATH_ESCAPE");
+    assert_eq!(v["files"][2]["error"]["code"], "DENIED_PATTERN");
+}

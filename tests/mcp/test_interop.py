@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 FERRET = os.environ.get("FERRET_BIN", str(REPO / "target" / "release" / "ferret"))
 VERSION = re.search(r'^version = "(.+)"', (REPO / "Cargo.toml").read_text(), re.M).group(1)
 MODES = ["auto", "legacy"]  # auto negotiates 2026-07-28 through server/discover
-DEFAULT_TOOLS = ["read_file", "list_directory", "file_exists", "get_file_info", "grep", "glob"]
+DEFAULT_TOOLS = ["read_file", "read_files", "list_directory", "file_exists", "get_file_info", "grep", "glob"]
 
 
 @pytest.fixture
@@ -122,6 +122,7 @@ async def test_a_pinned_2026_client_needs_no_handshake(ws):
 
 CALLS = {
     "read_file": {"path": "a.txt"},
+    "read_files": {"paths": ["a.txt", "src/*.rs", ".env", "missing.txt"]},
     "list_directory": {"path": ".", "recursive": True},
     "file_exists": {"path": "src/main.rs"},
     "get_file_info": {"path": "a.txt"},
