@@ -167,7 +167,7 @@ impl Ferret {
             |ctx| {
                 self.gate(&meta, false)?;
                 let output = tool.run(ctx, params)?;
-                let text = tool.render(&output);
+                let text = crate::tool::fit_text(tool.render(&output), ctx.output_budget());
                 Ok(Typed { output, text })
             },
             |t| {

@@ -114,7 +114,7 @@ impl<T: Tool> DynTool for T {
             .with_hint("see the tool's input schema (`ferret tools`)")
         })?;
         let out = self.run(ctx, params)?;
-        let text = self.render(&out);
+        let text = fit_text(self.render(&out), ctx.output_budget());
         let structured = serde_json::to_value(&out).map_err(|e| {
             ToolError::new(
                 ErrorCode::IoError,
@@ -123,6 +123,30 @@ impl<T: Tool> DynTool for T {
         })?;
         Ok(CallOutput { structured, text })
     }
+}
+
+/// The last guard on a result's size: text over `budget` characters is cut at the last
+/// line that fits, with a marker saying how much was left out and what to ask for
+/// instead. Tools step down on their own first (fewer lines, with exact counts of what
+/// they left out); this only catches what they could not.
+pub fn fit_text(text: String, budget: Option<usize>) -> String {
+    let Some(budget) = budget else { return text };
+    if text.len() <= budget {
+        return text;
+    }
+    const MARKER_ROOM: usize = 200;
+    let mut cut = budget.saturating_sub(MARKER_ROOM).min(text.len());
+    while cut > 0 && !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let cut = text[..cut].rfind('\n').map_or(cut, |i| i + 1);
+    let left = text.len() - cut;
+    let lines_left = text[cut..].lines().count();
+    let mut out = text[..cut].to_string();
+    out.push_str(&format!(
+        "[output cut: {lines_left} more lines ({left} characters) left out, over max_output_chars ({budget}); ask for less: a narrower path or glob, offset and limit, or max_results]\n"
+    ));
+    out
 }
 
 /// A JSON Schema (draft 2020-12) with every subschema inlined, which function-calling
@@ -288,6 +312,14 @@ impl<'a> Ctx<'a> {
     }
 
     /// The state directory, backups and undo journal (opened on first use).
+    /// The most characters this call's result may hold (`max_output_chars`), if any.
+    pub fn output_budget(&self) -> Option<usize> {
+        match self.services.config.max_output_chars {
+            0 => None,
+            n => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+        }
+    }
+
     /// Contents this process has returned recently, by version.
     pub fn seen(&self) -> &'a crate::history::Seen {
         self.services.seen

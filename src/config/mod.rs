@@ -154,6 +154,10 @@ pub struct Config {
     pub search_max_file_size: u64,
     /// Most entries one listing returns (0: no limit).
     pub max_files_per_request: usize,
+    /// Most characters of one tool result (about 4 per token; 0: no limit). Over it, a
+    /// tool returns less and says what it left out and how to get the rest. The
+    /// default keeps a result under common clients' caps (Claude Code's is 25k tokens).
+    pub max_output_chars: u64,
     /// Bytes a session may read in one round (0: no limit).
     pub max_bytes_per_round: u64,
     /// Tool calls a session may make in one round (0: no limit).
@@ -206,6 +210,7 @@ impl Config {
             max_file_size: 1024 * 1024,
             search_max_file_size: 100 * 1024 * 1024,
             max_files_per_request: 100,
+            max_output_chars: if server { 80_000 } else { 0 },
             max_bytes_per_round: if server { 5 * 1024 * 1024 } else { 0 },
             max_requests_per_round: if server { 50 } else { 0 },
             request_timeout: if server {

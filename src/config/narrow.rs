@@ -123,6 +123,7 @@ pub(super) fn narrow(
                     lower(c.max_files_per_request as u64, get(k, v, path)?) as usize
             }
             "max_file_size" => c.max_file_size = lower(c.max_file_size, get(k, v, path)?),
+            "max_output_chars" => c.max_output_chars = lower(c.max_output_chars, get(k, v, path)?),
             "search_max_file_size" => {
                 c.search_max_file_size = lower(c.search_max_file_size, get(k, v, path)?)
             }

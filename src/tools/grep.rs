@@ -107,6 +107,13 @@ pub struct FileResult {
     pub lines: Option<Vec<Line>>,
 }
 
+/// What a result cut to fit the output budget did not show.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+pub struct LeftOut {
+    pub matching_lines: u64,
+    pub files: u64,
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// Sorted by path.
@@ -118,6 +125,10 @@ pub struct Output {
     pub match_count: Option<u64>,
     /// More results exist than were returned (see offset).
     pub truncated: bool,
+    /// Fewer lines were returned than asked for, to keep the result within
+    /// max_output_chars: matching lines and files of the whole result not shown here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<LeftOut>,
     #[serde(skip)]
     pub mode: OutputMode,
     #[serde(skip)]
@@ -160,6 +171,18 @@ max_results.",
             OutputMode::Count => GrepMode::Count,
         };
         let around = p.context.unwrap_or(0);
+        // Each line shown costs its text, its path and the JSON around it; a result cut to
+        // the budget never needs more lines than this, so no more are kept in memory.
+        const LINE_OVERHEAD: usize = 48;
+        const FOOTER_ROOM: usize = 600;
+        let budget = ctx.output_budget();
+        let max = match (budget, mode) {
+            (Some(b), GrepMode::Content) => {
+                let fit = b / LINE_OVERHEAD + 1;
+                if max == 0 { fit } else { max.min(fit) }
+            }
+            _ => max,
+        };
         let q = GrepQuery {
             pattern: p.pattern,
             fixed_strings: p.fixed_strings,
@@ -183,11 +206,14 @@ max_results.",
         ctx.count_files(found.files_searched);
         let take = if max == 0 { usize::MAX } else { max };
 
+        let mut left_out = None;
         let (files, truncated) = if mode == GrepMode::Content {
             let mut skip = p.offset;
             let mut left = take;
             let mut files = Vec::new();
-            for f in found.files {
+            let mut room = budget.map(|b| b.saturating_sub(FOOTER_ROOM));
+            let mut cut = false;
+            'files: for f in found.files {
                 if left == 0 {
                     break;
                 }
@@ -196,7 +222,26 @@ max_results.",
                     skip -= n;
                     continue;
                 }
-                let lines: Vec<Line> = f.lines.into_iter().skip(skip).take(left).collect();
+                let mut lines: Vec<Line> = Vec::new();
+                for l in f.lines.into_iter().skip(skip).take(left) {
+                    if let Some(r) = room.as_mut() {
+                        let cost = f.path.len() + l.text.len() + LINE_OVERHEAD;
+                        // Whole lines only: one that does not fit ends the page.
+                        if cost > *r {
+                            cut = true;
+                            if !lines.is_empty() {
+                                files.push(FileResult {
+                                    path: f.path.clone(),
+                                    count: None,
+                                    lines: Some(lines),
+                                });
+                            }
+                            break 'files;
+                        }
+                        *r -= cost;
+                    }
+                    lines.push(l);
+                }
                 skip = 0;
                 left -= lines.len();
                 files.push(FileResult {
@@ -205,11 +250,26 @@ max_results.",
                     lines: Some(lines),
                 });
             }
+            // Asked for more than fits (or for all): what was left out, by the true totals.
+            let asked_more = p.max_results.unwrap_or(DEFAULT_MAX_RESULTS);
+            if cut || (budget.is_some() && (asked_more == 0 || asked_more > take) && found.capped) {
+                let shown_matches: u64 = files
+                    .iter()
+                    .flat_map(|f| f.lines.iter().flatten())
+                    .filter(|l| l.is_match)
+                    .count() as u64;
+                left_out = Some(LeftOut {
+                    matching_lines: found.match_count.saturating_sub(shown_matches),
+                    files: found.file_count.saturating_sub(files.len() as u64),
+                });
+            }
             let shown: usize = files
                 .iter()
                 .map(|f| f.lines.as_ref().map_or(0, Vec::len))
                 .sum();
-            let truncated = found.capped || (p.offset + shown) < found.line_count as usize;
+            let truncated = left_out.is_some()
+                || found.capped
+                || (p.offset + shown) < found.line_count as usize;
             (files, truncated)
         } else {
             let files: Vec<FileResult> = found
@@ -241,6 +301,7 @@ max_results.",
             file_count: found.file_count,
             match_count: (mode != GrepMode::Files).then_some(found.match_count),
             truncated,
+            left_out,
             mode: p.output_mode,
             context: q.before + q.after > 0,
             offset: p.offset,
@@ -299,13 +360,26 @@ pub fn render(o: &Output) -> String {
             ),
             _ => ("files", o.files.len()),
         };
-        s.push_str(&format!(
-            "[truncated: showing {unit} {}-{} ({} matching files in all); pass offset {} for more]\n",
-            o.offset + 1,
-            o.offset + shown,
-            o.file_count,
-            o.offset + shown
-        ));
+        match (&o.left_out, o.match_count) {
+            (Some(l), Some(total)) => s.push_str(&format!(
+                "[cut to fit the output budget (max_output_chars): showing lines {}-{} of {total} matching lines in {} files; \
+{} matching lines and {} files left out. Pass offset {} for more, narrow path or glob, or use output_mode count \
+to see where they are]\n",
+                o.offset + 1,
+                o.offset + shown,
+                o.file_count,
+                l.matching_lines,
+                l.files,
+                o.offset + shown
+            )),
+            _ => s.push_str(&format!(
+                "[truncated: showing {unit} {}-{} ({} matching files in all); pass offset {} for more]\n",
+                o.offset + 1,
+                o.offset + shown,
+                o.file_count,
+                o.offset + shown
+            )),
+        }
     }
     s
 }

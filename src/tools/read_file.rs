@@ -88,68 +88,7 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
     }
 
     fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
-        let ws = ctx.workspace();
-        let wp = ctx.resolve(&p.path)?;
-        let shown = ws.display(&wp);
-        ctx.set_audit_path(shown.clone());
-        let (file, meta, _) = ws.open_file(&wp)?;
-        ctx.count_files(1);
-        let size = meta.len();
-        let max = ctx.limits().max_file_size;
-        let limit = match (p.limit, p.max_lines) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        if p.encoding == Encoding::Base64 {
-            return read_base64(ctx, file, size, max, shown, p.offset, limit);
-        }
-        if p.offset == Some(0) {
-            return Err(ToolError::invalid("offset is 1-based: the first line is 1"));
-        }
-        let ranged = p.offset.is_some_and(|o| o > 1) || limit.is_some();
-
-        if !ranged {
-            check_whole_size(&shown, size, max, Encoding::Utf8)?;
-            let bytes = read_capped(file, size, max, &shown)?;
-            let content = into_text(bytes, &shown)?;
-            ctx.charge_bytes(content.len() as u64)?;
-            let version = crate::history::version_of(content.as_bytes());
-            ctx.seen().remember(&version, &content);
-            return Ok(Output {
-                version: Some(version),
-                path: shown,
-                total_lines: count_lines(content.as_bytes()),
-                content,
-                size,
-                encoding: Encoding::Utf8,
-                offset: 1,
-                truncated: false,
-                lines_uncounted: false,
-            });
-        }
-
-        let offset = p.offset.unwrap_or(1);
-        let mut hashed = Hashing::new(file);
-        let (bytes, total_lines, uncounted) =
-            read_lines(ctx, &mut hashed, offset, limit, max, &shown)?;
-        // Every byte was read (to count the lines), so the hash is the whole file's.
-        let edit_max = ctx.config().max_edit_file_size;
-        let version = (!uncounted && hashed.read == size && (edit_max == 0 || size <= edit_max))
-            .then(|| hashed.version());
-        let content = into_text(bytes, &shown)?;
-        ctx.charge_bytes(content.len() as u64)?;
-        let returned = count_lines(content.as_bytes());
-        Ok(Output {
-            path: shown,
-            content,
-            size,
-            encoding: Encoding::Utf8,
-            total_lines,
-            offset,
-            truncated: uncounted || offset.saturating_sub(1) + returned < total_lines,
-            lines_uncounted: uncounted,
-            version,
-        })
+        read(ctx, p, ctx.output_budget())
     }
 
     fn render(&self, o: &Output) -> String {
@@ -212,6 +151,81 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
     }
 }
 
+/// A read within `budget` characters of result (read_files shares one budget among its
+/// files).
+pub fn read(ctx: &Ctx, p: Params, budget: Option<usize>) -> ToolResult<Output> {
+    let ws = ctx.workspace();
+    let wp = ctx.resolve(&p.path)?;
+    let shown = ws.display(&wp);
+    ctx.set_audit_path(shown.clone());
+    let (file, meta, _) = ws.open_file(&wp)?;
+    ctx.count_files(1);
+    let size = meta.len();
+    let max = ctx.limits().max_file_size;
+    let limit = match (p.limit, p.max_lines) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    if p.encoding == Encoding::Base64 {
+        return read_base64(ctx, file, size, max, shown, p.offset, limit, budget);
+    }
+    if p.offset == Some(0) {
+        return Err(ToolError::invalid("offset is 1-based: the first line is 1"));
+    }
+    let ranged = p.offset.is_some_and(|o| o > 1) || limit.is_some();
+
+    if !ranged {
+        check_whole_size(&shown, size, max, Encoding::Utf8)?;
+        let bytes = read_capped(file, size, max, &shown)?;
+        let content = into_text(bytes, &shown)?;
+        ctx.charge_bytes(content.len() as u64)?;
+        let version = crate::history::version_of(content.as_bytes());
+        ctx.seen().remember(&version, &content);
+        let total_lines = count_lines(content.as_bytes());
+        let (content, cut) = fit_lines(content, budget);
+        if cut && content.is_empty() {
+            return Err(line_over_budget(&shown, 1));
+        }
+        return Ok(Output {
+            version: Some(version),
+            path: shown,
+            total_lines,
+            content,
+            size,
+            encoding: Encoding::Utf8,
+            offset: 1,
+            truncated: cut,
+            lines_uncounted: false,
+        });
+    }
+
+    let offset = p.offset.unwrap_or(1);
+    let mut hashed = Hashing::new(file);
+    let (bytes, total_lines, uncounted) = read_lines(ctx, &mut hashed, offset, limit, max, &shown)?;
+    // Every byte was read (to count the lines), so the hash is the whole file's.
+    let edit_max = ctx.config().max_edit_file_size;
+    let version = (!uncounted && hashed.read == size && (edit_max == 0 || size <= edit_max))
+        .then(|| hashed.version());
+    let content = into_text(bytes, &shown)?;
+    let (content, cut) = fit_lines(content, budget);
+    if cut && content.is_empty() {
+        return Err(line_over_budget(&shown, offset));
+    }
+    ctx.charge_bytes(content.len() as u64)?;
+    let returned = count_lines(content.as_bytes());
+    Ok(Output {
+        path: shown,
+        content,
+        size,
+        encoding: Encoding::Utf8,
+        total_lines,
+        offset,
+        truncated: uncounted || offset.saturating_sub(1) + returned < total_lines,
+        lines_uncounted: uncounted,
+        version,
+    })
+}
+
 fn check_whole_size(shown: &str, size: u64, max: u64, encoding: Encoding) -> ToolResult<()> {
     if max > 0 && size > max {
         return Err(ToolError::new(
@@ -235,6 +249,7 @@ fn check_whole_size(shown: &str, size: u64, max: u64, encoding: Encoding) -> Too
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)] // the read's parts, each already checked
 /// A base64 read: the whole file, or with `offset`/`limit` a byte range (offset 0-based,
 /// limit in bytes, at most the size limit).
 fn read_base64(
@@ -245,6 +260,7 @@ fn read_base64(
     shown: String,
     offset: Option<u64>,
     limit: Option<u64>,
+    budget: Option<usize>,
 ) -> ToolResult<Output> {
     use std::io::{Seek, SeekFrom};
     let (bytes, start) = if offset.is_none() && limit.is_none() {
@@ -269,6 +285,12 @@ fn read_base64(
             .map_err(|e| ToolError::io(&shown, &e))?;
         (bytes, start)
     };
+    let mut bytes = bytes;
+    if let Some(b) = budget {
+        // base64 is 4 characters for 3 bytes; the rest is left for the next call.
+        let fit = (b.saturating_sub(300) / 4 * 3).max(3);
+        bytes.truncate(fit);
+    }
     ctx.charge_bytes(bytes.len() as u64)?;
     let whole = start == 0 && bytes.len() as u64 >= size;
     Ok(Output {
@@ -386,6 +408,44 @@ fn read_lines(
     }
     let unterminated = u64::from(last_byte != b'\n');
     Ok((out, line_no - 1 + rest_lines + unterminated, false))
+}
+
+fn line_over_budget(shown: &str, line: u64) -> ToolError {
+    ToolError::new(
+        ErrorCode::FileTooLarge,
+        format!("line {line} of {shown} alone is over the output budget (max_output_chars)"),
+    )
+    .with_hint(
+        "grep for what you need in it (grep shows the part of a long line around each match)",
+    )
+}
+
+/// Whole lines of `content` that fit `budget` characters as the model reads them
+/// (numbered: about 8 more per line), leaving room for the closing notes; whether any
+/// were left out. The rendering then says where to continue.
+fn fit_lines(content: String, budget: Option<usize>) -> (String, bool) {
+    const NUMBERING: usize = 8;
+    const NOTES: usize = 300;
+    let Some(budget) = budget else {
+        return (content, false);
+    };
+    let room = budget.saturating_sub(NOTES);
+    let mut used = 0;
+    let mut end = 0;
+    for line in content.split_inclusive('\n') {
+        let cost = line.len() + NUMBERING;
+        if used + cost > room {
+            break;
+        }
+        used += cost;
+        end += line.len();
+    }
+    if end == content.len() {
+        return (content, false);
+    }
+    let mut content = content;
+    content.truncate(end);
+    (content, true)
 }
 
 /// A reader that hashes what passes through it.

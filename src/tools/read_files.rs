@@ -50,6 +50,10 @@ pub struct Output {
     pub errors: usize,
     /// More files matched than one call reads.
     pub truncated: bool,
+    /// Files not read because the output budget (max_output_chars) was spent: read them
+    /// in another call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
 }
 
 pub struct ReadFiles;
@@ -106,8 +110,15 @@ denied or too large is reported in its place; the others are still read.",
             truncated = true;
         }
         let mut files = Vec::with_capacity(names.len());
+        // One budget for the whole answer, shared out file by file.
+        let mut room = ctx.output_budget();
+        let mut left_out = Vec::new();
         for name in names {
             ctx.check()?;
+            if room.is_some_and(|r| r < 1000) {
+                left_out.push(name);
+                continue;
+            }
             let params = read_file::Params {
                 path: name.clone(),
                 encoding: read_file::Encoding::Utf8,
@@ -115,7 +126,7 @@ denied or too large is reported in its place; the others are still read.",
                 offset: p.offset,
                 limit: (p.max_lines_each > 0).then_some(p.max_lines_each),
             };
-            match read_file::ReadFile.run(ctx, params) {
+            match read_file::read(ctx, params, room.map(|r| r.saturating_sub(200))) {
                 Ok(o) => files.push(FileRead {
                     path: o.path.clone(),
                     file: Some(o),
@@ -136,12 +147,19 @@ denied or too large is reported in its place; the others are still read.",
                     error: Some(e),
                 }),
             }
+            if let (Some(r), Some(last)) = (room.as_mut(), files.last()) {
+                let spent = last.file.as_ref().map_or(200, |f| {
+                    f.content.len() + 8 * f.content.lines().count() + 200
+                });
+                *r = r.saturating_sub(spent);
+            }
         }
         let errors = files.iter().filter(|f| f.error.is_some()).count();
         Ok(Output {
             files,
             errors,
             truncated,
+            left_out,
         })
     }
 
@@ -164,6 +182,12 @@ denied or too large is reported in its place; the others are still read.",
         if o.truncated {
             s.push_str(&format!(
                 "[more files matched than one call reads ({MAX_FILES}); narrow the globs]\n"
+            ));
+        }
+        if !o.left_out.is_empty() {
+            s.push_str(&format!(
+                "[not read, to keep within the output budget (max_output_chars): {}; read them in another call]\n",
+                o.left_out.join(", ")
             ));
         }
         s

@@ -696,3 +696,155 @@ fn search_files_invalid_regex_names_the_users_pattern_with_a_fitting_hint() {
     assert!(!hint.contains("fixed_strings"), "{hint}");
     assert!(hint.contains("\\("), "{hint}");
 }
+
+// --- issue 11: outputs that fit a context window -----------------------------------------
+
+/// A ferret on `root` with the server's defaults (max_output_chars 80 000) or `budget`.
+fn budgeted(root: &std::path::Path, budget: Option<u64>) -> ferret::Ferret {
+    let mut c = ferret::config::Config::defaults(ferret::config::Mode::Server);
+    c.roots = vec![root.to_path_buf()];
+    c.max_bytes_per_round = 0;
+    if let Some(b) = budget {
+        c.max_output_chars = b;
+    }
+    ferret::Ferret::new(c).unwrap()
+}
+
+fn call_text(
+    f: &ferret::Ferret,
+    tool: &str,
+    args: serde_json::Value,
+) -> (String, serde_json::Value) {
+    let out = f
+        .call(
+            &ferret::Session::new("t", "test"),
+            tool,
+            args,
+            ferret::CallOptions::default(),
+        )
+        .unwrap();
+    (out.text, out.structured)
+}
+
+#[test]
+fn a_grep_for_a_common_word_fits_the_output_budget_and_says_what_it_left_out() {
+    let (_t, root) = crate::util::tempdir();
+    for i in 0..300 {
+        let body: String = (0..50)
+            .map(|j| format!("    return value_{i}_{j}; // some padding text here\n"))
+            .collect();
+        crate::util::write(&root, &format!("src/f{i:03}.c"), body);
+    }
+    let f = budgeted(&root, None);
+    let (text, v) = call_text(
+        &f,
+        "grep",
+        serde_json::json!({"pattern": "return", "output_mode": "content", "max_results": 0}),
+    );
+    assert!(text.len() <= 80_000, "text is {} characters", text.len());
+    assert!(
+        v.to_string().len() <= 80_000,
+        "structured is {}",
+        v.to_string().len()
+    );
+    assert_eq!(v["match_count"], 15_000, "the true total is still counted");
+    let shown: u64 = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["lines"].as_array().unwrap().len() as u64)
+        .sum();
+    assert_eq!(v["left_out"]["matching_lines"], 15_000 - shown);
+    assert!(v["left_out"]["files"].as_u64().unwrap() > 0);
+    assert!(
+        text.contains("matching lines and") && text.contains("Pass offset"),
+        "{}",
+        &text[text.len() - 400..]
+    );
+    // whole lines only
+    for line in text.lines().filter(|l| l.starts_with("src/")) {
+        assert!(line.ends_with("padding text here"), "{line}");
+    }
+    // the human CLI has no budget: everything
+    let out = crate::util::bin()
+        .current_dir(&root)
+        .args(["grep", "-c", "return"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 300);
+}
+
+#[test]
+fn a_big_read_steps_down_to_whole_lines_and_says_where_to_go_on() {
+    let (_t, root) = crate::util::tempdir();
+    let body: String = (1..=2000)
+        .map(|i| format!("line {i} of a long file\n"))
+        .collect();
+    crate::util::write(&root, "big.txt", &body);
+    crate::util::write(&root, "minified.js", "x".repeat(20_000));
+    let f = budgeted(&root, Some(10_000));
+    let (text, v) = call_text(&f, "read_file", serde_json::json!({"path": "big.txt"}));
+    assert!(text.len() <= 10_000, "{}", text.len());
+    assert_eq!(v["truncated"], true);
+    assert_eq!(v["total_lines"], 2000);
+    let got = v["content"].as_str().unwrap();
+    assert!(got.ends_with(" of a long file\n"), "whole lines");
+    let n = got.lines().count();
+    assert!(
+        text.contains(&format!("continue with offset {}", n + 1)),
+        "{}",
+        &text[text.len() - 200..]
+    );
+    assert_eq!(
+        v["version"],
+        ferret::history::version_of(body.as_bytes()),
+        "the version is the whole file's"
+    );
+
+    let err = f
+        .call(
+            &ferret::Session::new("t", "test"),
+            "read_file",
+            serde_json::json!({"path": "minified.js"}),
+            ferret::CallOptions::default(),
+        )
+        .unwrap_err();
+    assert_eq!(err.code, ferret::ErrorCode::FileTooLarge);
+    assert!(err.hint.unwrap().contains("grep"));
+
+    // read_files shares one budget: what does not fit is named, not dropped in silence
+    for i in 0..10 {
+        crate::util::write(&root, &format!("part{i}.txt"), "y\n".repeat(1500));
+    }
+    let (text, v) = call_text(
+        &f,
+        "read_files",
+        serde_json::json!({"paths": ["part*.txt"], "max_lines_each": 0}),
+    );
+    assert!(text.len() <= 10_000, "{}", text.len());
+    assert!(!v["left_out"].as_array().unwrap().is_empty());
+    assert!(text.contains("not read, to keep within the output budget"));
+}
+
+#[test]
+fn any_tool_over_the_budget_is_cut_at_a_line_with_a_marker() {
+    let (_t, root) = crate::util::tempdir();
+    for i in 0..200 {
+        crate::util::write(
+            &root,
+            &format!("dir{i:03}/file_with_a_long_name_{i:03}.txt"),
+            "x",
+        );
+    }
+    let f = budgeted(&root, Some(2_000));
+    let (text, _) = call_text(
+        &f,
+        "list_directory",
+        serde_json::json!({"path": ".", "recursive": true}),
+    );
+    assert!(text.len() <= 2_000, "{}", text.len());
+    assert!(
+        text.contains("[output cut:") && text.contains("max_output_chars"),
+        "{text}"
+    );
+}
