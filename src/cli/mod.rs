@@ -216,6 +216,7 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
             let params = apply_patch::Params {
                 changes: Vec::new(),
                 patch: Some(patch),
+                expected_versions: Default::default(),
                 dry_run: false, // --dry-run is global: the configuration carries it
             };
             let tool = &apply_patch::ApplyPatch;

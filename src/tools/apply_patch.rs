@@ -50,6 +50,11 @@ pub struct Change {
     #[serde(default)]
     #[schemars(with = "String")]
     pub move_to: Option<String>,
+    /// The version read_file gave: the whole patch is refused (CONFLICT) if this file
+    /// has changed since.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub expected_version: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -63,6 +68,10 @@ pub struct Params {
     #[serde(default)]
     #[schemars(with = "String")]
     pub patch: Option<String>,
+    /// With patch: the versions read_file gave, by path; the whole patch is refused
+    /// (CONFLICT) if any of those files has changed since.
+    #[serde(default)]
+    pub expected_versions: std::collections::BTreeMap<String, String>,
     /// Check everything and show the diffs without writing.
     #[serde(default)]
     pub dry_run: bool,
@@ -113,6 +122,13 @@ the whole patch; dry_run shows the diffs.",
     }
 
     fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
+        // Versions by path, from either shape.
+        let mut versions = p.expected_versions;
+        for c in &p.changes {
+            if let Some(v) = &c.expected_version {
+                versions.insert(c.path.clone(), v.clone());
+            }
+        }
         let changes = match (p.patch, p.changes.is_empty()) {
             (Some(text), true) => patch_text::parse(&text).map_err(|e| {
                 ToolError::invalid(format!("the patch does not parse: {e}")).with_hint(
@@ -135,7 +151,7 @@ the whole patch; dry_run shows the diffs.",
             }
         };
         let dry_run = p.dry_run || ctx.config().dry_run;
-        let plan = plan(ctx, &changes)?;
+        let plan = plan(ctx, &changes, &versions)?;
         let files = plan.iter().map(|f| f.outcome.clone()).collect();
         let mut out = Output {
             files,
@@ -188,6 +204,9 @@ fn structured(n: usize, c: Change) -> ToolResult<FileChange> {
             "says nothing to do: give edits, create, delete or move_to",
         )),
         (k, _, _) if k > 1 => Err(bad("give only one of edits, create and delete")),
+        (_, Some(_), _) if c.expected_version.is_some() => Err(bad(
+            "expected_version goes with a file that exists, not with create",
+        )),
         (_, Some(content), _) if c.move_to.is_none() => Ok(FileChange::Add {
             path: c.path,
             content,
@@ -229,7 +248,11 @@ struct PlanOp {
 }
 
 /// Checks every change and computes every new content, writing nothing.
-fn plan(ctx: &Ctx, changes: &[FileChange]) -> ToolResult<Vec<PlannedFile>> {
+fn plan(
+    ctx: &Ctx,
+    changes: &[FileChange],
+    versions: &std::collections::BTreeMap<String, String>,
+) -> ToolResult<Vec<PlannedFile>> {
     let ws = ctx.workspace();
     let max = ctx.config().max_edit_file_size;
     let mut touched: Vec<WsPath> = Vec::new();
@@ -285,6 +308,9 @@ fn plan(ctx: &Ctx, changes: &[FileChange]) -> ToolResult<Vec<PlannedFile>> {
             }
             FileChange::Delete { .. } => {
                 let (file, before, at) = read_locked(ctx, &wp, &shown).map_err(at_change)?;
+                if let Some(v) = versions.get(change.path()) {
+                    super::edit::check_version(ctx, v, &before, &shown).map_err(at_change)?;
+                }
                 let text = String::from_utf8_lossy(&before).into_owned();
                 out.push(PlannedFile {
                     outcome: FileOutcome {
@@ -305,6 +331,9 @@ fn plan(ctx: &Ctx, changes: &[FileChange]) -> ToolResult<Vec<PlannedFile>> {
             }
             FileChange::Update { hunks, move_to, .. } => {
                 let (file, before, at) = read_locked(ctx, &wp, &shown).map_err(at_change)?;
+                if let Some(v) = versions.get(change.path()) {
+                    super::edit::check_version(ctx, v, &before, &shown).map_err(at_change)?;
+                }
                 let (bom, body) = match before.strip_prefix(b"\xEF\xBB\xBF") {
                     Some(rest) => (&before[..3], rest),
                     None => (&before[..0], &before[..]),

@@ -1357,3 +1357,45 @@ fn read_files_keeps_to_the_round_budget() {
     let err = call(&f, "read_files", json!({"paths": ["*.txt"]})).unwrap_err();
     assert_eq!(err.code, ErrorCode::RoundLimitExceeded);
 }
+
+#[test]
+fn a_patch_against_a_stale_version_is_refused_whole() {
+    let e = Env::new();
+    let f = e.ferret(true);
+    three_files(&e);
+    let v = |p: &str| call(&f, "read_file", json!({ "path": p })).unwrap()["version"].clone();
+    let (va, vc) = (v("a.rs"), v("c.rs"));
+    e.write("c.rs", "fn c() {\n    3\n}\n// changed by someone else\n");
+    let fixed = THREE_FILE_PATCH.replace("    WRONG", "    3");
+    let err = call(
+        &f,
+        "apply_patch",
+        json!({"patch": fixed, "expected_versions": {"a.rs": va, "c.rs": vc}}),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Conflict);
+    assert!(err.message.contains("change 3 (c.rs)"), "{}", err.message);
+    assert!(
+        err.message.contains("+// changed by someone else"),
+        "{}",
+        err.message
+    );
+    assert_eq!(e.read("a.rs"), b"fn a() {\n    1\n}\n", "nothing landed");
+    // structured: per change
+    let err = call(
+        &f,
+        "apply_patch",
+        json!({"changes": [{"path": "c.rs", "delete": true, "expected_version": vc}]}),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Conflict);
+    assert!(e.p("c.rs").exists());
+    let fresh = v("c.rs");
+    call(
+        &f,
+        "apply_patch",
+        json!({"changes": [{"path": "c.rs", "delete": true, "expected_version": fresh}]}),
+    )
+    .unwrap();
+    assert!(!e.p("c.rs").exists());
+}
