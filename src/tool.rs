@@ -349,6 +349,7 @@ impl<'a> Ctx<'a> {
             workspace: self.services.workspace,
             control: &self.control,
             max_file_size: self.services.config.search_max_file_size,
+            max_columns: self.services.config.max_columns,
         }
     }
 

@@ -158,6 +158,9 @@ pub struct Config {
     /// tool returns less and says what it left out and how to get the rest. The
     /// default keeps a result under common clients' caps (Claude Code's is 25k tokens).
     pub max_output_chars: u64,
+    /// Search result lines longer than this many bytes are cut around the match, with a
+    /// marker giving the whole length (0: never; like ripgrep's max-columns).
+    pub max_columns: usize,
     /// Bytes a session may read in one round (0: no limit).
     pub max_bytes_per_round: u64,
     /// Tool calls a session may make in one round (0: no limit).
@@ -211,6 +214,7 @@ impl Config {
             search_max_file_size: 100 * 1024 * 1024,
             max_files_per_request: 100,
             max_output_chars: if server { 80_000 } else { 0 },
+            max_columns: 400,
             max_bytes_per_round: if server { 5 * 1024 * 1024 } else { 0 },
             max_requests_per_round: if server { 50 } else { 0 },
             request_timeout: if server {

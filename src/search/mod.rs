@@ -52,6 +52,8 @@ pub struct SearchEnv<'a> {
     pub control: &'a Control,
     /// Files larger than this are skipped (0: no limit).
     pub max_file_size: u64,
+    /// Lines longer than this are cut around the match (0: never).
+    pub max_columns: usize,
 }
 
 /// What every walk takes.
@@ -353,7 +355,7 @@ pub fn grep(
                 return true;
             };
             let n = searched.fetch_add(1, Ordering::Relaxed) + 1;
-            let mut sink = FileSink::new(&matcher, record);
+            let mut sink = FileSink::new(&matcher, record, env.max_columns);
             let reader = Guarded {
                 inner: file,
                 read: 0,

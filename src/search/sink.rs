@@ -38,6 +38,8 @@ pub enum Record {
 pub struct FileSink<'m, M> {
     matcher: &'m M,
     record: Record,
+    /// Lines longer than this are cut around the match (0: never).
+    columns: usize,
     pub match_count: u64,
     pub lines: Vec<Line>,
     /// Binary data was found (the searcher quit there): the file is not a result.
@@ -47,10 +49,11 @@ pub struct FileSink<'m, M> {
 }
 
 impl<'m, M: Matcher> FileSink<'m, M> {
-    pub fn new(matcher: &'m M, record: Record) -> Self {
+    pub fn new(matcher: &'m M, record: Record, columns: usize) -> Self {
         FileSink {
             matcher,
             record,
+            columns,
             match_count: 0,
             lines: Vec::new(),
             binary: false,
@@ -84,7 +87,7 @@ impl<M: Matcher> Sink for FileSink<'_, M> {
                 if !self.keep() {
                     break;
                 }
-                let text = cut(line, |l| {
+                let text = cut(line, self.columns, |l| {
                     self.matcher.find(l).ok().flatten().map(|m| m.start())
                 });
                 self.lines.push(Line {
@@ -101,7 +104,7 @@ impl<M: Matcher> Sink for FileSink<'_, M> {
         if self.keep() {
             self.lines.push(Line {
                 line: ctx.line_number().unwrap_or(0),
-                text: cut(ctx.bytes(), |_| None),
+                text: cut(ctx.bytes(), self.columns, |_| None),
                 is_match: false,
             });
         }
@@ -125,17 +128,19 @@ impl<M: Matcher> Sink for FileSink<'_, M> {
     }
 }
 
-/// A line as text: terminator dropped, invalid UTF-8 replaced, cut to
-/// [`MAX_LINE_BYTES`] around the first match (`find` gives its byte offset).
-pub fn cut(line: &[u8], find: impl FnOnce(&[u8]) -> Option<usize>) -> String {
+/// A line as text: terminator dropped, invalid UTF-8 replaced, and when longer than
+/// `columns` bytes (`max_columns`; 0: never) cut to that around the first match (`find`
+/// gives its byte offset), with a marker giving the line's whole length and the part
+/// shown, as ripgrep's `--max-columns-preview` does.
+pub fn cut(line: &[u8], columns: usize, find: impl FnOnce(&[u8]) -> Option<usize>) -> String {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    if line.len() <= MAX_LINE_BYTES {
+    if columns == 0 || line.len() <= columns {
         return String::from_utf8_lossy(line).into_owned();
     }
     let at = find(line).unwrap_or(0);
-    let mut start = at.saturating_sub(MAX_LINE_BYTES / 4);
-    let mut end = (start + MAX_LINE_BYTES).min(line.len());
+    let mut start = at.saturating_sub(columns / 4);
+    let mut end = (start + columns).min(line.len());
     // Cut on character boundaries.
     while start > 0 && (line[start] & 0xC0) == 0x80 {
         start -= 1;
@@ -143,13 +148,17 @@ pub fn cut(line: &[u8], find: impl FnOnce(&[u8]) -> Option<usize>) -> String {
     while end < line.len() && (line[end] & 0xC0) == 0x80 {
         end += 1;
     }
-    let mut s = String::new();
+    let mut s = format!(
+        "[line of {} bytes, bytes {}-{end} shown] ",
+        line.len(),
+        start + 1
+    );
     if start > 0 {
-        s.push_str(&format!("[…{start} bytes] "));
+        s.push('…');
     }
     s.push_str(&String::from_utf8_lossy(&line[start..end]));
     if end < line.len() {
-        s.push_str(&format!(" […{} bytes]", line.len() - end));
+        s.push('…');
     }
     s
 }
@@ -164,17 +173,22 @@ mod tests {
         line.push_str("NEEDLE");
         line.push_str(&"b".repeat(10_000));
         line.push('\n');
-        let s = cut(line.as_bytes(), |l| {
+        let s = cut(line.as_bytes(), MAX_LINE_BYTES, |l| {
             l.windows(6).position(|w| w == b"NEEDLE")
         });
         assert!(s.contains("NEEDLE"), "{s}");
         assert!(s.len() < MAX_LINE_BYTES + 60, "{}", s.len());
-        assert!(s.starts_with("[…"));
-        assert!(s.ends_with("bytes]"));
-        assert_eq!(cut(b"short\r\n", |_| None), "short");
+        assert!(
+            s.starts_with("[line of 20006 bytes, bytes 9901-10300 shown] …"),
+            "{s}"
+        );
+        assert!(s.ends_with('…'));
+        assert_eq!(cut(b"short\r\n", MAX_LINE_BYTES, |_| None), "short");
         // multi-byte characters are never split
         let wide = "é".repeat(1000);
-        let s = cut(wide.as_bytes(), |_| Some(501));
+        let s = cut(wide.as_bytes(), MAX_LINE_BYTES, |_| Some(501));
         assert!(s.contains('é'));
+        // 0: never cut
+        assert_eq!(cut(line.as_bytes(), 0, |_| None).len(), 20006);
     }
 }

@@ -388,6 +388,24 @@ fn minified_lines_are_cut() {
         "{}",
         text.len()
     );
+    assert!(
+        text.starts_with("[line of 100006 bytes, bytes 49901-50300 shown] …"),
+        "the marker gives the whole length and the part shown: {}",
+        &text[..80]
+    );
+    // max_columns sets the width
+    let mut c = Config::defaults(Mode::Cli);
+    c.roots = vec![t.path().to_path_buf()];
+    c.max_columns = 100;
+    let f = Ferret::new(c).unwrap();
+    let (v, _) = call(
+        &f,
+        "grep",
+        json!({"pattern": "NEEDLE", "output_mode": "content"}),
+    )
+    .unwrap();
+    let text = v["files"][0]["lines"][0]["text"].as_str().unwrap();
+    assert!(text.contains("NEEDLE") && text.len() < 180, "{text}");
 }
 
 #[test]
