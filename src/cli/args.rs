@@ -125,6 +125,8 @@ pub struct CallArgs {
 pub struct ReadArgs {
     /// The file to read.
     pub path: String,
+    /// More files (or globs) to read in the same call, each under a `==> path <==` heading.
+    pub more: Vec<String>,
     /// First line to print (1-based).
     #[arg(long)]
     pub offset: Option<u64>,

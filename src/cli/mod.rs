@@ -25,7 +25,7 @@ use crate::config::Mode;
 use crate::context::{Ferret, Session};
 use crate::tools::{
     apply_patch, edit, file_delete, file_exists, get_file_info, glob, grep, list_directory,
-    move_path, read_file, undo, write_file,
+    move_path, read_file, read_files, undo, write_file,
 };
 use bridge::Exit;
 use clap::Parser;
@@ -136,6 +136,15 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Serve(a) => serve::serve(ferret, a),
+        Command::Read(a) if !a.more.is_empty() || a.path.contains(['*', '?', '[', '{']) => {
+            let json = a.json;
+            let params = read_files::Params {
+                paths: std::iter::once(a.path).chain(a.more).collect(),
+                max_lines_each: a.limit.unwrap_or(0),
+                offset: a.offset,
+            };
+            bridge::run(f, s, &read_files::ReadFiles, params, json, Exit::Success)
+        }
         Command::Read(a) => {
             let json = a.json;
             bridge::run(f, s, &read_file::ReadFile, a.into(), json, Exit::Success)

@@ -20,7 +20,7 @@ pub struct Params {
     pub paths: Vec<String>,
     /// Lines read from each file at most (default 400; 0 for whole files within the size
     /// limit).
-    #[serde(default = "default_lines")]
+    #[serde(default = "default_lines", alias = "limit")]
     pub max_lines_each: u64,
     /// First line to read in each file, 1-based.
     #[serde(default)]

@@ -242,6 +242,8 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         not_undone(target.id),
     )?;
     out.change_id = Some(id);
+    // The directories the move made at its destination, if nothing else is in them.
+    remove_empty_dirs(ctx, m.to_root, &target.created_dirs);
     // The file the move replaced comes back from its backup.
     if let Some(b) = &target.backup_path {
         let content = std::fs::read(b).map_err(|e| {

@@ -1399,3 +1399,45 @@ fn a_patch_against_a_stale_version_is_refused_whole() {
     .unwrap();
     assert!(!e.p("c.rs").exists());
 }
+
+#[test]
+fn move_goes_across_roots_and_back() {
+    let (_t, base) = crate::util::tempdir();
+    let (one, two) = (base.join("one"), base.join("two"));
+    crate::util::write(&one, "a.txt", "a\n");
+    std::fs::create_dir_all(&two).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut c = ferret::config::Config::defaults(ferret::config::Mode::Cli);
+    c.roots = vec![one.clone(), two.clone()];
+    c.allow_write = true;
+    c.state_dir = Some(state.path().to_path_buf());
+    let f = Ferret::new(c).unwrap();
+    let out = call(
+        &f,
+        "move",
+        json!({"source": "one/a.txt", "destination": "two/sub/a.txt"}),
+    )
+    .unwrap();
+    assert_eq!(out["destination"], "two/sub/a.txt");
+    assert!(two.join("sub/a.txt").exists() && !one.join("a.txt").exists());
+    call(&f, "undo", json!({})).unwrap();
+    assert!(one.join("a.txt").exists() && !two.join("sub").exists());
+}
+
+#[test]
+fn ferret_read_with_several_paths_reads_them_all() {
+    let (_t, root) = crate::util::tempdir();
+    crate::util::write(&root, "a.txt", "alpha\n");
+    crate::util::write(&root, "src/b.rs", "beta\n");
+    let out = crate::util::bin()
+        .arg("--root")
+        .arg(&root)
+        .args(["read", "a.txt", "src/*.rs", "missing.txt"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("==> a.txt <==\n     1\talpha"), "{text}");
+    assert!(text.contains("==> src/b.rs <==\n     1\tbeta"), "{text}");
+    assert!(text.contains("==> missing.txt <==\nNOT_FOUND"), "{text}");
+}
