@@ -16,10 +16,9 @@ use crate::history::group::Planned;
 use crate::history::{Action, Entry, GroupOp, OpKind, sha256};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::human_size;
-use crate::workspace::{LOCK_WAIT, WsPath};
+use crate::workspace::WsPath;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::io::Read;
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -415,19 +414,14 @@ fn check_size(max: u64, len: usize, shown: &str) -> ToolResult<()> {
     Ok(())
 }
 
-/// Opens a file to change, locked, and reads it.
+/// Opens a file to change, locked, and reads it, within the edit size limit.
 fn read_locked(
     ctx: &Ctx,
     wp: &WsPath,
     shown: &str,
 ) -> ToolResult<(cap_std::fs::File, Vec<u8>, crate::workspace::Resolved)> {
-    let ws = ctx.workspace();
-    let (file, meta, at) = ws.open_file_locked(wp, LOCK_WAIT)?;
-    check_size(ctx.config().max_edit_file_size, meta.len() as usize, shown)?;
-    let mut before = Vec::new();
-    (&file)
-        .read_to_end(&mut before)
-        .map_err(|e| ToolError::io(shown, &e))?;
+    let (file, before, at) = super::read_locked(ctx, wp, shown)?;
+    check_size(ctx.config().max_edit_file_size, before.len(), shown)?;
     Ok((file, before, at))
 }
 

@@ -96,7 +96,6 @@ set dry_run to preview. Keeps line endings, BOM and permissions.",
         // Locked until the change is made: a concurrent edit of the same file, in this
         // process or another, applies on top of this one instead of overwriting it.
         let (file, meta, at) = ws.open_file_locked(&wp, crate::workspace::LOCK_WAIT)?;
-        let real = at.real.clone();
         let max = ctx.config().max_edit_file_size;
         if max > 0 && meta.len() > max {
             return Err(ToolError::new(
@@ -152,31 +151,7 @@ set dry_run to preview. Keeps line endings, BOM and permissions.",
             });
         }
 
-        if ws.needs_confirmation(&real, false) {
-            ctx.confirm(&format!("editing {shown} (on the confirm list)"), false)?;
-        }
-        let history = ctx.history()?;
-        let backup = if ctx.config().backup_enabled {
-            Some(history.backup(real.root_index(), real.rel(), &before)?)
-        } else {
-            None
-        };
-        let mut entry = Entry::new(
-            Action::Edit,
-            ws.display(&real),
-            real.root_index(),
-            real.rel(),
-        );
-        entry.backup_path = backup.clone();
-        entry.sha256_before = Some(sha256(&before));
-        entry.sha256_after = Some(sha256(&after));
-        let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
-            return Err(ToolError::new(
-                ErrorCode::NotFound,
-                format!("{shown} is gone"),
-            ));
-        };
-        let id = history.replace(dir, name, Some(file.as_fd()), &after, entry, |_| Ok(()))?;
+        let (backup, id) = replace_file(ctx, &at, &file, &before, &after, "editing")?;
         Ok(Output {
             path: shown,
             replacements,
@@ -219,6 +194,43 @@ set dry_run to preview. Keeps line endings, BOM and permissions.",
 
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
+}
+
+/// Replaces the whole content of the open, locked `file` (resolved as `at`) with `after`:
+/// the confirm list asked (`verb` says what for), the old content backed up when backups
+/// are on, the change journalled. Returns the backup and the change's id.
+pub fn replace_file(
+    ctx: &Ctx,
+    at: &crate::workspace::Resolved,
+    file: &crate::workspace::SandboxFile,
+    before: &[u8],
+    after: &[u8],
+    verb: &str,
+) -> ToolResult<(Option<std::path::PathBuf>, u64)> {
+    let ws = ctx.workspace();
+    let real = &at.real;
+    let shown = ws.display(real);
+    if ws.needs_confirmation(real, false) {
+        ctx.confirm(&format!("{verb} {shown} (on the confirm list)"), false)?;
+    }
+    let history = ctx.history()?;
+    let backup = if ctx.config().backup_enabled {
+        Some(history.backup(real.root_index(), real.rel(), before)?)
+    } else {
+        None
+    };
+    let mut entry = Entry::new(Action::Edit, shown.clone(), real.root_index(), real.rel());
+    entry.backup_path = backup.clone();
+    entry.sha256_before = Some(sha256(before));
+    entry.sha256_after = Some(sha256(after));
+    let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
+        return Err(ToolError::new(
+            ErrorCode::NotFound,
+            format!("{shown} is gone"),
+        ));
+    };
+    let id = history.replace(dir, name, Some(file.as_fd()), after, entry, |_| Ok(()))?;
+    Ok((backup, id))
 }
 
 /// Refuses a change to a file that no longer holds the version the agent read, showing

@@ -24,6 +24,30 @@ use crate::registry::Registry;
 use crate::search::Base;
 use crate::tool::Ctx;
 
+/// Opens a file a change will replace, locked until the change is made (a concurrent
+/// change of it, in this process or another, lands before or after, never in between),
+/// and reads it. Returns the file, its content and its resolution (whose `parent` is
+/// where the change is made).
+pub fn read_locked(
+    ctx: &Ctx,
+    wp: &crate::workspace::WsPath,
+    shown: &str,
+) -> ToolResult<(
+    crate::workspace::SandboxFile,
+    Vec<u8>,
+    crate::workspace::Resolved,
+)> {
+    use std::io::Read;
+    let (file, _, at) = ctx
+        .workspace()
+        .open_file_locked(wp, crate::workspace::LOCK_WAIT)?;
+    let mut content = Vec::new();
+    (&file)
+        .read_to_end(&mut content)
+        .map_err(|e| ToolError::io(shown, &e))?;
+    Ok((file, content, at))
+}
+
 /// Every tool ferret has, in the order `ferret tools` lists them.
 pub fn standard() -> Registry {
     let mut r = Registry::empty();

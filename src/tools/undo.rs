@@ -13,10 +13,8 @@
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::history::{Action, Entry, History, sha256};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
-use crate::workspace::LOCK_WAIT;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::io::Read;
 use std::os::fd::AsFd;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -136,11 +134,8 @@ fn undo_create(
             )));
         }
     }
-    let (file, _, at) = ws.open_file_locked(&wp, LOCK_WAIT)?;
-    let mut current = Vec::new();
-    (&file)
-        .read_to_end(&mut current)
-        .map_err(|e| ToolError::io(&target.path, &e))?;
+    // Held (locked) until the file is removed.
+    let (_locked, current, at) = super::read_locked(ctx, &wp, &target.path)?;
     out.diff = similar::TextDiff::from_lines(String::from_utf8_lossy(&current).as_ref(), "")
         .unified_diff()
         .context_radius(3)
@@ -290,11 +285,7 @@ fn undo_group(
         }
         let (current, old) = match &at.meta {
             Some(m) if m.is_file() => {
-                let (file, _, _) = ws.open_file_locked(&wp, LOCK_WAIT)?;
-                let mut buf = Vec::new();
-                (&file)
-                    .read_to_end(&mut buf)
-                    .map_err(|e| ToolError::io(&op.path, &e))?;
+                let (file, buf, _) = super::read_locked(ctx, &wp, &op.path)?;
                 (Some(buf), Some(file))
             }
             Some(_) => return Err(conflict(format!("{} is no longer a file", op.path))),
@@ -454,11 +445,7 @@ fn undo_edit(
     // after it, never in between.
     let (locked, at) = match &probe.meta {
         Some(m) if m.is_file() => {
-            let (file, _, at) = ws.open_file_locked(&wp, LOCK_WAIT)?;
-            let mut buf = Vec::new();
-            (&file)
-                .read_to_end(&mut buf)
-                .map_err(|e| ToolError::io(&target.path, &e))?;
+            let (file, buf, at) = super::read_locked(ctx, &wp, &target.path)?;
             (Some((file, buf)), at)
         }
         Some(_) => {

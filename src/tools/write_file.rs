@@ -17,8 +17,6 @@ use crate::tools::read_file::Encoding;
 use base64::Engine;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::io::Read;
-use std::os::fd::AsFd;
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -234,13 +232,7 @@ fn replace(
     version: String,
     dry_run: bool,
 ) -> ToolResult<Output> {
-    let ws = ctx.workspace();
-    // Locked until the change is made, as edit does.
-    let (file, _, at) = ws.open_file_locked(wp, crate::workspace::LOCK_WAIT)?;
-    let mut before = Vec::new();
-    (&file)
-        .read_to_end(&mut before)
-        .map_err(|e| ToolError::io(shown, &e))?;
+    let (file, before, at) = super::read_locked(ctx, wp, shown)?;
     if let Some(v) = expected_version {
         super::edit::check_version(ctx, v, &before, shown)?;
     }
@@ -268,33 +260,8 @@ fn replace(
     if dry_run {
         return Ok(out);
     }
-    let real = at.real.clone();
-    if ws.needs_confirmation(&real, false) {
-        ctx.confirm(&format!("replacing {shown} (on the confirm list)"), false)?;
-    }
-    let history = ctx.history()?;
-    let backup = if ctx.config().backup_enabled {
-        Some(history.backup(real.root_index(), real.rel(), &before)?)
-    } else {
-        None
-    };
-    let mut entry = Entry::new(
-        Action::Edit,
-        ws.display(&real),
-        real.root_index(),
-        real.rel(),
-    );
-    entry.backup_path = backup.clone();
-    entry.sha256_before = Some(sha256(&before));
-    entry.sha256_after = Some(sha256(content));
-    let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
-        return Err(ToolError::new(
-            ErrorCode::NotFound,
-            format!("{shown} is gone"),
-        ));
-    };
-    out.change_id =
-        Some(history.replace(dir, name, Some(file.as_fd()), content, entry, |_| Ok(()))?);
+    let (backup, id) = super::edit::replace_file(ctx, &at, &file, &before, content, "replacing")?;
+    out.change_id = Some(id);
     out.backup = backup.map(|b| b.display().to_string());
     Ok(out)
 }
