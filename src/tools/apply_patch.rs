@@ -274,6 +274,26 @@ fn plan(
         let wp = ctx.resolve(change.path())?;
         let shown = ws.display(&wp);
         claim(ctx, &wp, n)?;
+        // Deleting or moving a symlink would remove the file it points to, not the link:
+        // refused, naming the file (an update through a link changes the file, as edit does).
+        let removes = matches!(
+            change,
+            FileChange::Delete { .. }
+                | FileChange::Update {
+                    move_to: Some(_),
+                    ..
+                }
+        );
+        if removes && ws.entry(&wp, false)?.meta.is_some_and(|m| m.is_symlink()) {
+            let target = ws
+                .entry(&wp, true)
+                .map(|r| ws.display(&r.real))
+                .unwrap_or_default();
+            return Err(ToolError::invalid(format!(
+                "change {n}: {shown} is a symbolic link (to {target}); a patch deletes and moves files"
+            ))
+            .with_hint("use file_delete or move for the link itself, or name the file it points to"));
+        }
         let at_change = |e: ToolError| ToolError {
             message: format!("change {n} ({shown}): {}", e.message),
             ..e

@@ -1441,3 +1441,33 @@ fn ferret_read_with_several_paths_reads_them_all() {
     assert!(text.contains("==> src/b.rs <==\n     1\tbeta"), "{text}");
     assert!(text.contains("==> missing.txt <==\nNOT_FOUND"), "{text}");
 }
+
+#[test]
+fn a_patch_does_not_delete_or_move_through_a_link() {
+    let e = Env::new();
+    let f = e.ferret(true);
+    e.write("real.txt", "real\n");
+    std::os::unix::fs::symlink("real.txt", e.p("alias.txt")).unwrap();
+    for args in [
+        json!({"changes": [{"path": "alias.txt", "delete": true}]}),
+        json!({"changes": [{"path": "alias.txt", "move_to": "moved.txt"}]}),
+    ] {
+        let err = call(&f, "apply_patch", args).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidArgument, "{err:?}");
+        assert!(
+            err.message.contains("symbolic link (to real.txt)"),
+            "{}",
+            err.message
+        );
+    }
+    assert_eq!(e.read("real.txt"), b"real\n");
+    // an update through the link changes the file, as edit does
+    call(
+        &f,
+        "apply_patch",
+        json!({"changes": [{"path": "alias.txt", "edits": [{"old_string": "real", "new_string": "REAL"}]}]}),
+    )
+    .unwrap();
+    assert_eq!(e.read("real.txt"), b"REAL\n");
+    assert!(e.p("alias.txt").is_symlink());
+}
