@@ -1,4 +1,5 @@
-//! SIGKILL during edit, delete and undo (200 each), with recovery in between: no torn
+//! SIGKILL during edit, delete and undo (200 each), patches of 20 files, creates and
+//! moves (100 each), with recovery in between: no torn
 //! file, no change that landed without a committed journal entry, no change pending in
 //! the journal, no temporary file left in the workspace.
 //!
@@ -413,4 +414,48 @@ fn killed_patches_leave_all_twenty_files_old_or_all_new() {
     // and one undo reverts the last whole patch
     w.run(&["undo"]);
     assert!(versions().iter().all(|v| *v == Some(version - 1)));
+}
+
+#[test]
+fn killed_creates_and_moves_leave_one_whole_file_in_one_place() {
+    const KILLS: usize = 100;
+    let w = Ws::new();
+    // within one argument's limit (128 KiB)
+    let body = format!("VERSION 7\n{}\n", "z".repeat(100_000));
+    let full = w.run(&["write", "probe/first.txt", "--content", &body]);
+    w.run(&["mv", "probe/first.txt", "moved/first.txt"]);
+    let mut delay = delays(full.max(Duration::from_millis(20)));
+    let (mut created, mut moved) = (0, 0);
+    for i in 0..KILLS {
+        // a create
+        let name = format!("new/{i}.txt");
+        w.kill_after(&["write", &name, "--content", &body], delay());
+        let journal = w.recover_and_read_journal();
+        w.check_clean(&journal);
+        if let Ok(b) = std::fs::read(w.root.join(&name)) {
+            assert_eq!(b, body.as_bytes(), "a created file is whole");
+            created += 1;
+        }
+        // a move of it, when it is there
+        if w.root.join(&name).exists() {
+            let to = format!("moved/{i}.txt");
+            w.kill_after(&["mv", &name, &to], delay());
+            let journal = w.recover_and_read_journal();
+            w.check_clean(&journal);
+            let (here, there) = (w.root.join(&name).exists(), w.root.join(&to).exists());
+            assert!(here != there, "in exactly one place: {here} {there}");
+            moved += usize::from(there);
+        }
+    }
+    for d in ["new", "moved"] {
+        for e in std::fs::read_dir(w.root.join(d)).unwrap().flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            assert!(!n.starts_with(".ferret-"), "temporary file left: {d}/{n}");
+        }
+    }
+    eprintln!("creates landed {created}/{KILLS}, moves landed {moved}");
+    assert!(
+        created > 0 && created < KILLS,
+        "kills must land on both sides of a create"
+    );
 }
