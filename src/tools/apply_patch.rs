@@ -524,12 +524,18 @@ fn diff(old: &str, new: &str, a: &str, b: &str) -> String {
 /// Writes the plan as one journal group.
 fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()> {
     let ws = ctx.workspace();
-    let listed: Vec<String> = plan
-        .iter()
-        .flat_map(|f| &f.ops)
-        .filter(|op| ws.needs_confirmation(&op.wp, false))
-        .map(|op| ws.display(&op.wp))
-        .collect();
+    // The confirm list asks about real names: an open file's resolution, or for a new
+    // file its path as far as it exists.
+    let mut listed: Vec<String> = Vec::new();
+    for op in plan.iter().flat_map(|f| &f.ops) {
+        let real = match &op.old {
+            Some((_, at)) => at.real.clone(),
+            None => ws.entry(&op.wp, true)?.real,
+        };
+        if ws.needs_confirmation(&real, false) {
+            listed.push(ws.display(&real));
+        }
+    }
     if !listed.is_empty() {
         ctx.confirm(
             &format!("patching {} (on the confirm list)", listed.join(", ")),

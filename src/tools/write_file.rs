@@ -135,7 +135,7 @@ content; dry_run to preview.",
                     )
                     .with_hint("leave out expected_version to create it anew"));
                 }
-                create(ctx, &wp, &shown, &content, version, dry_run)
+                create(ctx, &wp, &probe.real, &shown, &content, version, dry_run)
             }
         }
     }
@@ -166,9 +166,11 @@ content; dry_run to preview.",
     }
 }
 
+#[allow(clippy::too_many_arguments)] // the create's parts, each already checked
 fn create(
     ctx: &Ctx,
     wp: &crate::workspace::WsPath,
+    real: &crate::workspace::WsPath,
     shown: &str,
     content: &[u8],
     version: String,
@@ -190,7 +192,7 @@ fn create(
         return Ok(out);
     }
     // The rules ask about the real name (a directory on the way may be a link).
-    if ws.needs_confirmation(&ws.entry(wp, true)?.real, false) {
+    if ws.needs_confirmation(real, false) {
         ctx.confirm(&format!("creating {shown} (on the confirm list)"), false)?;
     }
     let history = ctx.history()?;

@@ -1471,3 +1471,47 @@ fn a_patch_does_not_delete_or_move_through_a_link() {
     assert_eq!(e.read("real.txt"), b"REAL\n");
     assert!(e.p("alias.txt").is_symlink());
 }
+
+#[test]
+fn the_confirm_list_asks_about_real_names_for_every_change_tool() {
+    let e = Env::new();
+    e.write("third_party/lib.c", "x\n");
+    std::os::unix::fs::symlink("third_party", e.p("vendor")).unwrap();
+    let mut c = ferret::config::Config::defaults(ferret::config::Mode::Cli);
+    c.roots = vec![e.root.path().to_path_buf()];
+    c.allow_write = true;
+    c.state_dir = Some(e.state.path().to_path_buf());
+    c.confirm = vec!["third_party/**".into()];
+    let f = Ferret::new(c).unwrap();
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"path": "vendor/new.c", "content": "y\n"}),
+        ),
+        (
+            "write_file",
+            json!({"path": "vendor/lib.c", "content": "y\n", "overwrite": true}),
+        ),
+        (
+            "apply_patch",
+            json!({"changes": [{"path": "vendor/lib.c", "edits": [{"old_string": "x", "new_string": "z"}]}]}),
+        ),
+        (
+            "apply_patch",
+            json!({"changes": [{"path": "vendor/added.c", "create": "a\n"}]}),
+        ),
+        (
+            "move",
+            json!({"source": "vendor/lib.c", "destination": "lib.c"}),
+        ),
+    ] {
+        let err = call(&f, tool, args.clone()).unwrap_err();
+        assert_eq!(
+            err.code,
+            ErrorCode::ConfirmationRequired,
+            "{tool} {args}: {err:?}"
+        );
+    }
+    assert_eq!(e.read("third_party/lib.c"), b"x\n");
+    assert!(!e.p("third_party/new.c").exists() && !e.p("third_party/added.c").exists());
+}
