@@ -111,17 +111,20 @@ impl From<EditArgs> for edit::Params {
     }
 }
 
+/// Everything on standard input (`what` names it in an error).
+pub fn read_stdin(what: &str) -> anyhow::Result<String> {
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+        .map_err(|e| anyhow::anyhow!("reading {what} from standard input: {e}"))?;
+    Ok(s)
+}
+
 impl WriteArgs {
     /// The params, with the content read from standard input unless given.
     pub fn into_params(self) -> anyhow::Result<write_file::Params> {
         let content = match self.content {
             Some(c) => c,
-            None => {
-                let mut s = String::new();
-                std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-                    .map_err(|e| anyhow::anyhow!("reading the content from standard input: {e}"))?;
-                s
-            }
+            None => read_stdin("the content")?,
         };
         Ok(write_file::Params {
             path: self.path,

@@ -219,12 +219,9 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Patch(a) => {
             let (json, yes) = (a.json, a.yes);
-            let mut patch = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut patch)
-                .map_err(|e| anyhow::anyhow!("reading the patch from standard input: {e}"))?;
             let params = apply_patch::Params {
                 changes: Vec::new(),
-                patch: Some(patch),
+                patch: Some(bridge::read_stdin("the patch")?),
                 expected_versions: Default::default(),
                 dry_run: false, // --dry-run is global: the configuration carries it
             };

@@ -106,6 +106,37 @@ fn undo_delete(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -
     Ok(())
 }
 
+/// The journal entry for undoing `target`, which finds `current` where the change left
+/// its content. Refused (`lost` says what would be lost, followed by the diff) if the
+/// content changed since, unless `force`, when what is there now is backed up first.
+/// `None` on a dry run, which stops here.
+fn undo_entry(
+    history: &History,
+    target: &Entry,
+    current: Option<&[u8]>,
+    lost: String,
+    force: bool,
+    out: &mut Output,
+) -> ToolResult<Option<Entry>> {
+    let unchanged = current.map(sha256) == target.sha256_after;
+    if !unchanged && !force {
+        return Err(conflict(format!("{lost}:\n{}", out.diff))
+            .with_hint("pass force: true to undo anyway; the current content is backed up first"));
+    }
+    if out.dry_run {
+        return Ok(None);
+    }
+    let mut entry = Entry::new(Action::Undo, target.path.clone(), target.root, &target.rel);
+    entry.undoes = Some(target.id);
+    entry.sha256_before = current.map(sha256);
+    if !unchanged && let Some(cur) = current {
+        let b = history.backup(target.root, &target.rel, cur)?;
+        out.backup = Some(b.display().to_string());
+        entry.backup_path = Some(b);
+    }
+    Ok(Some(entry))
+}
+
 /// Removes a file a create made, if it still holds what was written (or, forced, after
 /// backing up what it holds now), and the directories made for it that are empty.
 fn undo_create(
@@ -141,25 +172,13 @@ fn undo_create(
         .context_radius(3)
         .header(&format!("a/{} (now)", target.path), "/dev/null (removed)")
         .to_string();
-    let unchanged = Some(sha256(&current)) == target.sha256_after;
-    if !unchanged && !force {
-        return Err(conflict(format!(
-            "{} was changed after change {} created it; removing it would lose that:\n{}",
-            target.path, target.id, out.diff
-        ))
-        .with_hint("pass force: true to undo anyway; the current content is backed up first"));
-    }
-    if out.dry_run {
+    let lost = format!(
+        "{} was changed after change {} created it; removing it would lose that",
+        target.path, target.id
+    );
+    let Some(entry) = undo_entry(history, target, Some(&current), lost, force, out)? else {
         return Ok(());
-    }
-    let mut entry = Entry::new(Action::Undo, target.path.clone(), target.root, &target.rel);
-    entry.undoes = Some(target.id);
-    entry.sha256_before = Some(sha256(&current));
-    if !unchanged {
-        let b = history.backup(target.root, &target.rel, &current)?;
-        out.backup = Some(b.display().to_string());
-        entry.backup_path = Some(b);
-    }
+    };
     let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
         return Err(conflict(format!(
             "the directory that held {} is gone",
@@ -466,30 +485,18 @@ fn undo_edit(
         &format!("b/{} (restored)", target.path),
     )
     .to_string();
-    let unchanged = current.map(sha256) == target.sha256_after;
-    if !unchanged && !force {
-        let what = if current.is_none() {
-            "was deleted"
-        } else {
-            "was changed"
-        };
-        return Err(conflict(format!(
-            "{} {what} after change {}; undoing would lose that:\n{}",
-            target.path, target.id, out.diff
-        ))
-        .with_hint("pass force: true to undo anyway; the current content is backed up first"));
-    }
-    if out.dry_run {
+    let what = if current.is_none() {
+        "was deleted"
+    } else {
+        "was changed"
+    };
+    let lost = format!(
+        "{} {what} after change {}; undoing would lose that",
+        target.path, target.id
+    );
+    let Some(mut entry) = undo_entry(history, target, current, lost, force, out)? else {
         return Ok(());
-    }
-    let mut entry = Entry::new(Action::Undo, target.path.clone(), target.root, &target.rel);
-    entry.undoes = Some(target.id);
-    if !unchanged && let Some(cur) = current {
-        let b = history.backup(target.root, &target.rel, cur)?;
-        out.backup = Some(b.display().to_string());
-        entry.backup_path = Some(b);
-    }
-    entry.sha256_before = current.map(sha256);
+    };
     entry.sha256_after = Some(sha256(&restored));
     let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
         return Err(conflict(format!(
