@@ -42,6 +42,15 @@ pub struct AuditEntry {
     pub bytes_sent: u64,
     pub file_count: u64,
     pub duration_ms: f64,
+    /// `ferret shell`'s direct bash: the command line as typed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Direct bash: what was decided (`ran`, `declined`, `blocked`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<String>,
+    /// Direct bash: the command's exit code (128 + N when signal N ended it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
 }
 
 /// How many records the in-memory log keeps across all sessions.

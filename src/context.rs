@@ -266,6 +266,9 @@ impl Ferret {
             bytes_sent,
             file_count,
             duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+            command: None,
+            decision: None,
+            exit_code: None,
         });
     }
 }

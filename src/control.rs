@@ -15,6 +15,10 @@ impl CancelToken {
     pub fn new() -> Self {
         Self::default()
     }
+    /// A token over a flag someone else sets too (a SIGINT handler's).
+    pub fn from_flag(flag: Arc<AtomicBool>) -> Self {
+        CancelToken(flag)
+    }
     pub fn cancel(&self) {
         self.0.store(true, Ordering::Relaxed);
     }

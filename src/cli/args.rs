@@ -85,6 +85,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// An interactive shell: every subcommand as a command, `!cmd` for direct bash (asked
+    /// about, blocklisted), `/undo`, `/history`, `/dry-run on|off`, `/help`. Without a
+    /// terminal it runs standard input as a script.
+    Shell(ShellArgs),
     /// Serve the tools to agents over MCP: stdio by default, streamable HTTP with --http.
     Serve(ServeArgs),
     /// Print the instructions the MCP server gives agents (for hosts that write their own
@@ -360,6 +364,13 @@ pub struct UndoArgs {
     /// Print the structured result as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShellArgs {
+    /// Answer yes to every question (without a terminal, every question answers no).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]

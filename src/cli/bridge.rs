@@ -9,6 +9,7 @@ use super::args::{
 };
 use super::output::{print_json, print_text};
 use crate::context::{CallOptions, Ferret, Session};
+use crate::control::CancelToken;
 use crate::error::ErrorCode;
 use crate::tool::Tool;
 use crate::tools::{
@@ -180,73 +181,137 @@ pub enum Exit<O> {
     },
 }
 
+/// How a question for the person is answered: one mechanism for the command line's
+/// confirmations and the shell's (permanent deletes, confirm-listed paths, destructive
+/// direct bash).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// Ask y/N on the terminal (default no).
+    Ask,
+    /// Answered yes in advance (`--yes`).
+    Yes,
+    /// No one to ask: every question is answered no.
+    No,
+}
+
+impl Answer {
+    /// `--yes` answers yes; otherwise a person is asked when there is a terminal to ask
+    /// on (standard input and standard error), and without one the answer is no.
+    pub fn for_terminal(yes: bool) -> Self {
+        use std::io::IsTerminal;
+        if yes {
+            Answer::Yes
+        } else if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+            Answer::Ask
+        } else {
+            Answer::No
+        }
+    }
+
+    /// This answer, or yes when `yes` (a command's own `--yes`).
+    pub fn or_yes(self, yes: bool) -> Self {
+        if yes { Answer::Yes } else { self }
+    }
+
+    /// The answer to `question`: asked on the terminal when it must be.
+    pub fn confirm(self, question: &str) -> anyhow::Result<bool> {
+        match self {
+            Answer::Yes => Ok(true),
+            Answer::No => Ok(false),
+            Answer::Ask => ask(question),
+        }
+    }
+}
+
+/// Who calls a tool: the services, the session, how questions are answered, and the
+/// flag that stops a running call (the shell's Ctrl-C).
+pub struct Caller<'a> {
+    pub ferret: &'a Ferret,
+    pub session: &'a Session,
+    pub answer: Answer,
+    pub cancel: CancelToken,
+}
+
+impl Caller<'_> {
+    fn options(&self, confirmed: bool) -> CallOptions {
+        CallOptions {
+            confirmed,
+            cancel: self.cancel.clone(),
+            ..CallOptions::default()
+        }
+    }
+}
+
 /// Runs one tool for a person: typed params in, typed output out, text (or `--json`)
 /// printed. Returns the exit code: 0, 1 for "no" (see [`Exit`]), 2 for a tool error.
 pub fn run<T: Tool>(
-    ferret: &Ferret,
-    session: &Session,
+    c: &Caller,
     tool: &T,
     params: T::Params,
     json: bool,
     exit: Exit<T::Output>,
 ) -> anyhow::Result<i32> {
-    run_printed(ferret, session, tool, params, json, exit, |_, text| {
-        print_text(text)
-    })
+    run_printed(c, tool, params, json, exit, |_, text| print_text(text))
 }
 
 /// Like [`run`], with the tool's text printed by `print` (given the output and the
 /// tool's own text) instead: `ferret grep`'s terminal layout.
 pub fn run_printed<T: Tool>(
-    ferret: &Ferret,
-    session: &Session,
+    c: &Caller,
     tool: &T,
     params: T::Params,
     json: bool,
     exit: Exit<T::Output>,
     print: impl FnOnce(&T::Output, &str) -> anyhow::Result<()>,
 ) -> anyhow::Result<i32> {
-    let typed = match ferret.call_typed(session, tool, params, CallOptions::default()) {
+    let typed = match c
+        .ferret
+        .call_typed(c.session, tool, params, c.options(false))
+    {
         Ok(t) => t,
         Err(e) => return Ok(report(&e)),
     };
     show(typed, json, exit, print)
 }
 
-/// Like [`run`], for tools that may ask for confirmation (edit, rm): on a terminal the
-/// person is asked y/N, as seed 003 asks; `--yes` answers in advance; without a terminal
-/// the refusal says to pass `--yes`.
+/// Like [`run`], for tools that may ask for confirmation (edit, rm…): the person is
+/// asked y/N as seed 003 asks (see [`Answer`]); `yes` (the command's `--yes`) answers
+/// in advance; with no one to ask, the refusal says to pass `--yes`.
 pub fn run_confirmable<T: Tool>(
-    ferret: &Ferret,
-    session: &Session,
+    c: &Caller,
     tool: &T,
     params: T::Params,
     json: bool,
-    confirmed: bool,
+    yes: bool,
     exit: Exit<T::Output>,
 ) -> anyhow::Result<i32>
 where
     T::Params: Clone,
 {
-    let opts = |confirmed| CallOptions {
-        confirmed,
-        ..CallOptions::default()
-    };
-    let typed = match ferret.call_typed(session, tool, params.clone(), opts(confirmed)) {
+    let answer = c.answer.or_yes(yes);
+    let first = c.ferret.call_typed(
+        c.session,
+        tool,
+        params.clone(),
+        c.options(answer == Answer::Yes),
+    );
+    let typed = match first {
         Ok(t) => t,
-        Err(e) if e.code == ErrorCode::ConfirmationRequired => {
-            use std::io::IsTerminal;
-            if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
-                return Ok(report(&e.with_hint("pass --yes to confirm")));
-            }
+        Err(e) if e.code == ErrorCode::ConfirmationRequired && answer == Answer::Ask => {
             if !ask(&format!("{}. Proceed?", e.message))? {
                 eprintln!("ferret: not confirmed; nothing was changed");
                 return Ok(2);
             }
-            match ferret.call_typed(session, tool, params, opts(true)) {
+            match c
+                .ferret
+                .call_typed(c.session, tool, params, c.options(true))
+            {
                 Ok(t) => t,
                 Err(e) => return Ok(report(&e)),
             }
+        }
+        Err(e) if e.code == ErrorCode::ConfirmationRequired => {
+            return Ok(report(&e.with_hint("pass --yes to confirm")));
         }
         Err(e) => return Ok(report(&e)),
     };
@@ -259,7 +324,7 @@ fn report(e: &crate::error::ToolError) -> i32 {
     2
 }
 
-/// Asks a yes/no question on the terminal (stderr), default no.
+/// Asks a yes/no question on the terminal (stderr), default no. End of input is no.
 fn ask(question: &str) -> anyhow::Result<bool> {
     use std::io::Write;
     let mut err = std::io::stderr().lock();

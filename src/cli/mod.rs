@@ -16,18 +16,20 @@ pub mod grep_print;
 pub mod output;
 pub mod overrides;
 pub mod serve;
+pub mod shell;
 pub mod show;
 
 pub use args::{Cli, Command, Global};
 pub use overrides::load_config;
 
+use crate::config::Loaded;
 use crate::config::Mode;
 use crate::context::{Ferret, Session};
 use crate::tools::{
     apply_patch, edit, file_delete, file_exists, get_file_info, glob, grep, list_directory,
     move_path, read_file, read_files, undo, write_file,
 };
-use bridge::Exit;
+use bridge::{Answer, Caller, Exit};
 use clap::Parser;
 
 /// Runs the command line and returns the exit code.
@@ -121,21 +123,40 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
         tracing::info!(root = %root.display(), "no root set: using the directory of the path given");
         *arg = real;
     }
-    let session = Session::new(format!("cli-{}", std::process::id()), "cli");
     let ferret = Ferret::new(loaded.config.clone())?;
-    let f = &ferret;
-    let s = &session;
     match cli.command {
-        Command::Tools { .. } => Ok(0),
-        Command::Call(a) => show::call(f, s, a),
+        Command::Serve(a) => serve::serve(ferret, a),
+        Command::Shell(a) => shell::run(ferret, loaded, a),
+        command => {
+            let session = Session::new(format!("cli-{}", std::process::id()), "cli");
+            let caller = Caller {
+                ferret: &ferret,
+                session: &session,
+                answer: Answer::for_terminal(false),
+                cancel: Default::default(),
+            };
+            dispatch(&caller, &loaded, command)
+        }
+    }
+}
+
+/// Runs one human subcommand (the command line's, or a line typed in the shell) and
+/// returns its exit code.
+fn dispatch(c: &Caller, loaded: &Loaded, command: Command) -> anyhow::Result<i32> {
+    let f = c.ferret;
+    match command {
+        Command::Tools { format } => show::tools(format),
+        Command::Serve(_) | Command::Shell(_) => {
+            anyhow::bail!("`serve` and `shell` are not commands inside the shell")
+        }
+        Command::Call(a) => show::call(f, c.session, a),
         Command::History { json } => show::history(f, json),
-        Command::Config { json } => show::config(&loaded, f, json),
+        Command::Config { json } => show::config(loaded, f, json),
         Command::Prompt => {
             let tools = crate::mcp::served_tools(f)?;
             output::print_text(&crate::prompt::instructions(f, &tools))?;
             Ok(0)
         }
-        Command::Serve(a) => serve::serve(ferret, a),
         Command::Read(a) if !a.more.is_empty() || a.path.contains(['*', '?', '[', '{']) => {
             let json = a.json;
             let params = read_files::Params {
@@ -143,21 +164,21 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
                 max_lines_each: a.limit.unwrap_or(0),
                 offset: a.offset,
             };
-            bridge::run(f, s, &read_files::ReadFiles, params, json, Exit::Success)
+            bridge::run(c, &read_files::ReadFiles, params, json, Exit::Success)
         }
         Command::Read(a) => {
             let json = a.json;
-            bridge::run(f, s, &read_file::ReadFile, a.into(), json, Exit::Success)
+            bridge::run(c, &read_file::ReadFile, a.into(), json, Exit::Success)
         }
         Command::Ls(a) => {
             let json = a.json;
             let tool = &list_directory::ListDirectory;
-            bridge::run(f, s, tool, a.into(), json, Exit::Success)
+            bridge::run(c, tool, a.into(), json, Exit::Success)
         }
         Command::Info(a) => {
             let json = a.json;
             let tool = &get_file_info::GetFileInfo;
-            bridge::run(f, s, tool, a.into(), json, Exit::Success)
+            bridge::run(c, tool, a.into(), json, Exit::Success)
         }
         Command::Exists(a) => {
             let json = a.json;
@@ -165,7 +186,7 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
                 found: |o: &file_exists::Output| o.exists,
                 quiet_miss: false,
             };
-            bridge::run(f, s, &file_exists::FileExists, a.into(), json, exit)
+            bridge::run(c, &file_exists::FileExists, a.into(), json, exit)
         }
         Command::Grep(a) => {
             let json = a.json;
@@ -184,7 +205,7 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
             let color = a.color;
             let params: grep::Params = a.into();
             let matcher = grep_print::highlighter(&params);
-            bridge::run_printed(f, s, &grep::Grep, params, json, exit, |o, _| {
+            bridge::run_printed(c, &grep::Grep, params, json, exit, |o, _| {
                 let stream = anstream::AutoStream::new(stdout.lock(), color.into());
                 let colour = stream.current_choice() != anstream::ColorChoice::Never;
                 // The styles are left out when colour is off, so nothing needs stripping.
@@ -200,22 +221,22 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
                 found: |o: &glob::Output| o.count > 0,
                 quiet_miss: true,
             };
-            bridge::run(f, s, &glob::Glob, a.into(), json, exit)
+            bridge::run(c, &glob::Glob, a.into(), json, exit)
         }
         Command::Edit(a) => {
             let (json, yes) = (a.json, a.yes);
-            bridge::run_confirmable(f, s, &edit::Edit, a.into(), json, yes, Exit::Success)
+            bridge::run_confirmable(c, &edit::Edit, a.into(), json, yes, Exit::Success)
         }
         Command::Write(a) => {
             let (json, yes) = (a.json, a.yes);
             let tool = &write_file::WriteFile;
             let params = a.into_params()?;
-            bridge::run_confirmable(f, s, tool, params, json, yes, Exit::Success)
+            bridge::run_confirmable(c, tool, params, json, yes, Exit::Success)
         }
         Command::Mv(a) => {
             let (json, yes) = (a.json, a.yes);
             let tool = &move_path::Move;
-            bridge::run_confirmable(f, s, tool, a.into(), json, yes, Exit::Success)
+            bridge::run_confirmable(c, tool, a.into(), json, yes, Exit::Success)
         }
         Command::Patch(a) => {
             let (json, yes) = (a.json, a.yes);
@@ -226,16 +247,16 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
                 dry_run: false, // --dry-run is global: the configuration carries it
             };
             let tool = &apply_patch::ApplyPatch;
-            bridge::run_confirmable(f, s, tool, params, json, yes, Exit::Success)
+            bridge::run_confirmable(c, tool, params, json, yes, Exit::Success)
         }
         Command::Rm(a) => {
             let (json, yes) = (a.json, a.yes);
             let tool = &file_delete::FileDelete;
-            bridge::run_confirmable(f, s, tool, a.into(), json, yes, Exit::Success)
+            bridge::run_confirmable(c, tool, a.into(), json, yes, Exit::Success)
         }
         Command::Undo(a) => {
             let json = a.json;
-            bridge::run(f, s, &undo::Undo, a.into(), json, Exit::Success)
+            bridge::run(c, &undo::Undo, a.into(), json, Exit::Success)
         }
     }
 }

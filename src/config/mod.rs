@@ -120,6 +120,31 @@ pub const DEFAULT_CONFIRM: &[&str] = &[
     "ferret.toml",
 ];
 
+/// Direct bash commands `ferret shell` refuses outright, before anything runs (the
+/// `bash_blocklist` default). Each entry is shell words: a glob on the program's name (after
+/// `sudo`, `env`, `nice`… prefixes) and globs that some argument must each match. Rules
+/// that words cannot say (`rm -r` of `/` or `~`, writes to disk devices, fork bombs, a
+/// download piped into a shell) are built in and always on.
+pub const DEFAULT_BASH_BLOCKLIST: &[&str] = &[
+    "mkfs*",
+    "wipefs",
+    "fdisk",
+    "sfdisk",
+    "parted",
+    "shutdown",
+    "reboot",
+    "halt",
+    "poweroff",
+    "init 0",
+    "init 6",
+    "telinit 0",
+    "telinit 6",
+    "systemctl poweroff",
+    "systemctl reboot",
+    "systemctl halt",
+    "systemctl kexec",
+];
+
 /// How ferret is being run; the two have different limit defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -193,6 +218,12 @@ pub struct Config {
     pub backup_enabled: bool,
     /// Largest file `edit` changes, in bytes (0: no limit).
     pub max_edit_file_size: u64,
+    /// `ferret shell`: ask y/N before every direct bash command (`!cmd`). Destructive
+    /// ones (rm, mv, dd, `git reset --hard`, `>` over a file…) are asked about even when
+    /// this is off (seed 003's `direct_bash_confirm`).
+    pub direct_bash_confirm: bool,
+    /// `ferret shell`: direct bash commands refused outright (see DEFAULT_BASH_BLOCKLIST).
+    pub bash_blocklist: Vec<String>,
     /// Tools the MCP server lists (every tool stays reachable through `ferret call` and
     /// the library). Empty: the tools marked as served by default (all but
     /// search_files and file_search, which overlap grep).
@@ -229,6 +260,11 @@ impl Config {
             state_dir: None,
             max_edit_file_size: 64 * 1024 * 1024,
             backup_enabled: true,
+            direct_bash_confirm: true,
+            bash_blocklist: DEFAULT_BASH_BLOCKLIST
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             allow_permanent_delete: false,
             confirm: DEFAULT_CONFIRM.iter().map(|s| s.to_string()).collect(),
             use_os_trash: true,

@@ -109,6 +109,21 @@ pub(super) fn narrow(
                 }
             }
             "use_os_trash" => c.use_os_trash = get(k, v, path)?,
+            "direct_bash_confirm" => {
+                // Asking is the safe side: a workspace may turn it on, never off.
+                if get::<bool>(k, v, path)? {
+                    c.direct_bash_confirm = true;
+                } else if c.direct_bash_confirm {
+                    ignored.push("direct_bash_confirm = false".into());
+                }
+            }
+            "bash_blocklist" => {
+                for p in get::<Vec<String>>(k, v, path)? {
+                    if !c.bash_blocklist.contains(&p) {
+                        c.bash_blocklist.push(p);
+                    }
+                }
+            }
             "backup_enabled" => {
                 // Backups are what makes an edit undoable: a workspace cannot turn them off.
                 if !get::<bool>(k, v, path)? {

@@ -9,4 +9,5 @@ mod mcp_inprocess;
 mod safety;
 mod sandbox;
 mod search;
+mod shell;
 mod util;
