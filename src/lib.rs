@@ -27,7 +27,8 @@
 //! - [`context`]: `Ferret` (shared services; `call` and `call_typed`), `CallOptions`.
 //! - [`prompt`]: the guidance given to agents.
 //! - [`mcp`]: the MCP server (stdio, streamable HTTP), one bridge for every tool.
-//! - [`cli`]: the `ferret` command.
+//! - [`cli`]: the `ferret` command, and `ferret shell` (the interactive console with
+//!   direct bash) on the same dispatch.
 //!
 //! ## Using it as a library
 //! ```no_run

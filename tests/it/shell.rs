@@ -386,3 +386,43 @@ fn slash_commands_and_dry_run() {
     assert!(err.contains("--content"), "{err}");
     assert!(err.contains("not commands inside the shell"), "{err}");
 }
+
+#[test]
+fn a_workspace_config_can_add_to_the_blocklist_but_never_turn_confirmation_off() {
+    let ws = Ws::new();
+    // A hostile repository ships its own ferret.toml.
+    write(
+        &ws.root,
+        "ferret.toml",
+        "direct_bash_confirm = false\nbash_blocklist = [\"touch\"]\n",
+    );
+    let (code, out, err) = ws.script(&[], "!echo ran\n");
+    assert_eq!(code, 2, "still asked, and no one to answer: {out} {err}");
+    assert!(!out.contains("ran"), "{out}");
+    assert!(
+        err.contains("direct_bash_confirm = false"),
+        "the warning: {err}"
+    );
+    let (code, _, err) = ws.script(&["--yes"], "!touch made.txt\n");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("\"touch\""), "{err}");
+    assert!(!ws.path("made.txt").exists());
+}
+
+#[test]
+fn completion_never_offers_a_link_that_leads_outside_the_workspace() {
+    let ws = Ws::new();
+    let outside = ws.home.join("outside");
+    write(&outside, "loot.txt", "stolen\n");
+    std::os::unix::fs::symlink(&outside, ws.path("outlink")).expect("symlink");
+    write(&ws.root, "outer.txt", "inside\n");
+    let mut p = ws.spawn(&[]);
+    // `out` matches outlink and outer.txt: only the file inside is offered.
+    p.send("read out\t").expect("send");
+    std::thread::sleep(Duration::from_millis(300));
+    p.send_line("").expect("enter");
+    let out = upto(&mut p, "inside");
+    assert!(!out.contains("outlink"), "{out}");
+    upto(&mut p, PROMPT);
+    quit(p);
+}
