@@ -167,6 +167,7 @@ fn a_blocked_command_is_refused_with_its_reason_and_no_part_of_it_runs() {
 fn rm_asks_then_undo_brings_the_file_back_from_the_trash() {
     let ws = Ws::new();
     write(&ws.root, "b.txt", "precious\n");
+    write(&ws.root, ".gitignore", "target/\n");
     let mut p = ws.spawn(&["--allow-write"]);
     p.send_line("rm b.txt").expect("send");
     let asked = upto(&mut p, "[y/N]");
@@ -178,6 +179,13 @@ fn rm_asks_then_undo_brings_the_file_back_from_the_trash() {
     p.send_line("/undo").expect("send");
     let out = upto(&mut p, PROMPT);
     assert!(out.contains("b.txt is back"), "{out}");
+    // A confirm-listed path (.gitignore) is asked about once, not twice.
+    p.send_line("rm .gitignore").expect("send");
+    upto(&mut p, "[y/N]");
+    p.send_line("y").expect("send");
+    let out = upto(&mut p, PROMPT);
+    assert!(!out.contains("[y/N]"), "asked a second time: {out}");
+    assert!(!ws.path(".gitignore").exists(), "{out}");
     quit(p);
     assert_eq!(
         std::fs::read_to_string(ws.path("b.txt")).expect("b.txt is back"),

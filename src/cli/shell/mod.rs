@@ -220,7 +220,8 @@ impl Shell {
                 return Ok(if e.use_stderr() { 2 } else { 0 });
             }
         };
-        match &line.command {
+        let mut line = line;
+        match &mut line.command {
             Command::Write(w) if w.content.is_none() => anyhow::bail!(
                 "in the shell, give the content with --content '…' (standard input is the shell's)"
             ),
@@ -231,15 +232,15 @@ impl Shell {
             // a slip of the finger should cost a keystroke, not a /undo.
             Command::Rm(a) if !a.yes && !a.permanent => {
                 let config = self.ferret.borrow().config().clone();
-                if config.allow_write
-                    && !config.dry_run
-                    && !self.answer.confirm(&format!(
-                        "Delete {} (to the trash; /undo brings it back)?",
-                        a.path
-                    ))?
-                {
-                    eprintln!("ferret: not confirmed; nothing was changed");
-                    return Ok(2);
+                if config.allow_write && !config.dry_run {
+                    let q = format!("Delete {} (to the trash; /undo brings it back)?", a.path);
+                    if !self.answer.confirm(&q)? {
+                        eprintln!("ferret: not confirmed; nothing was changed");
+                        return Ok(2);
+                    }
+                    // That was the question about this delete: a confirm-listed path
+                    // (CI files…) is not asked about a second time.
+                    a.yes = true;
                 }
             }
             _ => {}
