@@ -51,6 +51,8 @@ pub struct Ferret {
     registry: Registry,
     history: HistoryCell,
     seen: crate::history::Seen,
+    /// The trigram index searches use once built ([`Ferret::build_index`]).
+    index: std::sync::Mutex<Option<Arc<crate::search::index::Index>>>,
 }
 
 impl Ferret {
@@ -74,6 +76,7 @@ impl Ferret {
             registry,
             history: HistoryCell::new(),
             seen: crate::history::Seen::new(),
+            index: Default::default(),
             config,
         };
         // A workspace with a history is recovered at start: a change a killed process
@@ -100,6 +103,36 @@ impl Ferret {
         &self.registry
     }
 
+    /// Builds the trigram index of every root and has searches use it from then on.
+    /// Searches stay exact whatever changes later (see [`crate::search::index`]).
+    pub fn build_index(
+        &self,
+        cancel: crate::control::CancelToken,
+    ) -> ToolResult<crate::search::index::Stats> {
+        let control = crate::control::Control::new(cancel, None, std::time::Duration::ZERO);
+        let env = crate::search::SearchEnv {
+            workspace: &self.workspace,
+            control: &control,
+            max_file_size: self.config.search_max_file_size,
+            max_columns: self.config.max_columns,
+            index: None,
+        };
+        let bases: Vec<crate::search::Base> = (0..self.workspace.roots().len())
+            .map(|i| crate::search::Base {
+                wp: self.workspace.root_path(i),
+                is_file: false,
+            })
+            .collect();
+        let (index, stats) = crate::search::index::Index::build(&env, &bases)?;
+        *crate::error::lock(&self.index) = Some(Arc::new(index));
+        Ok(stats)
+    }
+
+    /// The index in use, if any.
+    pub fn index_stats(&self) -> Option<crate::search::index::Stats> {
+        crate::error::lock(&self.index).as_ref().map(|i| i.stats())
+    }
+
     /// The state directory, backups and undo journal.
     pub fn history(&self) -> ToolResult<&History> {
         self.history.get(&self.config, &self.workspace)
@@ -112,6 +145,7 @@ impl Ferret {
             limiter: &self.limiter,
             history: &self.history,
             seen: &self.seen,
+            index: crate::error::lock(&self.index).clone(),
         }
     }
 

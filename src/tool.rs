@@ -257,7 +257,7 @@ impl Session {
 }
 
 /// The shared services a call runs with, lent by whoever owns them (`Ferret`).
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct Services<'a> {
     pub config: &'a Config,
     pub workspace: &'a Workspace,
@@ -265,6 +265,8 @@ pub struct Services<'a> {
     pub history: &'a HistoryCell,
     /// Contents recently read, by version (for stale-write refusals).
     pub seen: &'a crate::history::Seen,
+    /// The trigram index, when one has been built.
+    pub index: Option<Arc<crate::search::index::Index>>,
 }
 
 /// What a tool's `run` may touch.
@@ -350,6 +352,7 @@ impl<'a> Ctx<'a> {
             control: &self.control,
             max_file_size: self.services.config.search_max_file_size,
             max_columns: self.services.config.max_columns,
+            index: self.services.index.as_deref(),
         }
     }
 

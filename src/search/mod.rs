@@ -21,6 +21,8 @@
 //! [`Workspace::open_found`]: crate::workspace::Workspace::open_found
 
 pub mod collect;
+pub mod index;
+pub mod plan;
 pub mod sink;
 
 use crate::control::{Control, Progress};
@@ -54,6 +56,8 @@ pub struct SearchEnv<'a> {
     pub max_file_size: u64,
     /// Lines longer than this are cut around the match (0: never).
     pub max_columns: usize,
+    /// The trigram index, when there is one: files it rules out are not read.
+    pub index: Option<&'a index::Index>,
 }
 
 /// What every walk takes.
@@ -314,6 +318,15 @@ pub fn grep(
     let stop = env.control.cancel.clone();
     let deadline = env.control.deadline;
     let context = q.mode == GrepMode::Content;
+    let candidates = env.index.map(|ix| {
+        ix.candidates(&plan::plan(
+            &q.pattern,
+            q.fixed_strings,
+            q.ignore_case,
+            q.multiline,
+        ))
+    });
+    let candidates = &candidates;
 
     walk(env, bases, opts, || {
         // Counting lines costs a pass over every byte; only content mode shows them.
@@ -355,6 +368,12 @@ pub fn grep(
                 return true;
             };
             let n = searched.fetch_add(1, Ordering::Relaxed) + 1;
+            // The index knows this very content holds no match: counted, not read.
+            if let (Some(ix), Some(c)) = (env.index, candidates)
+                && ix.rules_out(c, found, &file)
+            {
+                return !stop.is_cancelled();
+            }
             let mut sink = FileSink::new(&matcher, record, env.max_columns);
             let reader = Guarded {
                 inner: file,

@@ -4,6 +4,7 @@
 mod changes;
 mod cli;
 mod crash;
+mod index;
 mod layers;
 mod mcp_inprocess;
 mod safety;

@@ -1,0 +1,336 @@
+//! The trigram index against the scan: on a generated tree, every search answers the
+//! same with the index as without it (paths, order, lines, counts, totals), and goes on
+//! doing so while files are created, changed, renamed and deleted behind its back.
+
+use crate::util::{call, tempdir, write};
+use ferret::config::{Config, Mode};
+use ferret::search::index::{Candidates, Index};
+use ferret::search::{Base, SearchEnv, plan};
+use ferret::{CancelToken, Ferret};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// A small deterministic generator (no dependency, same tree every run).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+const WORDS: &[&str] = &[
+    "alpha",
+    "Beta",
+    "GAMMA_delta",
+    "parse_args",
+    "fn",
+    "struct",
+    "TODO",
+    "fixme",
+    "ünïcode",
+    "日本語",
+    "x",
+    "y1",
+    "foo.bar",
+    "a+b",
+    "(paren)",
+    "[bracket]",
+    "return",
+    "static",
+    "int",
+    "__init",
+    "kmalloc",
+    "spin_lock",
+    "mutex_unlock",
+    "0x1f",
+    "42",
+    "-->",
+    "#define",
+    "Hello",
+    "WORLD",
+    "quux",
+    "Zebra",
+    "zebra",
+    "tab\there",
+    "snake_case_name",
+    "CamelCase",
+    "ÄÖÜ",
+    "émile",
+    "Ωmega",
+    "end;",
+];
+
+const SEARCH_MAX: u64 = 100_000;
+
+fn config(root: &Path) -> Config {
+    let mut c = Config::defaults(Mode::Cli);
+    c.roots = vec![root.to_path_buf()];
+    c.search_max_file_size = SEARCH_MAX;
+    c
+}
+
+/// ~260 files: nested directories, several extensions, hidden and ignored files, CRLF,
+/// a binary file, an empty one, one over the search size limit.
+fn tree(root: &Path) -> Vec<String> {
+    let mut rng = Lcg(0x5eed);
+    let mut lines_seen = Vec::new();
+    let exts = ["rs", "c", "txt", "md", "h"];
+    for i in 0..250 {
+        let dir = format!("d{}/s{}", i % 7, i % 3);
+        let name = format!("{dir}/f{i}.{}", exts[i % exts.len()]);
+        let mut text = String::new();
+        for _ in 0..(1 + rng.below(40)) {
+            let mut line = String::new();
+            for _ in 0..rng.below(9) {
+                line.push_str(WORDS[rng.below(WORDS.len())]);
+                line.push(if rng.below(5) == 0 { '_' } else { ' ' });
+            }
+            lines_seen.push(line.clone());
+            text.push_str(&line);
+            text.push_str(if i % 11 == 0 { "\r\n" } else { "\n" });
+        }
+        write(root, &name, text);
+    }
+    write(root, ".hidden.txt", "alpha hidden Beta\n");
+    write(root, ".gitignore", "ignored/\n");
+    write(root, "ignored/skip.txt", "alpha ignored\n");
+    write(root, "empty.txt", "");
+    let mut bin = "alpha kmalloc\n".repeat(10).into_bytes();
+    bin.extend_from_slice(b"\0binary kmalloc\n");
+    write(root, "data.bin", bin);
+    write(
+        root,
+        "big.txt",
+        "spin_lock big\n".repeat((SEARCH_MAX as usize / 14) + 100),
+    );
+    lines_seen
+}
+
+/// Literals sampled from the tree's lines (some cut mid-word), a few absent ones, and
+/// regexes with and without usable literals.
+fn patterns(lines: &[String]) -> Vec<String> {
+    let mut rng = Lcg(42);
+    let mut out = Vec::new();
+    while out.len() < 160 {
+        let line = &lines[rng.below(lines.len())];
+        let chars: Vec<char> = line.chars().collect();
+        if chars.len() < 4 {
+            continue;
+        }
+        let start = rng.below(chars.len() - 3);
+        let len = 3 + rng.below((chars.len() - start - 2).min(14));
+        let s: String = chars[start..(start + len).min(chars.len())]
+            .iter()
+            .collect();
+        if !s.trim().is_empty() && !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    for absent in ["zzqqxx", "nothere_at_all", "ALPHAZ", "日本人"] {
+        out.push(absent.to_string());
+    }
+    for re in [
+        r"parse_\w+",
+        r"fn\s+\w+",
+        r"TODO|fixme",
+        r"^struct",
+        r"\d{2,}",
+        r"(?i)gamma_DELTA",
+        r"alpha.*Beta",
+        r"[A-Z]{3,}_",
+        r"^$",
+        r"\w+",
+        r"^",
+        r".",
+        r"ü",
+        r"日本",
+        r"a\+b",
+        r"\(paren\)",
+        r"x$",
+        r"\bfoo\b",
+        r"spin_(lock|unlock)",
+        r"mutex_\w+lock",
+        r"0x[0-9a-f]+",
+        r"Zebra|zebra",
+        r"(?i)zebra",
+        r"[Hh]ello\s+WORLD",
+        r"kmalloc\b",
+        r"__init\s+\w",
+        r"#define\s+\S+",
+        r"tab\there",
+        r"snake_\w+_name",
+        r"[^ ]+Case",
+        r"ÄÖÜ",
+        r"(?i)äöü",
+        r"émile|Ωmega",
+        r"end;$",
+        r"y1 x",
+        r"(alpha|beta) (gamma|delta)",
+        r"a.c",
+        r"qu+x",
+        r"return\s*\d*",
+        r"static int",
+        r"-->\s",
+        r"\[bracket\]\s*\(",
+        r"Beta\r$",
+        r"f[0-9]+",
+        r"(?s)alpha.Beta",
+        r"\bint\b.*\bstatic\b",
+        r"binary",
+        r"hidden",
+        r"ignored",
+        r"big",
+    ] {
+        out.push(re.to_string());
+    }
+    out
+}
+
+/// The call's structured result without the field saying which engine answered.
+fn grep(f: &Ferret, args: Value) -> Value {
+    let mut v = match call(f, "grep", args.clone()) {
+        Ok(v) => v,
+        Err(e) => json!({ "error": e.code.as_str() }),
+    };
+    if let Some(o) = v.as_object_mut() {
+        o.remove("engine");
+    }
+    v
+}
+
+/// Every pattern, in several modes, with and without the index: the same answers.
+fn assert_parity(indexed: &Ferret, scan: &Ferret, pats: &[String]) -> usize {
+    let mut compared = 0;
+    for (i, p) in pats.iter().enumerate() {
+        let literal = !p.contains(['\\', '^', '$', '|', '(', '[', '*', '+', '?', '.', '{']);
+        let mut variants = vec![
+            json!({ "pattern": p, "output_mode": "content", "max_results": 0 }),
+            json!({ "pattern": p, "ignore_case": true, "output_mode": "count", "max_results": 0 }),
+        ];
+        match i % 4 {
+            0 => variants.push(json!({ "pattern": p, "glob": "*.rs", "context": 1 })),
+            1 => variants
+                .push(json!({ "pattern": p, "path": "d1", "output_mode": "files_with_matches" })),
+            2 => variants
+                .push(json!({ "pattern": p, "include_hidden": true, "output_mode": "content" })),
+            _ => variants.push(json!({ "pattern": p, "multiline": true, "output_mode": "count" })),
+        }
+        if literal {
+            variants.push(json!({ "pattern": p, "fixed_strings": true, "output_mode": "content" }));
+        } else {
+            variants.push(json!({ "pattern": p, "fixed_strings": true, "ignore_case": true }));
+        }
+        for args in variants {
+            let a = grep(indexed, args.clone());
+            let b = grep(scan, args.clone());
+            assert_eq!(a, b, "the index answered {args} differently");
+            compared += 1;
+        }
+    }
+    compared
+}
+
+fn ferrets(root: &Path) -> (Ferret, Ferret) {
+    let indexed = Ferret::new(config(root)).expect("open");
+    let stats = indexed.build_index(CancelToken::new()).expect("index");
+    assert!(stats.files >= 250, "{stats:?}");
+    let scan = Ferret::new(config(root)).expect("open");
+    (indexed, scan)
+}
+
+#[test]
+fn index_answers_equal_scan_answers_over_two_hundred_patterns() {
+    let (_t, root) = tempdir();
+    let lines = tree(&root);
+    let pats = patterns(&lines);
+    assert!(pats.len() >= 200, "{}", pats.len());
+    let (indexed, scan) = ferrets(&root);
+    let compared = assert_parity(&indexed, &scan, &pats);
+    assert!(compared >= 800, "{compared}");
+}
+
+#[test]
+fn the_index_rules_out_most_files_for_a_selective_pattern() {
+    let (_t, root) = tempdir();
+    tree(&root);
+    write(&root, "d3/rare.rs", "let needle_unique_identifier = 1;\n");
+    let f = Ferret::new(config(&root)).expect("open");
+    let control = ferret::control::Control::default();
+    let env = SearchEnv {
+        workspace: f.workspace(),
+        control: &control,
+        max_file_size: SEARCH_MAX,
+        max_columns: 0,
+        index: None,
+    };
+    let bases = [Base {
+        wp: f.workspace().root_path(0),
+        is_file: false,
+    }];
+    let (index, stats) = Index::build(&env, &bases).expect("build");
+    let count = |p: &str, ic: bool| match index.candidates(&plan::plan(p, false, ic, false)) {
+        Candidates::All => stats.files,
+        Candidates::Some(b) => b.len(),
+    };
+    assert_eq!(count("needle_unique_identifier", false), 1);
+    assert_eq!(count("NEEDLE_UNIQUE", true), 1);
+    assert_eq!(count(r"let\s+needle_\w+", false), 1);
+    assert!(
+        count("kmalloc", false) < stats.files,
+        "a common word is still selective"
+    );
+    assert_eq!(count(r"\w+", false), stats.files, "no trigram: every file");
+    // The file over the size limit is not indexed (the scan skips it too).
+    assert!(stats.files < 257, "{stats:?}");
+}
+
+#[test]
+fn index_answers_stay_exact_while_files_change_behind_its_back() {
+    let (_t, root) = tempdir();
+    let lines = tree(&root);
+    let (indexed, scan) = ferrets(&root);
+    // Another process changes the tree after the index was built.
+    write(&root, "d0/s0/f0.rs", "fresh_word_one appended\n"); // rewritten
+    let old = std::fs::read_to_string(root.join("d1/s1/f1.c")).expect("read");
+    std::fs::write(root.join("d1/s1/f1.c"), format!("{old}fresh_word_two\n")).expect("append");
+    write(&root, "new/dir/n.rs", "fresh_word_three and alpha\n"); // created
+    std::fs::remove_file(root.join("d2/s2/f2.txt")).expect("delete");
+    std::fs::rename(root.join("d3/s0/f3.md"), root.join("d3/s0/moved.md")).expect("rename");
+    // Same size, modification time put back: only the change time tells.
+    let p = root.join("d4/s1/f4.h");
+    let before = std::fs::metadata(&p).expect("meta");
+    let text = std::fs::read(&p).expect("read");
+    let mut same_len = b"fresh_word_four".to_vec();
+    same_len.resize(text.len().max(same_len.len()), b' ');
+    std::fs::write(&p, &same_len).expect("rewrite");
+    let file = std::fs::File::options().write(true).open(&p).expect("open");
+    file.set_modified(before.modified().expect("mtime"))
+        .expect("set mtime");
+    drop(file);
+
+    let mut pats = patterns(&lines);
+    pats.truncate(60);
+    for w in [
+        "fresh_word_one",
+        "fresh_word_two",
+        "fresh_word_three",
+        "fresh_word_four",
+        "fresh_word",
+    ] {
+        pats.push(w.to_string());
+        let a = grep(
+            &indexed,
+            json!({ "pattern": w, "output_mode": "files_with_matches" }),
+        );
+        assert_ne!(a["file_count"], json!(0), "{w}: {a}");
+    }
+    assert_parity(&indexed, &scan, &pats);
+}
