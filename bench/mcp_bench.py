@@ -18,7 +18,8 @@ GLOB_RUNS = int(os.environ.get("GLOB_RUNS", "3"))
 
 
 def ferret(*extra):
-    return Client(StdioServerParameters(command=FERRET, args=["--root", K, *extra, "serve"]))
+    # Without the live index: these rows measure the scan (bench/index.sh measures the index).
+    return Client(StdioServerParameters(command=FERRET, args=["--root", K, *extra, "serve", "--no-index"]))
 
 
 async def latency():

@@ -51,6 +51,9 @@ pub struct AuditEntry {
     /// Direct bash: the command's exit code (128 + N when signal N ended it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// Searches: which engine answered (`index` or `scan`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 /// How many records the in-memory log keeps across all sessions.

@@ -51,8 +51,8 @@ pub struct Ferret {
     registry: Registry,
     history: HistoryCell,
     seen: crate::history::Seen,
-    /// The trigram index searches use once built ([`Ferret::build_index`]).
-    index: std::sync::Mutex<Option<Arc<crate::search::index::Index>>>,
+    /// The live index searches use once built ([`Ferret::build_index`]).
+    index: std::sync::Mutex<Option<Arc<crate::search::live::Live>>>,
 }
 
 impl Ferret {
@@ -103,11 +103,13 @@ impl Ferret {
         &self.registry
     }
 
-    /// Builds the trigram index of every root and has searches use it from then on.
-    /// Searches stay exact whatever changes later (see [`crate::search::index`]).
+    /// Builds the index of every root, watches the tree (`watch`) and has searches use
+    /// it from then on. Searches stay exact whatever changes (see
+    /// [`crate::search::live`]); until the build ends they scan.
     pub fn build_index(
         &self,
         cancel: crate::control::CancelToken,
+        watch: bool,
     ) -> ToolResult<crate::search::index::Stats> {
         let control = crate::control::Control::new(cancel, None, std::time::Duration::ZERO);
         let env = crate::search::SearchEnv {
@@ -117,20 +119,19 @@ impl Ferret {
             max_columns: self.config.max_columns,
             index: None,
         };
-        let bases: Vec<crate::search::Base> = (0..self.workspace.roots().len())
-            .map(|i| crate::search::Base {
-                wp: self.workspace.root_path(i),
-                is_file: false,
-            })
-            .collect();
-        let (index, stats) = crate::search::index::Index::build(&env, &bases)?;
-        *crate::error::lock(&self.index) = Some(Arc::new(index));
+        let (live, stats) = crate::search::live::Live::start(&env, watch)?;
+        *crate::error::lock(&self.index) = Some(live);
         Ok(stats)
     }
 
-    /// The index in use, if any.
-    pub fn index_stats(&self) -> Option<crate::search::index::Stats> {
-        crate::error::lock(&self.index).as_ref().map(|i| i.stats())
+    /// What the index in use holds, if there is one.
+    pub fn index_status(&self) -> Option<crate::search::live::Status> {
+        crate::error::lock(&self.index).as_ref().map(|i| i.status())
+    }
+
+    /// The index in use (tests simulate lost events through it).
+    pub fn index(&self) -> Option<Arc<crate::search::live::Live>> {
+        crate::error::lock(&self.index).clone()
     }
 
     /// The state directory, backups and undo journal.
@@ -175,7 +176,9 @@ impl Ferret {
             opts,
             |ctx| {
                 self.gate(&meta, dry_run)?;
-                t.call(ctx, args)
+                let out = t.call(ctx, args);
+                self.after(&meta);
+                out
             },
             |out| out.text.len() as u64 + out.structured.to_string().len() as u64,
         )
@@ -200,7 +203,9 @@ impl Ferret {
             opts,
             |ctx| {
                 self.gate(&meta, false)?;
-                let output = tool.run(ctx, params)?;
+                let output = tool.run(ctx, params);
+                self.after(&meta);
+                let output = output?;
                 let text = crate::tool::fit_text(tool.render(&output), ctx.output_budget());
                 Ok(Typed { output, text })
             },
@@ -208,6 +213,17 @@ impl Ferret {
                 t.text.len() as u64 + serde_json::to_string(&t.output).map_or(0, |s| s.len()) as u64
             },
         )
+    }
+
+    /// After a write tool ran (even one that failed may have done part of its work),
+    /// the next search refreshes the index's list before trusting it, whatever the
+    /// watcher has or has not delivered yet.
+    fn after(&self, meta: &ToolMeta) {
+        if meta.annotations.needs_write
+            && let Some(live) = crate::error::lock(&self.index).as_ref()
+        {
+            live.touched();
+        }
     }
 
     /// Refuses a write tool when writes are off, unless the call is a dry run (the
@@ -303,6 +319,7 @@ impl Ferret {
             command: None,
             decision: None,
             exit_code: None,
+            engine: ctx.engine().map(str::to_string),
         });
     }
 }

@@ -265,8 +265,8 @@ pub struct Services<'a> {
     pub history: &'a HistoryCell,
     /// Contents recently read, by version (for stale-write refusals).
     pub seen: &'a crate::history::Seen,
-    /// The trigram index, when one has been built.
-    pub index: Option<Arc<crate::search::index::Index>>,
+    /// The live index, when one has been built.
+    pub index: Option<Arc<crate::search::live::Live>>,
 }
 
 /// What a tool's `run` may touch.
@@ -279,6 +279,7 @@ pub struct Ctx<'a> {
     bytes_read: AtomicU64,
     file_count: AtomicU64,
     path: Mutex<Option<String>>,
+    engine: Mutex<Option<&'static str>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -302,6 +303,7 @@ impl<'a> Ctx<'a> {
             bytes_read: AtomicU64::new(0),
             file_count: AtomicU64::new(0),
             path: Mutex::new(audit_path),
+            engine: Mutex::new(None),
         }
     }
 
@@ -443,5 +445,14 @@ impl<'a> Ctx<'a> {
             self.bytes_read.load(Ordering::Relaxed),
             self.file_count.load(Ordering::Relaxed),
         )
+    }
+
+    /// A search says which engine answered it, for the audit record.
+    pub fn set_engine(&self, engine: &'static str) {
+        *crate::error::lock(&self.engine) = Some(engine);
+    }
+
+    pub fn engine(&self) -> Option<&'static str> {
+        *crate::error::lock(&self.engine)
     }
 }

@@ -393,6 +393,9 @@ pub struct ServeArgs {
     /// Largest HTTP request body in bytes.
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     pub max_body: usize,
+    /// Do not build the live index: every search scans the tree.
+    #[arg(long)]
+    pub no_index: bool,
 }
 
 #[cfg(test)]

@@ -213,6 +213,7 @@ mod tests {
                 })
                 .collect(),
             match_count: Some(0),
+            engine: "scan".into(),
             truncated: false,
             left_out: None,
             mode: OutputMode::Content,

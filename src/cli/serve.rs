@@ -26,6 +26,9 @@ pub fn serve(ferret: Ferret, a: ServeArgs) -> anyhow::Result<i32> {
              try `ferret grep PATTERN`, `ferret ls` or `ferret call TOOL '{{...}}'`. Ctrl-D or Ctrl-C ends it."
         );
     }
+    if !a.no_index {
+        build_index_in_background(&ferret);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -36,4 +39,36 @@ pub fn serve(ferret: Ferret, a: ServeArgs) -> anyhow::Result<i32> {
         }
     })?;
     Ok(0)
+}
+
+/// Builds the live index on a thread of its own; searches scan until it is ready, then
+/// answer from it. Progress and the outcome go to stderr (stdout is the protocol).
+fn build_index_in_background(ferret: &Arc<Ferret>) {
+    let ferret = Arc::clone(ferret);
+    let spawned = std::thread::Builder::new()
+        .name("ferret-index".into())
+        .spawn(move || {
+            let started = std::time::Instant::now();
+            tracing::info!("index: building (searches scan until it is ready)");
+            match ferret.build_index(crate::control::CancelToken::new(), true) {
+                Ok(s) => {
+                    let blind = ferret
+                        .index_status()
+                        .and_then(|st| st.blind)
+                        .map_or(String::new(), |b| format!("; {b}"));
+                    tracing::info!(
+                        "index: ready in {:.1} s: {} files, {} indexed ({} MB), {} trigrams{blind}",
+                        started.elapsed().as_secs_f64(),
+                        s.files,
+                        s.indexed,
+                        s.bytes / 1_000_000,
+                        s.trigrams
+                    );
+                }
+                Err(e) => tracing::warn!("index: not built ({}); searches scan", e.message),
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("index: not built (no thread: {e}); searches scan");
+    }
 }

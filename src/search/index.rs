@@ -20,13 +20,13 @@
 
 use super::plan::{self, Query};
 use super::{Base, Found, SearchEnv, WalkOptions};
-use crate::error::{ToolError, ToolResult};
+use crate::error::ToolResult;
 use roaring::RoaringBitmap;
 use std::collections::HashMap;
 use std::io::Read;
-use std::path::PathBuf;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// What identifies one version of a file's content, from `fstat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,21 +49,83 @@ impl Stamp {
             ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
         })
     }
+
+    /// Changed within [`RACY_NS`] of now (or in the future): not to be trusted yet.
+    fn is_recent(&self) -> bool {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128);
+        let ctime = self.ctime.0 as i128 * 1_000_000_000 + self.ctime.1 as i128;
+        now - ctime < RACY_NS
+    }
 }
 
-struct Entry {
-    id: u32,
-    stamp: Stamp,
+/// One file a walk of the workspace met, in the index's list.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub root: usize,
+    pub rel: PathBuf,
+    /// Its id in the posting lists, when its content is indexed: None for a file that
+    /// could not be read whole (over the size limit, unreadable) — always read.
+    id: Option<u32>,
+    /// Some component of its root-relative path starts with a dot.
+    pub hidden: bool,
+    /// The content's stamp when indexed. None: not to be trusted (changed within the
+    /// last seconds, when a second write could leave the stamp as it was).
+    stamp: Option<Stamp>,
 }
 
-/// One file as read by a build: where, which content, its distinct trigrams.
-type Indexed = ((usize, PathBuf), Stamp, Vec<u32>);
-
-/// The index of a workspace's searchable files.
-pub struct Index {
-    entries: HashMap<(usize, PathBuf), Entry>,
-    postings: HashMap<u32, RoaringBitmap>,
+/// The searchable files of the workspace as one walk saw them, sorted in result order
+/// (root, then path components), and the directories it entered.
+#[derive(Debug, Default)]
+pub struct Files {
+    pub list: Vec<Listed>,
+    dirs: Vec<(usize, PathBuf)>,
     bytes: u64,
+}
+
+impl Files {
+    pub fn find(&self, root: usize, rel: &Path) -> Option<&Listed> {
+        self.list
+            .binary_search_by(|l| (l.root, l.rel.as_path()).cmp(&(root, rel)))
+            .ok()
+            .map(|i| &self.list[i])
+    }
+
+    /// Whether a walk entered this directory (so the list holds what is below it).
+    pub fn entered(&self, root: usize, rel: &Path) -> bool {
+        self.dirs
+            .binary_search_by(|d| (d.0, d.1.as_path()).cmp(&(root, rel)))
+            .is_ok()
+    }
+
+    /// The listed files below directory `rel` of `root`, in order.
+    pub fn below(&self, root: usize, rel: &Path) -> &[Listed] {
+        if rel.as_os_str().is_empty() {
+            let from = self.list.partition_point(|l| l.root < root);
+            let to = self.list.partition_point(|l| l.root <= root);
+            return &self.list[from..to];
+        }
+        let from = self
+            .list
+            .partition_point(|l| (l.root, l.rel.as_path()) < (root, rel));
+        let n = self.list[from..]
+            .iter()
+            .take_while(|l| l.root == root && l.rel.starts_with(rel))
+            .count();
+        &self.list[from..from + n]
+    }
+}
+
+/// The index of a workspace's searchable files: the list of files and, per trigram,
+/// the ids of the files holding it. Ids are never reused, so a refresh that re-reads
+/// changed files leaves the other files' ids and postings as they are.
+pub struct Index {
+    files: Mutex<Arc<Files>>,
+    postings: RwLock<HashMap<u32, RoaringBitmap>>,
+    next_id: AtomicU32,
+    /// Ids no longer listed (their files changed or went): bits left in the postings.
+    orphans: AtomicU64,
 }
 
 /// Which indexed files may hold a match.
@@ -73,10 +135,24 @@ pub enum Candidates {
     Some(RoaringBitmap),
 }
 
+impl Candidates {
+    /// Whether a listed file's content, unchanged since it was indexed, may match.
+    pub fn may_match(&self, l: &Listed) -> bool {
+        match (self, l.id, l.stamp) {
+            (Candidates::Some(set), Some(id), Some(_)) => set.contains(id),
+            _ => true,
+        }
+    }
+}
+
 /// What a build saw.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
+    /// Files listed.
     pub files: u64,
+    /// Of them, files whose content is indexed.
+    pub indexed: u64,
+    /// Bytes of indexed content.
     pub bytes: u64,
     pub trigrams: u64,
 }
@@ -153,111 +229,250 @@ fn file_grams(file: &mut std::fs::File, limit: u64, grams: &mut Grams) -> Option
     Some((grams.take(), total))
 }
 
+/// Contents changed this recently (by their change time) are indexed but not trusted:
+/// file timestamps come from a coarse clock (one tick is 1–10 ms), so a second write
+/// within the tick could leave the stamp unchanged (git's "racy" entries). Such a file
+/// is read by every search until a later refresh finds it older.
+const RACY_NS: i128 = 100_000_000;
+
+/// Trigram occurrences a walker thread gathers before adding them to the postings.
+const BATCH: usize = 1 << 21;
+
+/// What the walker threads of a refresh found: files, and directories entered.
+type Gathered = (Vec<Listed>, Vec<(usize, PathBuf)>);
+
+/// A walker thread's share of a refresh; what it holds goes into the index when the
+/// thread ends (the walker drops its visitor).
+struct Batch<'a> {
+    index: &'a Index,
+    pairs: Vec<(u32, u32)>,
+    listed: Vec<Listed>,
+    dirs: Vec<(usize, PathBuf)>,
+    out: &'a Mutex<Gathered>,
+}
+
+impl Batch<'_> {
+    fn flush(&mut self) {
+        if self.pairs.is_empty() {
+            return;
+        }
+        self.pairs.sort_unstable();
+        let mut postings = self
+            .index
+            .postings
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for run in self.pairs.chunk_by(|a, b| a.0 == b.0) {
+            postings
+                .entry(run[0].0)
+                .or_default()
+                .extend(run.iter().map(|p| p.1));
+        }
+        self.pairs.clear();
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        self.flush();
+        let mut out = crate::error::lock(self.out);
+        out.0.append(&mut self.listed);
+        out.1.append(&mut self.dirs);
+    }
+}
+
 impl Index {
+    /// An index with nothing in it (every search reads every file).
+    pub fn empty() -> Index {
+        Index {
+            files: Mutex::new(Arc::new(Files::default())),
+            postings: RwLock::new(HashMap::new()),
+            next_id: AtomicU32::new(0),
+            orphans: AtomicU64::new(0),
+        }
+    }
+
     /// Builds the index of every file a search could read under `bases` (hidden files
     /// included; ignore files, deny and skip rules and the size limit as a scan has them).
     pub fn build(env: &SearchEnv, bases: &[Base]) -> ToolResult<(Index, Stats)> {
-        let ws = env.workspace;
-        let opts = WalkOptions {
-            include_hidden: true,
-            globs: Vec::new(),
-        };
-        let found: Mutex<Vec<Indexed>> = Mutex::new(Vec::new());
-        let bytes = AtomicU64::new(0);
-        super::walk(env, bases, &opts, || {
-            let mut grams = Grams::new();
-            let (found, bytes) = (&found, &bytes);
-            move |f: &Found| {
-                let Ok(mut file) = ws.open_found(f.root, f.rel, false) else {
-                    return true;
-                };
-                let Some(stamp) = Stamp::of(&file) else {
-                    return true;
-                };
-                if let Some((list, n)) = file_grams(&mut file, env.max_file_size, &mut grams) {
-                    bytes.fetch_add(n, Ordering::Relaxed);
-                    let entry = ((f.root, f.rel.to_path_buf()), stamp, list);
-                    crate::error::lock(found).push(entry);
-                }
-                !env.control.cancel.is_cancelled()
-            }
-        })?;
-        let mut found = found.into_inner().map_err(|_| {
-            ToolError::new(crate::error::ErrorCode::IoError, "an index thread panicked")
-        })?;
-        // Ids in path order, so a build is the same from run to run.
-        found.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut index = Index {
-            entries: HashMap::with_capacity(found.len()),
-            postings: HashMap::new(),
-            bytes: bytes.into_inner(),
-        };
-        for (id, (path, stamp, list)) in found.into_iter().enumerate() {
-            let id = id as u32;
-            for k in list {
-                index.postings.entry(k).or_default().insert(id);
-            }
-            index.entries.insert(path, Entry { id, stamp });
-        }
-        let stats = index.stats();
+        let index = Index::empty();
+        let stats = index.refresh(env, bases, &|_, _| {})?;
         Ok((index, stats))
     }
 
-    pub fn stats(&self) -> Stats {
-        Stats {
-            files: self.entries.len() as u64,
-            bytes: self.bytes,
-            trigrams: self.postings.len() as u64,
+    /// Walks `bases` again and makes the list what the walk found: a file whose stamp
+    /// is the one indexed keeps its entry; a new or changed file is read again (through
+    /// the sandbox). `entered` is told every directory the walk enters (to watch it).
+    pub fn refresh(
+        &self,
+        env: &SearchEnv,
+        bases: &[Base],
+        entered: &(dyn Fn(usize, &Path) + Sync),
+    ) -> ToolResult<Stats> {
+        let ws = env.workspace;
+        let old = self.files();
+        let opts = WalkOptions {
+            include_hidden: true,
+            globs: Vec::new(),
+            dirs: true,
+        };
+        let out = Mutex::new((Vec::new(), Vec::new()));
+        let reused = AtomicU64::new(0);
+        for b in bases {
+            entered(b.wp.root_index(), b.wp.rel());
         }
+        super::walk(env, bases, &opts, || {
+            let mut grams = Grams::new();
+            let mut batch = Batch {
+                index: self,
+                pairs: Vec::new(),
+                listed: Vec::new(),
+                dirs: Vec::new(),
+                out: &out,
+            };
+            let (old, reused) = (&old, &reused);
+            move |f: &Found| {
+                if f.is_dir {
+                    entered(f.root, f.rel);
+                    batch.dirs.push((f.root, f.rel.to_path_buf()));
+                    return true;
+                }
+                let mut listed = Listed {
+                    root: f.root,
+                    rel: f.rel.to_path_buf(),
+                    hidden: f
+                        .rel
+                        .components()
+                        .any(|c| c.as_os_str().as_encoded_bytes().first() == Some(&b'.')),
+                    id: None,
+                    stamp: None,
+                };
+                // A file that will not open is listed all the same: a search tries it,
+                // as a scan does.
+                if let Ok(mut file) = ws.open_found(f.root, f.rel, false)
+                    && let Some(stamp) = Stamp::of(&file)
+                {
+                    let trusted = !stamp.is_recent();
+                    match old.find(f.root, f.rel) {
+                        Some(o) if trusted && o.stamp == Some(stamp) && o.id.is_some() => {
+                            reused.fetch_add(1, Ordering::Relaxed);
+                            listed.id = o.id;
+                            listed.stamp = o.stamp;
+                        }
+                        _ => {
+                            if let Some((list, _)) =
+                                file_grams(&mut file, env.max_file_size, &mut grams)
+                            {
+                                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                                batch.pairs.extend(list.into_iter().map(|k| (k, id)));
+                                listed.id = Some(id);
+                                listed.stamp = trusted.then_some(stamp);
+                                if batch.pairs.len() >= BATCH {
+                                    batch.flush();
+                                }
+                            }
+                        }
+                    }
+                }
+                batch.listed.push(listed);
+                !env.control.cancel.is_cancelled()
+            }
+        })?;
+        let (mut list, mut dirs) = out
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        list.sort_by(|a, b| (a.root, &a.rel).cmp(&(b.root, &b.rel)));
+        dirs.extend(
+            bases
+                .iter()
+                .map(|b| (b.wp.root_index(), b.wp.rel().to_path_buf())),
+        );
+        dirs.sort();
+        dirs.dedup();
+        let bytes = list
+            .iter()
+            .filter(|l| l.id.is_some())
+            .filter_map(|l| l.stamp.map(|s| s.size))
+            .sum();
+        let was = old.list.iter().filter(|l| l.id.is_some()).count() as u64;
+        self.orphans
+            .fetch_add(was.saturating_sub(reused.into_inner()), Ordering::Relaxed);
+        *crate::error::lock(&self.files) = Arc::new(Files { list, dirs, bytes });
+        Ok(self.stats())
+    }
+
+    /// The list as the last refresh left it.
+    pub fn files(&self) -> Arc<Files> {
+        crate::error::lock(&self.files).clone()
+    }
+
+    pub fn stats(&self) -> Stats {
+        let files = self.files();
+        Stats {
+            files: files.list.len() as u64,
+            indexed: files.list.iter().filter(|l| l.id.is_some()).count() as u64,
+            bytes: files.bytes,
+            trigrams: self
+                .postings
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .len() as u64,
+        }
+    }
+
+    /// Ids whose files changed or went since the first build.
+    pub fn orphans(&self) -> u64 {
+        self.orphans.load(Ordering::Relaxed)
     }
 
     /// The files a query lets through.
     pub fn candidates(&self, q: &Query) -> Candidates {
-        match self.eval(q) {
+        let postings = self
+            .postings
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match eval(&postings, q) {
             None => Candidates::All,
             Some(b) => Candidates::Some(b),
         }
     }
+}
 
-    /// None: everything.
-    fn eval(&self, q: &Query) -> Option<RoaringBitmap> {
-        match q {
-            Query::All => None,
-            Query::Has(t) => Some(self.postings.get(&key(*t)).cloned().unwrap_or_default()),
-            Query::And(qs) => {
-                let mut acc: Option<RoaringBitmap> = None;
-                for q in qs {
-                    if let Some(b) = self.eval(q) {
-                        acc = Some(match acc {
-                            None => b,
-                            Some(a) => a & b,
-                        });
-                        if acc.as_ref().is_some_and(RoaringBitmap::is_empty) {
-                            break;
-                        }
+/// None: everything.
+fn eval(postings: &HashMap<u32, RoaringBitmap>, q: &Query) -> Option<RoaringBitmap> {
+    match q {
+        Query::All => None,
+        Query::Has(t) => Some(postings.get(&key(*t)).cloned().unwrap_or_default()),
+        Query::And(qs) => {
+            let mut acc: Option<RoaringBitmap> = None;
+            for q in qs {
+                if let Some(b) = eval(postings, q) {
+                    acc = Some(match acc {
+                        None => b,
+                        Some(a) => a & b,
+                    });
+                    if acc.as_ref().is_some_and(RoaringBitmap::is_empty) {
+                        break;
                     }
                 }
-                acc
             }
-            Query::Or(qs) => {
-                let mut acc = RoaringBitmap::new();
-                for q in qs {
-                    acc |= self.eval(q)?;
-                }
-                Some(acc)
+            acc
+        }
+        Query::Or(qs) => {
+            let mut acc = RoaringBitmap::new();
+            for q in qs {
+                acc |= eval(postings, q)?;
             }
+            Some(acc)
         }
     }
+}
 
-    /// True when the opened file is indexed with this very content and the query rules
-    /// it out: reading it cannot find a match.
-    pub fn rules_out(&self, c: &Candidates, found: &Found, file: &std::fs::File) -> bool {
-        let Candidates::Some(set) = c else {
-            return false;
-        };
-        let Some(e) = self.entries.get(&(found.root, found.rel.to_path_buf())) else {
-            return false;
-        };
-        !set.contains(e.id) && Stamp::of(file) == Some(e.stamp)
-    }
+/// True when the opened file is the listed one with the very content indexed, and the
+/// query rules it out: reading it cannot find a match.
+pub fn rules_out(files: &Files, c: &Candidates, found: &Found, file: &std::fs::File) -> bool {
+    let Some(l) = files.find(found.root, found.rel) else {
+        return false;
+    };
+    !c.may_match(l) && Stamp::of(file) == l.stamp
 }

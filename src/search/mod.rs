@@ -22,6 +22,7 @@
 
 pub mod collect;
 pub mod index;
+pub mod live;
 pub mod plan;
 pub mod sink;
 
@@ -56,8 +57,9 @@ pub struct SearchEnv<'a> {
     pub max_file_size: u64,
     /// Lines longer than this are cut around the match (0: never).
     pub max_columns: usize,
-    /// The trigram index, when there is one: files it rules out are not read.
-    pub index: Option<&'a index::Index>,
+    /// The live index, when there is one: files it rules out are not read, and the
+    /// walk itself is skipped while its watcher vouches for its list.
+    pub index: Option<&'a live::Live>,
 }
 
 /// What every walk takes.
@@ -67,15 +69,21 @@ pub struct WalkOptions {
     /// ripgrep `-g` globs: a file must match one of the positive ones (if any) and none
     /// of the `!` ones.
     pub globs: Vec<String>,
+    /// Visit the directories entered too (with [`Found::is_dir`] set).
+    pub dirs: bool,
 }
 
-/// A regular file met by a walk.
+/// A regular file met by a walk (or, when asked, a directory it entered).
 pub struct Found<'a> {
     pub root: usize,
     /// Relative to the root.
     pub rel: &'a Path,
     /// Relative to the walk's base, for glob matching.
     pub rel_to_base: &'a Path,
+    pub is_dir: bool,
+    /// Set when the file comes from the index's list and the watcher saw no write to
+    /// it since it was indexed: its content is the one indexed.
+    pub listed: Option<&'a index::Listed>,
 }
 
 impl Found<'_> {
@@ -113,6 +121,8 @@ where
                 root: base.wp.root_index(),
                 rel: base.wp.rel(),
                 rel_to_base: &name,
+                is_dir: false,
+                listed: None,
             });
             continue;
         }
@@ -171,13 +181,15 @@ where
                         WalkState::Continue
                     };
                 }
-                if is_dir {
+                if is_dir && !opts.dirs {
                     return WalkState::Continue;
                 }
                 let found = Found {
                     root,
                     rel,
                     rel_to_base: strip(entry.path(), start).unwrap_or(entry.path()),
+                    is_dir,
+                    listed: None,
                 };
                 if visit(&found) {
                     WalkState::Continue
@@ -190,6 +202,30 @@ where
         env.control.check()?;
     }
     env.control.check()
+}
+
+/// Visits every file a walk of `bases` would, from the live index's list when its
+/// watcher vouches for it, else by walking. Returns the engine that answered.
+pub fn visit_files<'s, M, V>(
+    env: &SearchEnv,
+    bases: &[Base],
+    opts: &WalkOptions,
+    mk: M,
+) -> ToolResult<&'static str>
+where
+    M: Fn() -> V + Sync,
+    V: FnMut(&Found) -> Go + Send + 's,
+{
+    if let Some(live) = env.index {
+        let view = live.view(env)?;
+        if let Some(done) = live::walk_listed(env, &view, bases, opts, &mk) {
+            done?;
+            live.count_listed();
+            return Ok("index");
+        }
+    }
+    walk(env, bases, opts, mk)?;
+    Ok("scan")
 }
 
 fn threads() -> usize {
@@ -263,6 +299,9 @@ pub struct GrepOutcome {
     /// even if the kept lines seem to fit.
     pub capped: bool,
     pub files_searched: u64,
+    /// Which engine answered: `index` (the live index chose the files to read) or
+    /// `scan` (every file was read).
+    pub engine: &'static str,
 }
 
 /// Builds the matcher; an invalid pattern is `INVALID_REGEX` with the parser's account
@@ -318,17 +357,20 @@ pub fn grep(
     let stop = env.control.cancel.clone();
     let deadline = env.control.deadline;
     let context = q.mode == GrepMode::Content;
-    let candidates = env.index.map(|ix| {
-        ix.candidates(&plan::plan(
+    // The view first (events applied, the list refreshed if need be), then the
+    // candidates from the postings that refresh left.
+    let view = env.index.map(|live| live.view(env)).transpose()?;
+    let candidates = env.index.map(|live| {
+        live.candidates(&plan::plan(
             &q.pattern,
             q.fixed_strings,
             q.ignore_case,
             q.multiline,
         ))
     });
-    let candidates = &candidates;
+    let (view, candidates) = (&view, &candidates);
 
-    walk(env, bases, opts, || {
+    let visitor = || {
         // Counting lines costs a pass over every byte; only content mode shows them.
         let mut searcher = SearcherBuilder::new()
             .line_number(context)
@@ -350,6 +392,14 @@ pub fn grep(
         );
         let stop = stop.clone();
         move |found: &Found| {
+            // Listed, unwritten since indexed, and ruled out: it would open (it did when
+            // indexed, and nothing touched it since), so it counts as searched, unread.
+            if let (Some(l), Some(c)) = (found.listed, candidates)
+                && !c.may_match(l)
+            {
+                searched.fetch_add(1, Ordering::Relaxed);
+                return !stop.is_cancelled();
+            }
             let record = match q.mode {
                 GrepMode::Files => Record::First,
                 GrepMode::Count => Record::Count,
@@ -369,8 +419,8 @@ pub fn grep(
             };
             let n = searched.fetch_add(1, Ordering::Relaxed) + 1;
             // The index knows this very content holds no match: counted, not read.
-            if let (Some(ix), Some(c)) = (env.index, candidates)
-                && ix.rules_out(c, found, &file)
+            if let (Some(v), Some(c)) = (view, candidates)
+                && index::rules_out(&v.files, c, found, &file)
             {
                 return !stop.is_cancelled();
             }
@@ -412,7 +462,19 @@ pub fn grep(
             crate::error::lock(top).insert(found.key(), weight, hits);
             true
         }
-    })?;
+    };
+    match view
+        .as_ref()
+        .and_then(|v| live::walk_listed(env, v, bases, opts, visitor))
+    {
+        Some(done) => {
+            done?;
+            if let Some(live) = env.index {
+                live.count_listed();
+            }
+        }
+        None => walk(env, bases, opts, visitor)?,
+    }
     let files = top
         .into_inner()
         .map_err(|_| ToolError::new(ErrorCode::IoError, "a search thread panicked"))?
@@ -426,6 +488,7 @@ pub fn grep(
         line_count: line_count.into_inner(),
         capped: capped.into_inner(),
         files_searched: searched.into_inner(),
+        engine: if view.is_some() { "index" } else { "scan" },
     })
 }
 

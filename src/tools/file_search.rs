@@ -91,6 +91,7 @@ strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
             ..GrepQuery::default()
         };
         let opts = WalkOptions {
+            dirs: false,
             include_hidden: p.include_hidden,
             globs: p
                 .include
@@ -100,6 +101,7 @@ strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
         };
         let found = search::grep(&ctx.search_env(), &bases, &opts, &q)?;
         ctx.count_files(found.files_searched);
+        ctx.set_engine(found.engine);
         let total = found.match_count;
         let matches: Vec<Match> = found
             .files

@@ -61,6 +61,8 @@ pub struct Output {
     /// Matching files in all, even when `files` was cut.
     pub count: u64,
     pub truncated: bool,
+    /// Which engine answered: "index" (the live index's file list) or "scan" (a walk).
+    pub engine: String,
 }
 
 pub struct Glob;
@@ -117,6 +119,7 @@ unless include_hidden.",
         let matcher: GlobMatcher = glob.compile_matcher();
         let bases = crate::tools::search_bases(ctx, p.path.as_deref())?;
         let opts = WalkOptions {
+            dirs: false,
             include_hidden: p.include_hidden,
             globs: Vec::new(),
         };
@@ -126,7 +129,7 @@ unless include_hidden.",
         let by_path: Mutex<TopN<()>> = Mutex::new(TopN::new(p.max_results));
         let by_time: Mutex<TopN<(), ModKey>> = Mutex::new(TopN::new(p.max_results));
 
-        search::walk(&ctx.search_env(), &bases, &opts, || {
+        let engine = search::visit_files(&ctx.search_env(), &bases, &opts, || {
             let (matcher, count, by_path, by_time) = (&matcher, &count, &by_path, &by_time);
             move |f: &Found| {
                 let hit = if by_name {
@@ -174,6 +177,7 @@ unless include_hidden.",
         };
         let count = count.into_inner();
         ctx.count_files(count);
+        ctx.set_engine(engine);
         // The walker lists directories by path; confirm each name shown through the
         // sandbox so a directory swapped for a symlink mid-walk cannot leak outside names.
         let verify = p.sort == Sort::Path;
@@ -186,6 +190,7 @@ unless include_hidden.",
             truncated: (files.len() as u64) < count,
             files,
             count,
+            engine: engine.to_string(),
         })
     }
 

@@ -129,6 +129,9 @@ pub struct Output {
     /// max_output_chars: matching lines and files of the whole result not shown here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub left_out: Option<LeftOut>,
+    /// Which engine answered: "index" (the live index chose which files to read) or
+    /// "scan" (every file was read). The answer is the same either way.
+    pub engine: String,
     #[serde(skip)]
     pub mode: OutputMode,
     #[serde(skip)]
@@ -199,11 +202,13 @@ max_results.",
             file_units: false,
         };
         let opts = WalkOptions {
+            dirs: false,
             include_hidden: p.include_hidden,
             globs: p.glob.into_vec(),
         };
         let found = search::grep(&ctx.search_env(), &bases, &opts, &q)?;
         ctx.count_files(found.files_searched);
+        ctx.set_engine(found.engine);
         let take = if max == 0 { usize::MAX } else { max };
 
         let mut left_out = None;
@@ -302,6 +307,7 @@ max_results.",
             match_count: (mode != GrepMode::Files).then_some(found.match_count),
             truncated,
             left_out,
+            engine: found.engine.to_string(),
             mode: p.output_mode,
             context: q.before + q.after > 0,
             offset: p.offset,

@@ -95,6 +95,7 @@ showing context around matches.",
             ..GrepQuery::default()
         };
         let opts = WalkOptions {
+            dirs: false,
             include_hidden: false,
             globs: p
                 .file_pattern
@@ -111,6 +112,7 @@ showing context around matches.",
             }
         })?;
         ctx.count_files(found.files_searched);
+        ctx.set_engine(found.engine);
         let take = if p.max_results == 0 {
             usize::MAX
         } else {

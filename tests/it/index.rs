@@ -215,8 +215,9 @@ fn assert_parity(indexed: &Ferret, scan: &Ferret, pats: &[String]) -> usize {
             json!({ "pattern": p, "output_mode": "content", "max_results": 0 }),
             json!({ "pattern": p, "ignore_case": true, "output_mode": "count", "max_results": 0 }),
         ];
-        match i % 4 {
+        match i % 5 {
             0 => variants.push(json!({ "pattern": p, "glob": "*.rs", "context": 1 })),
+            4 => variants.push(json!({ "pattern": p, "glob": ["!*.md", "!d2"], "path": "d2" })),
             1 => variants
                 .push(json!({ "pattern": p, "path": "d1", "output_mode": "files_with_matches" })),
             2 => variants
@@ -240,7 +241,12 @@ fn assert_parity(indexed: &Ferret, scan: &Ferret, pats: &[String]) -> usize {
 
 fn ferrets(root: &Path) -> (Ferret, Ferret) {
     let indexed = Ferret::new(config(root)).expect("open");
-    let stats = indexed.build_index(CancelToken::new()).expect("index");
+    // Contents younger than the index's racy window are read by every search; let the
+    // generated tree age past it so the index is really used.
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let stats = indexed
+        .build_index(CancelToken::new(), true)
+        .expect("index");
     assert!(stats.files >= 250, "{stats:?}");
     let scan = Ferret::new(config(root)).expect("open");
     (indexed, scan)
@@ -255,6 +261,225 @@ fn index_answers_equal_scan_answers_over_two_hundred_patterns() {
     let (indexed, scan) = ferrets(&root);
     let compared = assert_parity(&indexed, &scan, &pats);
     assert!(compared >= 800, "{compared}");
+    let st = indexed.index_status().expect("status");
+    assert!(st.fresh, "{st:?}");
+    assert_eq!(
+        st.refreshes, 1,
+        "searching alone never makes the list stale: {st:?}"
+    );
+    assert!(
+        st.listed_searches >= 600,
+        "most searches were answered from the list, without a walk: {st:?}"
+    );
+}
+
+/// The paths a grep answered, in order.
+fn paths(v: &Value) -> Vec<String> {
+    v["files"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|f| f["path"].as_str().unwrap_or("?").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn strs(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn searches_answer_from_the_list_and_say_the_index_answered() {
+    let (_t, root) = tempdir();
+    tree(&root);
+    write(&root, "d3/rare.rs", "let needle_unique_identifier = 1;\n");
+    let (indexed, scan) = ferrets(&root);
+    let a = call(
+        &indexed,
+        "grep",
+        json!({ "pattern": "needle_unique_identifier" }),
+    )
+    .expect("grep");
+    assert_eq!(a["engine"], "index", "{a}");
+    assert_eq!(paths(&a), strs(&["d3/rare.rs"]), "{a}");
+    let b = call(
+        &scan,
+        "grep",
+        json!({ "pattern": "needle_unique_identifier" }),
+    )
+    .expect("grep");
+    assert_eq!(b["engine"], "scan", "{b}");
+    assert_eq!(indexed.index_status().expect("status").listed_searches, 1);
+    // The audit record says so too.
+    let rec = indexed.audit().export();
+    assert_eq!(
+        rec.last().and_then(|r| r.engine.as_deref()),
+        Some("index"),
+        "{rec:?}"
+    );
+}
+
+/// Runs a shell command line in another process, to change the tree behind ferret.
+fn sh(root: &Path, line: &str) {
+    let st = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(line)
+        .current_dir(root)
+        .status()
+        .expect("sh");
+    assert!(st.success(), "{line}");
+}
+
+#[test]
+fn another_process_s_changes_are_seen_by_the_very_next_search() {
+    let (_t, root) = tempdir();
+    let lines = tree(&root);
+    let (indexed, scan) = ferrets(&root);
+    let files = |f: &Ferret, p: &str| {
+        paths(&grep(
+            f,
+            json!({ "pattern": p, "output_mode": "files_with_matches", "max_results": 0 }),
+        ))
+    };
+    // Written in place (no name changes): the list stays fresh, the file is read.
+    sh(&root, "printf 'in_place_word\\n' >> d0/s0/f0.rs");
+    assert_eq!(files(&indexed, "in_place_word"), strs(&["d0/s0/f0.rs"]));
+    let st = indexed.index_status().expect("status");
+    assert!(
+        st.fresh && st.refreshes == 1,
+        "a write alone needs no refresh: {st:?}"
+    );
+    // Created, renamed, deleted: the next search refreshes the list first.
+    sh(
+        &root,
+        "mkdir -p brand/new && printf 'created_word\\n' > brand/new/c.rs",
+    );
+    assert_eq!(files(&indexed, "created_word"), strs(&["brand/new/c.rs"]));
+    sh(&root, "mv brand/new/c.rs brand/renamed.rs");
+    assert_eq!(files(&indexed, "created_word"), strs(&["brand/renamed.rs"]));
+    sh(&root, "rm brand/renamed.rs");
+    assert_eq!(files(&indexed, "created_word"), Vec::<String>::new());
+    // A file created in a directory made after the build is watched from then on.
+    sh(&root, "printf 'later_word\\n' > brand/new/later.txt");
+    assert_eq!(
+        files(&indexed, "later_word"),
+        strs(&["brand/new/later.txt"])
+    );
+    sh(&root, "printf 'later_again\\n' >> brand/new/later.txt");
+    assert_eq!(
+        files(&indexed, "later_again"),
+        strs(&["brand/new/later.txt"])
+    );
+    // An ignore file's change changes what a walk takes in.
+    sh(
+        &root,
+        "printf 'ignored_word\\n' > d1/skipme.log && printf '*.log\\n' >> .gitignore",
+    );
+    assert_eq!(files(&indexed, "ignored_word"), Vec::<String>::new());
+    sh(&root, "sed -i '$d' .gitignore");
+    assert_eq!(files(&indexed, "ignored_word"), strs(&["d1/skipme.log"]));
+    let st = indexed.index_status().expect("status");
+    assert!(st.refreshes >= 5, "{st:?}");
+    assert!(st.listed_searches >= 8, "{st:?}");
+    let mut pats = patterns(&lines);
+    pats.truncate(40);
+    assert_parity(&indexed, &scan, &pats);
+}
+
+#[test]
+fn lost_events_and_no_watcher_fall_back_to_exact_answers() {
+    let (_t, root) = tempdir();
+    let lines = tree(&root);
+    let (indexed, scan) = ferrets(&root);
+    let live = indexed.index().expect("index");
+    // An overflowing queue: whatever happened meanwhile is found by a refresh.
+    write(&root, "d2/after_overflow.rs", "overflow_word\n");
+    live.lost_events();
+    let a = grep(&indexed, json!({ "pattern": "overflow_word" }));
+    assert_eq!(paths(&a), strs(&["d2/after_overflow.rs"]), "{a}");
+    assert!(indexed.index_status().expect("status").refreshes >= 2);
+
+    // No watcher at all: every search walks and reads what the stamps cannot vouch for.
+    let blind = Ferret::new(config(&root)).expect("open");
+    blind.build_index(CancelToken::new(), false).expect("index");
+    write(&root, "d2/unwatched.rs", "unwatched_word\n");
+    let old = std::fs::read_to_string(root.join("d1/s1/f1.c")).expect("read");
+    std::fs::write(root.join("d1/s1/f1.c"), format!("{old}unwatched_word\n")).expect("append");
+    let b = grep(&blind, json!({ "pattern": "unwatched_word" }));
+    assert_eq!(paths(&b), strs(&["d1/s1/f1.c", "d2/unwatched.rs"]), "{b}");
+    let st = blind.index_status().expect("status");
+    assert!(st.blind.is_some() && st.listed_searches == 0, "{st:?}");
+    let mut pats = patterns(&lines);
+    pats.truncate(40);
+    assert_parity(&blind, &scan, &pats);
+}
+
+#[test]
+fn ferret_s_own_changes_are_found_by_the_next_call() {
+    let (_t, root) = tempdir();
+    tree(&root);
+    let mut c = config(&root);
+    c.allow_write = true;
+    let state = tempfile::tempdir().expect("state");
+    c.state_dir = Some(state.path().to_path_buf());
+    let f = Ferret::new(c).expect("open");
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    f.build_index(CancelToken::new(), true).expect("index");
+    write(&root, "own.txt", "before_edit\n");
+    assert_eq!(
+        paths(&grep(&f, json!({ "pattern": "before_edit" }))),
+        strs(&["own.txt"])
+    );
+    call(
+        &f,
+        "edit",
+        json!({ "path": "own.txt", "old_string": "before_edit", "new_string": "after_edit" }),
+    )
+    .expect("edit");
+    assert_eq!(
+        paths(&grep(&f, json!({ "pattern": "after_edit" }))),
+        strs(&["own.txt"])
+    );
+    assert_eq!(
+        paths(&grep(&f, json!({ "pattern": "before_edit" }))),
+        Vec::<String>::new()
+    );
+    call(&f, "undo", json!({})).expect("undo");
+    assert_eq!(
+        paths(&grep(&f, json!({ "pattern": "before_edit" }))),
+        strs(&["own.txt"])
+    );
+}
+
+#[test]
+fn the_index_never_reads_through_a_link_swapped_in_after_the_build() {
+    let (_t, root) = tempdir();
+    tree(&root);
+    let (_o, outside) = tempdir();
+    write(&outside, "secret.rs", "outside_secret_word\n");
+    let (indexed, _scan) = ferrets(&root);
+    // A watched directory swapped for a link to outside, and a link to a denied name.
+    sh(
+        &root,
+        &format!("mv d4 d4.old && ln -s {} d4", outside.display()),
+    );
+    write(&root, ".env", "outside_secret_word=1\n");
+    std::os::unix::fs::symlink(root.join(".env"), root.join("d3/env_link.rs")).expect("link");
+    for args in [
+        json!({ "pattern": "outside_secret_word" }),
+        json!({ "pattern": "outside_secret_word", "include_hidden": true }),
+        json!({ "pattern": "outside_secret_word", "path": "d3" }),
+    ] {
+        let a = grep(&indexed, args.clone());
+        assert_eq!(paths(&a), Vec::<String>::new(), "{args}: {a}");
+    }
+    // Writes outside are not the index's business, and are not found later either.
+    sh(&outside, "printf 'outside_secret_word\\n' >> secret.rs");
+    assert_eq!(
+        paths(&grep(&indexed, json!({ "pattern": "outside_secret_word" }))),
+        Vec::<String>::new()
+    );
 }
 
 #[test]

@@ -71,7 +71,7 @@ async fn rmcp_client_lists_and_calls_tools() {
     assert_eq!(
         r.structured_content,
         Some(
-            json!({"files": [{"path": "a.txt", "count": 1}], "file_count": 1, "match_count": 1, "truncated": false})
+            json!({"files": [{"path": "a.txt", "count": 1}], "file_count": 1, "match_count": 1, "truncated": false, "engine": "scan"})
         )
     );
 

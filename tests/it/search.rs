@@ -241,7 +241,7 @@ fn grep_defaults_to_paths_of_files_with_matches() {
     let (v, text) = call(&f, "grep", json!({"pattern": "hit"})).unwrap();
     assert_eq!(
         v,
-        json!({"files": [{"path": "a.rs"}, {"path": "b/c.rs"}], "file_count": 2, "truncated": false})
+        json!({"files": [{"path": "a.rs"}, {"path": "b/c.rs"}], "file_count": 2, "truncated": false, "engine": "scan"})
     );
     assert_eq!(text, "a.rs\nb/c.rs\n");
 }

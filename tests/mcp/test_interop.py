@@ -149,7 +149,9 @@ async def test_every_tool_result_matches_its_output_schema(ws, mode):
         version = r.structured_content["version"]
         assert text(r) == f"     1\thello\n     2\tworld\n[version {version}]\n"
         r = await c.call_tool("grep", {"pattern": "TODO"})
-        assert r.structured_content == {"files": [{"path": "src/main.rs"}], "file_count": 1, "truncated": False}
+        # The index may or may not be ready yet: the answer is the same either way.
+    assert r.structured_content.pop("engine") in ("index", "scan")
+    assert r.structured_content == {"files": [{"path": "src/main.rs"}], "file_count": 1, "truncated": False}
 
 
 @pytest.mark.anyio
@@ -623,7 +625,13 @@ def test_http_request_body_limit(ws):
         [FERRET, "--root", str(ws), "serve", "--http", "127.0.0.1:0", "--max-body", "1000"],
         stderr=subprocess.PIPE, text=True)
     try:
-        url = re.search(r"serving MCP at (http://\S+)", proc.stderr.readline()).group(1)
+        # The first lines may be the index's progress: read until the address.
+        url = None
+        while url is None:
+            line = proc.stderr.readline()
+            assert line, "server did not start"
+            m = re.search(r"serving MCP at (http://\S+)", line)
+            url = m and m.group(1)
         big = {**INIT, "params": {**INIT["params"], "padding": "x" * 5000}}
         assert httpx2.post(url, json=big, headers=HEADERS).status_code == 413
         assert httpx2.post(url, json=INIT, headers=HEADERS).status_code == 200

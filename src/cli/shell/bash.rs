@@ -153,5 +153,6 @@ fn audit(d: &Direct, decision: &str, reason: Option<String>, code: Option<i32>, 
         command: Some(d.line.to_string()),
         decision: Some(decision.to_string()),
         exit_code: code,
+        engine: None,
     });
 }

@@ -1,0 +1,188 @@
+"""The live index on the kernel tree, through MCP (the official Python SDK), side by side
+with the same server without the index and with a cold rg per search.
+
+1. Build: time from the server's start until a grep says engine "index"; peak RSS
+   (VmHWM) of the server by then; RSS once warm.
+2. Warm tools/call latency (p50, p99) of selective searches on the indexed server, the
+   same searches on a `--no-index` server, and cold `rg` processes on the same tree.
+3. Parity: every search's structured answer (minus the engine field) is the same from
+   both servers; FAILS the run otherwise.
+4. Freshness: a file written by this (another) process is found by a search issued
+   50 ms later, and a deleted one is gone.
+Prints a JSON object for report.py.
+"""
+
+import json, os, statistics, subprocess, sys, time
+import anyio
+from mcp import Client, StdioServerParameters
+
+FERRET, K, OFFICIAL = sys.argv[1], sys.argv[2], sys.argv[3]
+RUNS = int(os.environ.get("INDEX_RUNS", "30"))
+SCAN_RUNS = int(os.environ.get("SCAN_RUNS", "5"))
+OFFICIAL_RUNS = int(os.environ.get("OFFICIAL_RUNS", "3"))
+
+# name, grep arguments, the rg arguments that ask the same question
+QUERIES = [
+    ("rare literal", {"pattern": "ieee80211_tx_status_ext"}, ["-l", "ieee80211_tx_status_ext"]),
+    ("regex with a rare literal", {"pattern": r"EXPORT_SYMBOL_GPL\(kvm_\w+_msr"},
+     ["-l", r"EXPORT_SYMBOL_GPL\(kvm_\w+_msr"]),
+    ("rare literal, ignore case, content", {"pattern": "KMALLOC_ARRAY_NODE", "ignore_case": True,
+                                            "output_mode": "content"},
+     ["-n", "-i", "KMALLOC_ARRAY_NODE"]),
+    ("no usable trigram: \\w+ (count)", {"pattern": r"\w+", "output_mode": "count", "max_results": 10},
+     ["-c", r"\w+"]),
+    ("no usable trigram: ^ (files)", {"pattern": "^", "max_results": 10}, ["-l", "^"]),
+]
+# More questions for parity only.
+PARITY = [
+    {"pattern": "spin_lock_irqsave", "output_mode": "count", "max_results": 0},
+    {"pattern": "MODULE_LICENSE\\(\"GPL v2\"\\)", "max_results": 0},
+    {"pattern": "struct\\s+file_operations\\s+\\w+_fops", "output_mode": "count", "max_results": 0},
+    {"pattern": "TODO|FIXME|XXX", "ignore_case": True, "output_mode": "count", "max_results": 0},
+    {"pattern": "a.b", "fixed_strings": True, "max_results": 0},
+    {"pattern": "ieee80211", "glob": "*.h", "max_results": 0},
+    {"pattern": "kzalloc", "glob": ["!*.c"], "max_results": 0},
+    {"pattern": "Copyright", "path": "drivers/net", "output_mode": "count", "max_results": 0},
+    {"pattern": "\\bfoo\\b", "include_hidden": True, "max_results": 0},
+    {"pattern": "x{3,}y", "max_results": 0},
+]
+
+
+def server(*extra):
+    return Client(StdioServerParameters(
+        command=FERRET,
+        args=["--root", K, "--set", "max_requests_per_round=0", "--set", "max_bytes_per_round=0",
+              "--set", "request_timeout=0s", "serve", *extra]))
+
+
+def server_pid(no_index):
+    """The pid of the ferret server the SDK started (by its command line)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if cmd and cmd[0].decode(errors="replace") == FERRET and b"serve" in cmd \
+                and (b"--no-index" in cmd) == no_index:
+            return int(pid)
+    raise SystemExit("server process not found")
+
+
+def rss_kb(pid, field):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def strip(r):
+    s = dict(r.structured_content or {"error": r.content[0].text})
+    s.pop("engine", None)
+    return s
+
+
+async def timed(c, args, n):
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        r = await c.call_tool("grep", args)
+        times.append((time.perf_counter() - t) * 1000)
+        assert not r.is_error, r.content
+    times.sort()
+    return {"p50_ms": statistics.median(times), "p99_ms": times[max(0, int(len(times) * 0.99) - 1)],
+            "engine": r.structured_content.get("engine"), "files": r.structured_content["file_count"]}
+
+
+async def timed_glob(c, args, n):
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        r = await c.call_tool("glob", args)
+        times.append((time.perf_counter() - t) * 1000)
+        assert not r.is_error, r.content
+    times.sort()
+    return {"p50_ms": statistics.median(times), "engine": r.structured_content.get("engine"),
+            "count": r.structured_content["count"], "shown": len(r.structured_content["files"])}
+
+
+def rg(args):
+    times = []
+    for _ in range(SCAN_RUNS):
+        t = time.perf_counter()
+        subprocess.run(["rg", *args, K], stdout=subprocess.DEVNULL, check=False)
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
+
+
+async def main():
+    out = {"queries": [], "parity": {"compared": 0, "differ": []}}
+    started = time.perf_counter()
+    async with server() as ix, server("--no-index") as scan:
+        pid = server_pid(False)
+        while True:
+            r = await ix.call_tool("grep", {"pattern": "zzzz_not_there"})
+            if r.structured_content.get("engine") == "index":
+                break
+            await anyio.sleep(0.2)
+        out["build_s"] = time.perf_counter() - started
+        out["build_peak_rss_mb"] = rss_kb(pid, "VmHWM") / 1024
+        for name, args, rg_args in QUERIES:
+            await timed(ix, args, 3)  # warm-up
+            row = {"name": name, "args": args, "index": await timed(ix, args, RUNS),
+                   "scan": await timed(scan, args, SCAN_RUNS), "rg_ms": rg(rg_args)}
+            out["queries"].append(row)
+        for args in [{"pattern": "**/*.c"}, {"pattern": "*.rs", "max_results": 0},
+                     {"pattern": "Makefile", "path": "drivers", "max_results": 0},
+                     {"pattern": "**/*", "include_hidden": True, "max_results": 0}]:
+            a = strip(await ix.call_tool("glob", args))
+            b = strip(await scan.call_tool("glob", args))
+            out["parity"]["compared"] += 1
+            if a != b:
+                out["parity"]["differ"].append(["glob", args])
+        for args in [q[1] for q in QUERIES] + PARITY:
+            a = strip(await ix.call_tool("grep", args))
+            b = strip(await scan.call_tool("grep", args))
+            out["parity"]["compared"] += 1
+            if a != b:
+                out["parity"]["differ"].append(args)
+        # Freshness: written by this process, searched 50 ms later.
+        d = os.path.join(K, "ferret-bench-fresh")
+        os.makedirs(d, exist_ok=True)
+        p = os.path.join(d, "fresh.c")
+        with open(p, "w") as f:
+            f.write("int fresh_word_qx7 = 1;\n")
+        await anyio.sleep(0.05)
+        t = time.perf_counter()
+        found = (await ix.call_tool("grep", {"pattern": "fresh_word_qx7"})).structured_content
+        refresh_ms = (time.perf_counter() - t) * 1000
+        with open(p, "a") as f:
+            f.write("int fresh_word_qx8 = 2;\n")
+        await anyio.sleep(0.05)
+        appended = (await ix.call_tool("grep", {"pattern": "fresh_word_qx8"})).structured_content
+        os.unlink(p)
+        os.rmdir(d)
+        await anyio.sleep(0.05)
+        gone = (await ix.call_tool("grep", {"pattern": "fresh_word_qx7"})).structured_content
+        out["fresh"] = {"created_found": found["file_count"] == 1, "appended_found": appended["file_count"] == 1,
+                        "deleted_gone": gone["file_count"] == 0, "first_search_after_create_ms": refresh_ms}
+        # glob from the list: **/*.c, first 100 and the true count
+        g = await timed_glob(ix, {"pattern": "**/*.c"}, RUNS)
+        gs = await timed_glob(scan, {"pattern": "**/*.c"}, SCAN_RUNS)
+        out["glob"] = {"index": g, "scan": gs}
+    # The official filesystem server's search_files on the same glob, in the same run.
+    async with Client(StdioServerParameters(command="node", args=[OFFICIAL, K])) as off:
+        await off.call_tool("search_files", {"path": K, "pattern": "**/*.c"})
+        times = []
+        for _ in range(OFFICIAL_RUNS):
+            t = time.perf_counter()
+            r = await off.call_tool("search_files", {"path": K, "pattern": "**/*.c"})
+            times.append((time.perf_counter() - t) * 1000)
+        out["glob"]["official"] = {"p50_ms": statistics.median(times), "count": len(r.content[0].text.splitlines())}
+        out["warm_rss_mb"] = rss_kb(pid, "VmRSS") / 1024
+        out["warm_anon_mb"] = rss_kb(pid, "RssAnon") / 1024
+    print(json.dumps(out))
+
+
+anyio.run(main)

@@ -1,0 +1,569 @@
+//! The live index: the trigram [`Index`] kept true to the tree by a file watcher, so a
+//! search can skip the walk and open only the files that may match.
+//!
+//! **When the walk is skipped.** The index's list of files is what a walk found. While
+//! the watcher has reported nothing that could change what a walk finds (a name created,
+//! deleted or renamed, a directory's permissions, an ignore file, lost events), the list
+//! is *fresh* and a search takes its files from it; a listed file written since (the
+//! watcher says which) is read, like a file the index does not know. Otherwise the next
+//! search first refreshes the list (a walk that re-reads only files whose stamp changed)
+//! and then answers from it. Without a watcher (another platform, the watch limit
+//! reached, `/proc` missing) searches walk as a scan does and the index only spares them
+//! reading files whose stamp proves their content is the one indexed: slower, as exact.
+//!
+//! **Never stale.** The kernel queues a watch event before the write that caused it
+//! returns, and every search drains the queue before it looks at the list; so a search
+//! issued after another process's write sees it, however soon. ferret's own writes
+//! mark the list stale as the call ends ([`Live::touched`]). An overflowing queue marks
+//! it stale too.
+//!
+//! **The watcher** is Linux's inotify, used directly (the `inotify` crate): one watch per
+//! directory the index walk entered — so gitignored, skipped and denied trees such as
+//! `target/` cost no watch — added through a handle opened beneath the root (the
+//! directory's `/proc/self/fd` name), never by a path a walker built. `notify` was not
+//! used: its inotify backend also watches every open, so a search of the kernel tree
+//! would queue 78 000 events of its own and overflow the queue, and it watches
+//! directories a walk never enters.
+//!
+//! Not covered: ignore files above a root (read by the walk, not watched), and
+//! `.git/info/exclude` (inside `.git`, which walks skip); a change to them is seen at
+//! the next restart.
+//!
+//! [`Index`]: super::index::Index
+
+use super::collect::Key;
+use super::index::{Candidates, Files, Index, Listed, Stats};
+use super::plan::Query;
+use super::{Base, Found, Go, SearchEnv, WalkOptions};
+use crate::error::{ToolResult, lock};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Past this many written files the list is refreshed rather than the set grown.
+const MAX_DIRTY: usize = 10_000;
+
+#[derive(Default)]
+struct State {
+    /// Nothing that could change a walk's findings happened since the last refresh began.
+    fresh: bool,
+    /// Why the watcher cannot vouch for the list, when it cannot.
+    blind: Option<String>,
+    /// Listed files written since the last refresh began: read by every search.
+    dirty: HashSet<Key>,
+    /// Refreshes done, events that made the list stale (for status and tests).
+    refreshes: u64,
+    stale_events: u64,
+}
+
+/// The index and what keeps it true.
+pub struct Live {
+    index: Index,
+    state: Mutex<State>,
+    /// One refresh at a time; a search that finds the list stale waits for it.
+    refreshing: Mutex<()>,
+    watch: Option<watch::Watcher>,
+    /// Searches answered from the list without a walk.
+    listed_searches: std::sync::atomic::AtomicU64,
+}
+
+/// What one search may rely on.
+pub struct View {
+    pub files: Arc<Files>,
+    /// The list is fresh: the walk may be skipped.
+    pub listed: bool,
+    pub dirty: HashSet<Key>,
+}
+
+/// What the index holds and whether it is vouched for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub stats: Stats,
+    pub fresh: bool,
+    /// Why searches walk the tree, when they do.
+    pub blind: Option<String>,
+    pub refreshes: u64,
+    pub stale_events: u64,
+    pub orphans: u64,
+    /// Searches answered from the list, without a walk.
+    pub listed_searches: u64,
+}
+
+fn all_bases(env: &SearchEnv) -> Vec<Base> {
+    let ws = env.workspace;
+    (0..ws.roots().len())
+        .map(|i| Base {
+            wp: ws.root_path(i),
+            is_file: false,
+        })
+        .collect()
+}
+
+impl Live {
+    /// Builds the index of every root of `env`'s workspace, watching the tree when
+    /// `watch` is set and the platform allows.
+    pub fn start(env: &SearchEnv, watch: bool) -> ToolResult<(Arc<Live>, Stats)> {
+        let (watcher, blind) = if !watch {
+            (None, Some("the watcher is off".to_string()))
+        } else {
+            match watch::Watcher::new() {
+                Ok(w) => (Some(w), None),
+                Err(why) => (None, Some(why)),
+            }
+        };
+        let live = Arc::new(Live {
+            index: Index::empty(),
+            state: Mutex::new(State {
+                blind,
+                ..State::default()
+            }),
+            refreshing: Mutex::new(()),
+            watch: watcher,
+            listed_searches: Default::default(),
+        });
+        if let Some(w) = &live.watch {
+            w.spawn_reader(Arc::downgrade(&live));
+        }
+        live.refresh(env)?;
+        let stats = live.index.stats();
+        Ok((live, stats))
+    }
+
+    fn refresh(&self, env: &SearchEnv) -> ToolResult<()> {
+        let _one = lock(&self.refreshing);
+        {
+            let mut st = lock(&self.state);
+            if st.fresh && st.refreshes > 0 {
+                return Ok(()); // another search refreshed it while this one waited
+            }
+            // From here on, an event means the walk below may have missed something.
+            st.fresh = true;
+            st.dirty.clear();
+            st.refreshes += 1;
+        }
+        let bases = all_bases(env);
+        let result = self.index.refresh(env, &bases, &|root, rel| {
+            if let Some(w) = &self.watch
+                && let Err(why) = w.add(env.workspace, root, rel)
+            {
+                self.blind(why);
+            }
+        });
+        if result.is_err() {
+            lock(&self.state).fresh = false;
+        }
+        result.map(|_| ())
+    }
+
+    /// What a search may rely on now: pending events applied, the list refreshed when
+    /// events made it stale.
+    pub fn view(&self, env: &SearchEnv) -> ToolResult<View> {
+        if let Some(w) = &self.watch {
+            w.drain(self);
+        }
+        let stale = {
+            let st = lock(&self.state);
+            st.blind.is_none() && !st.fresh
+        };
+        if stale {
+            self.refresh(env)?;
+            if let Some(w) = &self.watch {
+                w.drain(self);
+            }
+        }
+        let st = lock(&self.state);
+        let listed = st.blind.is_none() && st.fresh;
+        Ok(View {
+            files: self.index.files(),
+            listed,
+            dirty: if listed {
+                st.dirty.clone()
+            } else {
+                HashSet::new()
+            },
+        })
+    }
+
+    /// A search was answered from the list.
+    pub fn count_listed(&self) {
+        self.listed_searches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn candidates(&self, q: &Query) -> Candidates {
+        self.index.candidates(q)
+    }
+
+    /// ferret itself changed the tree: the next search refreshes the list first.
+    pub fn touched(&self) {
+        self.stale();
+    }
+
+    /// Something a walk could find differently happened.
+    fn stale(&self) {
+        let mut st = lock(&self.state);
+        st.fresh = false;
+        st.stale_events += 1;
+    }
+
+    /// Events were lost (a queue overflow): nothing the list says can be trusted until
+    /// it is refreshed. Public so tests can simulate an overflow.
+    pub fn lost_events(&self) {
+        self.stale();
+    }
+
+    fn written(&self, key: Key) {
+        let mut st = lock(&self.state);
+        if st.dirty.len() >= MAX_DIRTY {
+            st.fresh = false;
+            st.stale_events += 1;
+        } else {
+            st.dirty.insert(key);
+        }
+    }
+
+    /// The watcher can no longer vouch for the list: searches walk from now on.
+    fn blind(&self, why: String) {
+        let mut st = lock(&self.state);
+        if st.blind.is_none() {
+            tracing::warn!(
+                "index: {why}; searches walk the tree and use the index only to skip reading"
+            );
+            st.blind = Some(why);
+        }
+    }
+
+    pub fn status(&self) -> Status {
+        let st = lock(&self.state);
+        Status {
+            stats: self.index.stats(),
+            fresh: st.fresh && st.blind.is_none(),
+            blind: st.blind.clone(),
+            refreshes: st.refreshes,
+            stale_events: st.stale_events,
+            orphans: self.index.orphans(),
+            listed_searches: self.listed_searches.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Visits the files of `bases` from the list instead of walking, when the list can say
+/// exactly what the walk would find: `None` when it cannot (a positive glob may take in
+/// ignored files the list never held; a base the index walk did not enter).
+pub fn walk_listed<'s, M, V>(
+    env: &SearchEnv,
+    view: &View,
+    bases: &[Base],
+    opts: &WalkOptions,
+    mk: M,
+) -> Option<ToolResult<()>>
+where
+    M: Fn() -> V + Sync,
+    V: FnMut(&Found) -> Go + Send + 's,
+{
+    if !view.listed || opts.globs.iter().any(|g| !g.starts_with('!')) {
+        return None;
+    }
+    let files = &view.files;
+    let mut plans = Vec::new();
+    for base in bases {
+        let (root, rel) = (base.wp.root_index(), base.wp.rel());
+        if !base.is_file && !files.entered(root, rel) {
+            return None;
+        }
+        let start = env.workspace.walk_start(&base.wp);
+        let overrides = match super::overrides(&start, &opts.globs) {
+            Ok(o) => o,
+            Err(e) => return Some(Err(e)),
+        };
+        plans.push((base, overrides));
+    }
+    let hidden = |p: &Path| {
+        p.components()
+            .any(|c| c.as_os_str().as_encoded_bytes().first() == Some(&b'.'))
+    };
+    // The slice of the list each base covers, cut in chunks the threads take in turn;
+    // each thread filters its chunks (hidden, globs) itself.
+    const CHUNK: usize = 512;
+    let mut chunks: Vec<(&[Listed], &Path, &ignore::overrides::Override)> = Vec::new();
+    for (base, ov) in &plans {
+        if base.is_file {
+            let name = PathBuf::from(base.wp.rel().file_name().unwrap_or_default());
+            if !mk()(&Found {
+                root: base.wp.root_index(),
+                rel: base.wp.rel(),
+                rel_to_base: &name,
+                is_dir: false,
+                listed: None,
+            }) {
+                return Some(env.control.check());
+            }
+            continue;
+        }
+        let brel = base.wp.rel();
+        for c in files.below(base.wp.root_index(), brel).chunks(CHUNK) {
+            chunks.push((c, brel, ov));
+        }
+    }
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let take = |l: &Listed, r: &Path, ov: &ignore::overrides::Override| {
+        // Hidden below the base: the root-relative flag settles the common case.
+        if !opts.include_hidden && l.hidden && hidden(r) {
+            return false;
+        }
+        if !ov.is_empty() {
+            let dir_out = r
+                .ancestors()
+                .skip(1)
+                .filter(|a| !a.as_os_str().is_empty())
+                .any(|a| ov.matched(a, true).is_ignore());
+            if dir_out || ov.matched(r, false).is_ignore() {
+                return false;
+            }
+        }
+        true
+    };
+    std::thread::scope(|s| {
+        for _ in 0..super::threads() {
+            s.spawn(|| {
+                let mut visit = mk();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((chunk, brel, ov)) = chunks.get(i) else {
+                        return;
+                    };
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    if env.control.stopped() {
+                        stop.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    for l in *chunk {
+                        let r = if brel.as_os_str().is_empty() {
+                            l.rel.as_path()
+                        } else {
+                            match crate::workspace::strip(&l.rel, brel) {
+                                Some(r) => r,
+                                None => continue,
+                            }
+                        };
+                        if !take(l, r, ov) {
+                            continue;
+                        }
+                        let known =
+                            view.dirty.is_empty() || !view.dirty.contains(&(l.root, l.rel.clone()));
+                        let found = Found {
+                            root: l.root,
+                            rel: &l.rel,
+                            rel_to_base: r,
+                            is_dir: false,
+                            listed: known.then_some(l),
+                        };
+                        if !visit(&found) {
+                            stop.store(true, Ordering::Relaxed);
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    Some(env.control.check())
+}
+
+#[cfg(target_os = "linux")]
+mod watch {
+    use super::Live;
+    use crate::error::lock;
+    use crate::workspace::Workspace;
+    use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
+    use std::collections::HashMap;
+    use std::os::fd::{AsFd, AsRawFd};
+    use std::path::{Path, PathBuf};
+    use std::sync::{Mutex, Weak};
+
+    pub struct Watcher {
+        inotify: Mutex<Inotify>,
+        watches: Watches,
+        dirs: Mutex<HashMap<WatchDescriptor, (usize, PathBuf)>>,
+    }
+
+    impl Watcher {
+        pub fn new() -> Result<Watcher, String> {
+            let inotify = Inotify::init().map_err(|e| format!("inotify is unavailable ({e})"))?;
+            Ok(Watcher {
+                watches: inotify.watches(),
+                inotify: Mutex::new(inotify),
+                dirs: Mutex::new(HashMap::new()),
+            })
+        }
+
+        /// Watches a directory the index walk entered, through a handle opened beneath
+        /// its root (no symlink on the way), by that handle's `/proc/self/fd` name.
+        pub fn add(&self, ws: &Workspace, root: usize, rel: &Path) -> Result<(), String> {
+            let at = if rel.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                rel
+            };
+            // A directory gone or swapped since the walk listed it: its parent's watch
+            // reports that, and the list is refreshed.
+            let Ok(dir) = ws.open_found(root, at, true) else {
+                return Ok(());
+            };
+            let mask = WatchMask::MODIFY
+                | WatchMask::ATTRIB
+                | WatchMask::CLOSE_WRITE
+                | WatchMask::CREATE
+                | WatchMask::DELETE
+                | WatchMask::MOVED_FROM
+                | WatchMask::MOVED_TO
+                | WatchMask::DELETE_SELF
+                | WatchMask::MOVE_SELF
+                | WatchMask::ONLYDIR
+                | WatchMask::EXCL_UNLINK;
+            let name = format!("/proc/self/fd/{}", dir.as_raw_fd());
+            match self.watches.clone().add(&name, mask) {
+                Ok(wd) => {
+                    lock(&self.dirs).insert(wd, (root, rel.to_path_buf()));
+                    Ok(())
+                }
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error()) => Err(
+                    "the inotify watch limit is reached (raise fs.inotify.max_user_watches)"
+                        .to_string(),
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+                    "directories cannot be watched ({e}; is /proc mounted?)"
+                )),
+                Err(_) => Ok(()),
+            }
+        }
+
+        /// Applies every event queued so far.
+        pub fn drain(&self, live: &Live) {
+            let mut buf = [0u8; 64 * 1024];
+            let mut inotify = lock(&self.inotify);
+            loop {
+                let events = match inotify.read_events(&mut buf) {
+                    Ok(ev) => ev,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        live.blind(format!("the watcher failed ({e})"));
+                        return;
+                    }
+                };
+                let mut any = false;
+                for ev in events {
+                    any = true;
+                    self.apply(live, ev.wd, ev.mask, ev.name);
+                }
+                if !any {
+                    return;
+                }
+            }
+        }
+
+        fn apply(
+            &self,
+            live: &Live,
+            wd: WatchDescriptor,
+            mask: EventMask,
+            name: Option<&std::ffi::OsStr>,
+        ) {
+            if mask.contains(EventMask::Q_OVERFLOW) {
+                live.lost_events();
+                return;
+            }
+            let mut dirs = lock(&self.dirs);
+            if mask.contains(EventMask::IGNORED) {
+                dirs.remove(&wd);
+                return;
+            }
+            let Some((root, dir)) = dirs.get(&wd).cloned() else {
+                return;
+            };
+            drop(dirs);
+            let structural = EventMask::CREATE
+                | EventMask::DELETE
+                | EventMask::MOVED_FROM
+                | EventMask::MOVED_TO
+                | EventMask::DELETE_SELF
+                | EventMask::MOVE_SELF;
+            let Some(name) = name else {
+                // The directory itself: moved, deleted, or its permissions changed.
+                live.stale();
+                return;
+            };
+            if mask.intersects(structural) || mask.contains(EventMask::ISDIR) {
+                live.stale();
+            } else if name == ".gitignore" || name == ".ignore" {
+                // What a walk takes in changes with an ignore file's content.
+                live.stale();
+            } else {
+                live.written((root, dir.join(name)));
+            }
+        }
+
+        /// Drains the queue in the background too, so it does not overflow between
+        /// searches; ends when the index is dropped.
+        pub fn spawn_reader(&self, live: Weak<Live>) {
+            let spawned = std::thread::Builder::new()
+                .name("ferret-watch".into())
+                .spawn(move || {
+                    loop {
+                        let Some(l) = live.upgrade() else { return };
+                        let Some(w) = &l.watch else { return };
+                        let ready = {
+                            let inotify = lock(&w.inotify);
+                            let fd = inotify.as_fd().try_clone_to_owned();
+                            drop(inotify);
+                            fd
+                        };
+                        let Ok(fd) = ready else { return };
+                        drop(l);
+                        let mut fds = [rustix::event::PollFd::new(
+                            &fd,
+                            rustix::event::PollFlags::IN,
+                        )];
+                        let timeout = rustix::time::Timespec {
+                            tv_sec: 0,
+                            tv_nsec: 500_000_000,
+                        };
+                        let _ = rustix::event::poll(&mut fds, Some(&timeout));
+                        let Some(l) = live.upgrade() else { return };
+                        if let Some(w) = &l.watch {
+                            w.drain(&l);
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::warn!("index: no background watcher thread ({e}); searches drain events");
+            }
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod watch {
+    use super::Live;
+    use crate::workspace::Workspace;
+    use std::path::Path;
+    use std::sync::Weak;
+
+    /// No watcher here yet: searches walk, and the index spares reads by stamp.
+    pub struct Watcher;
+
+    impl Watcher {
+        pub fn new() -> Result<Watcher, String> {
+            Err("no file watcher on this platform".to_string())
+        }
+        pub fn add(&self, _: &Workspace, _: usize, _: &Path) -> Result<(), String> {
+            Ok(())
+        }
+        pub fn drain(&self, _: &Live) {}
+        pub fn spawn_reader(&self, _: Weak<Live>) {}
+    }
+}
