@@ -68,8 +68,9 @@ pub struct Listed {
     /// Its id in the posting lists, when its content is indexed: None for a file that
     /// could not be read whole (over the size limit, unreadable) — always read.
     id: Option<u32>,
-    /// Some component of its root-relative path starts with a dot.
-    pub hidden: bool,
+    /// A walk that skips hidden entries finds it too: its name and its directories' are
+    /// not hidden, or an ignore file lets them back in (`!.gitignore` after `.*`).
+    pub visible: bool,
     /// The content's stamp when indexed. None: not to be trusted (changed within the
     /// last seconds, when a second write could leave the stamp as it was).
     stamp: Option<Stamp>,
@@ -80,8 +81,45 @@ pub struct Listed {
 #[derive(Debug, Default)]
 pub struct Files {
     pub list: Vec<Listed>,
+    /// Directories the walk entered (hidden ones included).
     dirs: Vec<(usize, PathBuf)>,
+    /// Of them, those a walk that skips hidden entries enters.
+    visible_dirs: Vec<(usize, PathBuf)>,
+    /// Regular files in entered directories that the walk left out by an ignore file
+    /// (not deny or skip rules): a positive `-g` glob takes them back in, as in rg.
+    pub ignored: Vec<Listed>,
+    /// Likewise directories the walk did not enter.
+    ignored_dirs: Vec<(usize, PathBuf)>,
     bytes: u64,
+}
+
+fn dir_key(d: &(usize, PathBuf)) -> (usize, &Path) {
+    (d.0, d.1.as_path())
+}
+
+fn has(v: &[(usize, PathBuf)], root: usize, rel: &Path) -> bool {
+    v.binary_search_by(|d| (d.0, d.1.as_path()).cmp(&(root, rel)))
+        .is_ok()
+}
+
+/// The entries of a sorted list below directory `rel` of `root`.
+fn below<'a, T>(
+    v: &'a [T],
+    key: impl Fn(&T) -> (usize, &Path),
+    root: usize,
+    rel: &Path,
+) -> &'a [T] {
+    if rel.as_os_str().is_empty() {
+        let from = v.partition_point(|l| key(l).0 < root);
+        let to = v.partition_point(|l| key(l).0 <= root);
+        return &v[from..to];
+    }
+    let from = v.partition_point(|l| key(l) < (root, rel));
+    let n = v[from..]
+        .iter()
+        .take_while(|l| key(l).0 == root && key(l).1.starts_with(rel))
+        .count();
+    &v[from..from + n]
 }
 
 impl Files {
@@ -92,29 +130,106 @@ impl Files {
             .map(|i| &self.list[i])
     }
 
-    /// Whether a walk entered this directory (so the list holds what is below it).
-    pub fn entered(&self, root: usize, rel: &Path) -> bool {
-        self.dirs
-            .binary_search_by(|d| (d.0, d.1.as_path()).cmp(&(root, rel)))
-            .is_ok()
+    /// Whether a walk entered this directory (so the list holds what is below it);
+    /// `hidden`: a walk that takes hidden entries.
+    pub fn entered(&self, root: usize, rel: &Path, hidden: bool) -> bool {
+        has(
+            if hidden {
+                &self.dirs
+            } else {
+                &self.visible_dirs
+            },
+            root,
+            rel,
+        )
     }
 
     /// The listed files below directory `rel` of `root`, in order.
     pub fn below(&self, root: usize, rel: &Path) -> &[Listed] {
-        if rel.as_os_str().is_empty() {
-            let from = self.list.partition_point(|l| l.root < root);
-            let to = self.list.partition_point(|l| l.root <= root);
-            return &self.list[from..to];
-        }
-        let from = self
-            .list
-            .partition_point(|l| (l.root, l.rel.as_path()) < (root, rel));
-        let n = self.list[from..]
-            .iter()
-            .take_while(|l| l.root == root && l.rel.starts_with(rel))
-            .count();
-        &self.list[from..from + n]
+        below(&self.list, |l| (l.root, l.rel.as_path()), root, rel)
     }
+
+    /// The ignored files below directory `rel` of `root`.
+    pub fn ignored_below(&self, root: usize, rel: &Path) -> &[Listed] {
+        below(&self.ignored, |l| (l.root, l.rel.as_path()), root, rel)
+    }
+
+    /// Every directory below `rel` of `root`, entered by the walk or left out by an
+    /// ignore file.
+    pub fn dirs_below(&self, root: usize, rel: &Path) -> impl Iterator<Item = &Path> {
+        below(&self.dirs, dir_key, root, rel)
+            .iter()
+            .chain(below(&self.ignored_dirs, dir_key, root, rel))
+            .map(|d| d.1.as_path())
+    }
+}
+
+/// Reads the entered directories again for what the walk left out by ignore files.
+fn left_out(
+    env: &SearchEnv,
+    list: &[Listed],
+    dirs: &[(usize, PathBuf)],
+) -> (Vec<Listed>, Vec<(usize, PathBuf)>) {
+    use std::os::unix::ffi::OsStrExt;
+    let ws = env.workspace;
+    let (mut files, mut subdirs) = (Vec::new(), Vec::new());
+    for (root, d) in dirs {
+        let at = if d.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            d.as_path()
+        };
+        let Ok(fd) = ws.open_found(*root, at, false) else {
+            continue;
+        };
+        let Ok(mut entries) = rustix::fs::Dir::read_from(&fd) else {
+            continue;
+        };
+        while let Some(Ok(e)) = entries.next() {
+            let name = e.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let name = std::ffi::OsStr::from_bytes(name);
+            let kind = match e.file_type() {
+                rustix::fs::FileType::Unknown => {
+                    match rustix::fs::statat(&fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(st) => rustix::fs::FileType::from_raw_mode(st.st_mode),
+                        Err(_) => continue,
+                    }
+                }
+                k => k,
+            };
+            let rel = d.join(name);
+            match kind {
+                rustix::fs::FileType::RegularFile => {
+                    let listed = list
+                        .binary_search_by(|l| {
+                            (l.root, l.rel.as_path()).cmp(&(*root, rel.as_path()))
+                        })
+                        .is_ok();
+                    if !listed && !ws.walk_excludes(&rel, false) {
+                        files.push(Listed {
+                            root: *root,
+                            rel,
+                            visible: false,
+                            id: None,
+                            stamp: None,
+                        });
+                    }
+                }
+                rustix::fs::FileType::Directory
+                    if !has(dirs, *root, &rel) && !ws.walk_excludes(&rel, true) =>
+                {
+                    subdirs.push((*root, rel));
+                }
+                _ => {}
+            }
+        }
+    }
+    files.sort_by(|a, b| (a.root, &a.rel).cmp(&(b.root, &b.rel)));
+    subdirs.sort();
+    (files, subdirs)
 }
 
 /// The index of a workspace's searchable files: the list of files and, per trigram,
@@ -340,10 +455,7 @@ impl Index {
                 let mut listed = Listed {
                     root: f.root,
                     rel: f.rel.to_path_buf(),
-                    hidden: f
-                        .rel
-                        .components()
-                        .any(|c| c.as_os_str().as_encoded_bytes().first() == Some(&b'.')),
+                    visible: false,
                     id: None,
                     stamp: None,
                 };
@@ -382,6 +494,44 @@ impl Index {
             .into_inner()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         list.sort_by(|a, b| (a.root, &a.rel).cmp(&(b.root, &b.rel)));
+        // Which of them a walk that skips hidden entries takes: ignore files can let a
+        // hidden name back in (`!.gitignore` after `.*`), so only such a walk can say.
+        let seen: Mutex<Gathered> = Mutex::new((Vec::new(), Vec::new()));
+        let plain = WalkOptions {
+            dirs: true,
+            ..WalkOptions::default()
+        };
+        super::walk(env, bases, &plain, || {
+            let seen = &seen;
+            move |f: &Found| {
+                let mut seen = crate::error::lock(seen);
+                if f.is_dir {
+                    seen.1.push((f.root, f.rel.to_path_buf()));
+                } else {
+                    seen.0.push(Listed {
+                        root: f.root,
+                        rel: f.rel.to_path_buf(),
+                        visible: true,
+                        id: None,
+                        stamp: None,
+                    });
+                }
+                true
+            }
+        })?;
+        let (seen, mut visible_dirs) = seen
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut seen: Vec<(usize, PathBuf)> = seen.into_iter().map(|l| (l.root, l.rel)).collect();
+        seen.sort();
+        let mut it = seen.iter().peekable();
+        for l in &mut list {
+            while it
+                .next_if(|s| (s.0, s.1.as_path()) < (l.root, l.rel.as_path()))
+                .is_some()
+            {}
+            l.visible = it.peek().is_some_and(|s| s.0 == l.root && s.1 == l.rel);
+        }
         dirs.extend(
             bases
                 .iter()
@@ -389,6 +539,14 @@ impl Index {
         );
         dirs.sort();
         dirs.dedup();
+        visible_dirs.extend(
+            bases
+                .iter()
+                .map(|b| (b.wp.root_index(), b.wp.rel().to_path_buf())),
+        );
+        visible_dirs.sort();
+        visible_dirs.dedup();
+        let (ignored, ignored_dirs) = left_out(env, &list, &dirs);
         let bytes = list
             .iter()
             .filter(|l| l.id.is_some())
@@ -397,7 +555,14 @@ impl Index {
         let was = old.list.iter().filter(|l| l.id.is_some()).count() as u64;
         self.orphans
             .fetch_add(was.saturating_sub(reused.into_inner()), Ordering::Relaxed);
-        *crate::error::lock(&self.files) = Arc::new(Files { list, dirs, bytes });
+        *crate::error::lock(&self.files) = Arc::new(Files {
+            list,
+            dirs,
+            visible_dirs,
+            ignored,
+            ignored_dirs,
+            bytes,
+        });
         Ok(self.stats())
     }
 

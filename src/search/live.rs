@@ -36,6 +36,7 @@ use super::index::{Candidates, Files, Index, Listed, Stats};
 use super::plan::Query;
 use super::{Base, Found, Go, SearchEnv, WalkOptions};
 use crate::error::{ToolResult, lock};
+use crate::workspace::strip;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -248,8 +249,9 @@ impl Live {
 }
 
 /// Visits the files of `bases` from the list instead of walking, when the list can say
-/// exactly what the walk would find: `None` when it cannot (a positive glob may take in
-/// ignored files the list never held; a base the index walk did not enter).
+/// exactly what the walk would find: `None` when it cannot (a base the index walk did
+/// not enter, a hidden base without `include_hidden`, a positive glob naming a
+/// directory — rg enters it whatever ignore files say).
 pub fn walk_listed<'s, M, V>(
     env: &SearchEnv,
     view: &View,
@@ -261,14 +263,17 @@ where
     M: Fn() -> V + Sync,
     V: FnMut(&Found) -> Go + Send + 's,
 {
-    if !view.listed || opts.globs.iter().any(|g| !g.starts_with('!')) {
+    if !view.listed {
         return None;
     }
     let files = &view.files;
+    // A positive glob admits matching files whatever ignore files or hidden names say
+    // (rg's -g): then the ignored files of entered directories are candidates too.
+    let positive = opts.globs.iter().any(|g| !g.starts_with('!'));
     let mut plans = Vec::new();
     for base in bases {
         let (root, rel) = (base.wp.root_index(), base.wp.rel());
-        if !base.is_file && !files.entered(root, rel) {
+        if !base.is_file && !files.entered(root, rel, true) {
             return None;
         }
         let start = env.workspace.walk_start(&base.wp);
@@ -276,12 +281,29 @@ where
             Ok(o) => o,
             Err(e) => return Some(Err(e)),
         };
+        // A directory a positive glob names is entered whatever its ignore rules say;
+        // the list may not hold what is below it: walk instead.
+        if positive && !base.is_file {
+            let named = files.dirs_below(root, rel).any(|d| {
+                strip(d, rel).is_some_and(|r| {
+                    !r.as_os_str().is_empty() && overrides.matched(r, true).is_whitelist()
+                })
+            });
+            if named {
+                return None;
+            }
+        }
         plans.push((base, overrides));
     }
     let hidden = |p: &Path| {
         p.components()
             .any(|c| c.as_os_str().as_encoded_bytes().first() == Some(&b'.'))
     };
+    // A walk from a hidden directory skips hidden names only below it; the list's
+    // `visible` says what a walk from the root takes.
+    if !opts.include_hidden && bases.iter().any(|b| !b.is_file && hidden(b.wp.rel())) {
+        return None;
+    }
     // The slice of the list each base covers, cut in chunks the threads take in turn;
     // each thread filters its chunks (hidden, globs) itself.
     const CHUNK: usize = 512;
@@ -304,12 +326,36 @@ where
         for c in files.below(base.wp.root_index(), brel).chunks(CHUNK) {
             chunks.push((c, brel, ov));
         }
+        if positive {
+            for c in files
+                .ignored_below(base.wp.root_index(), brel)
+                .chunks(CHUNK)
+            {
+                chunks.push((c, brel, ov));
+            }
+        }
     }
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
-    let take = |l: &Listed, r: &Path, ov: &ignore::overrides::Override| {
-        // Hidden below the base: the root-relative flag settles the common case.
-        if !opts.include_hidden && l.hidden && hidden(r) {
+    let take = |l: &Listed, r: &Path, brel: &Path, ov: &ignore::overrides::Override| {
+        if positive {
+            // The file must match; its directory must be one the walk enters (no
+            // directory is named by a positive glob: checked above).
+            if !ov.matched(r, false).is_whitelist() {
+                return false;
+            }
+            let parent = l.rel.parent().unwrap_or(Path::new(""));
+            if parent != brel && !files.entered(l.root, parent, opts.include_hidden) {
+                return false;
+            }
+            let dir_out = r
+                .ancestors()
+                .skip(1)
+                .filter(|a| !a.as_os_str().is_empty())
+                .any(|a| ov.matched(a, true).is_ignore());
+            return !dir_out;
+        }
+        if !opts.include_hidden && !l.visible {
             return false;
         }
         if !ov.is_empty() {
@@ -349,7 +395,7 @@ where
                                 None => continue,
                             }
                         };
-                        if !take(l, r, ov) {
+                        if !take(l, r, brel, ov) {
                             continue;
                         }
                         let known =

@@ -559,3 +559,55 @@ fn index_answers_stay_exact_while_files_change_behind_its_back() {
     }
     assert_parity(&indexed, &scan, &pats);
 }
+
+#[test]
+fn hidden_files_an_ignore_file_lets_back_in_are_found_as_a_scan_finds_them() {
+    let (_t, root) = tempdir();
+    tree(&root);
+    // As the Linux tree's .gitignore does: every dot-file ignored, some let back in.
+    write(
+        &root,
+        ".gitignore",
+        ".*\n!.keep\n!.gitignore\nignored/\n*.log\n",
+    );
+    write(&root, "d2/build.log", "dot_word in a log\n");
+    write(&root, "d2/sub/deep.log", "dot_word deeper\n");
+    write(
+        &root,
+        "ignored/inside.log",
+        "dot_word inside an ignored directory\n",
+    );
+    write(&root, ".keep", "dot_word\n");
+    write(&root, "d1/.keep", "dot_word\n");
+    write(&root, "d1/.other", "dot_word\n");
+    write(&root, ".hid/x.rs", "dot_word\n");
+    let (indexed, scan) = ferrets(&root);
+    for args in [
+        json!({ "pattern": "dot_word", "max_results": 0 }),
+        json!({ "pattern": "dot_word", "include_hidden": true, "max_results": 0 }),
+        json!({ "pattern": "dot_word", "path": "d1", "max_results": 0 }),
+        json!({ "pattern": "dot_word", "path": ".hid", "max_results": 0 }),
+        json!({ "pattern": "ignored", "output_mode": "count", "max_results": 0 }),
+        // rg's -g: a positive glob takes in ignored and hidden files of entered
+        // directories, never the inside of an ignored one unless it names it.
+        json!({ "pattern": "dot_word", "glob": "*.log", "max_results": 0 }),
+        json!({ "pattern": "dot_word", "glob": ["*.log", "!d2/sub"], "max_results": 0 }),
+        json!({ "pattern": "dot_word", "glob": ".other", "max_results": 0 }),
+        json!({ "pattern": "dot_word", "glob": "*.rs", "max_results": 0 }),
+        json!({ "pattern": "dot_word", "glob": "*.rs", "include_hidden": true, "max_results": 0 }),
+        json!({ "pattern": "dot_word", "glob": "ignored", "max_results": 0 }),
+        json!({ "pattern": "dot_word", "glob": "**/*.log", "path": "d2", "max_results": 0 }),
+    ] {
+        let (a, b) = (grep(&indexed, args.clone()), grep(&scan, args.clone()));
+        assert_eq!(a, b, "{args}");
+    }
+    let a = grep(&indexed, json!({ "pattern": "dot_word", "max_results": 0 }));
+    assert_eq!(paths(&a), strs(&[".keep", "d1/.keep"]), "{a}");
+    let a = grep(
+        &indexed,
+        json!({ "pattern": "dot_word", "glob": "*.log", "max_results": 0 }),
+    );
+    assert_eq!(paths(&a), strs(&["d2/build.log", "d2/sub/deep.log"]), "{a}");
+    let st = indexed.index_status().expect("status");
+    assert!(st.listed_searches >= 12, "answered from the list: {st:?}");
+}
