@@ -47,13 +47,15 @@ const MAX_DIRTY: usize = 10_000;
 
 #[derive(Default)]
 struct State {
-    /// Nothing that could change a walk's findings happened since the last refresh began.
+    /// The list is what a walk would find now: the last refresh ended with nothing
+    /// having made it stale since it began.
     fresh: bool,
     /// Why the watcher cannot vouch for the list, when it cannot.
     blind: Option<String>,
     /// Listed files written since the last refresh began: read by every search.
     dirty: HashSet<Key>,
-    /// Refreshes done, events that made the list stale (for status and tests).
+    /// Refreshes done (for status and tests); events that made the list stale (also
+    /// the epoch a refresh compares to know whether one came while it walked).
     refreshes: u64,
     stale_events: u64,
 }
@@ -131,18 +133,21 @@ impl Live {
         Ok((live, stats))
     }
 
+    /// Walks the tree again and makes the list what it found. The list is declared
+    /// fresh only if nothing made it stale while the walk ran; until then searches do
+    /// not rely on it (they wait here for this refresh, or walk).
     fn refresh(&self, env: &SearchEnv) -> ToolResult<()> {
         let _one = lock(&self.refreshing);
-        {
+        let epoch = {
             let mut st = lock(&self.state);
-            if st.fresh && st.refreshes > 0 {
+            if st.fresh {
                 return Ok(()); // another search refreshed it while this one waited
             }
-            // From here on, an event means the walk below may have missed something.
-            st.fresh = true;
+            // Writes seen so far are read again by this walk; later ones stay marked.
             st.dirty.clear();
             st.refreshes += 1;
-        }
+            st.stale_events
+        };
         let bases = all_bases(env);
         let result = self.index.refresh(env, &bases, &|root, rel| {
             if let Some(w) = &self.watch
@@ -151,8 +156,12 @@ impl Live {
                 self.blind(why);
             }
         });
-        if result.is_err() {
-            lock(&self.state).fresh = false;
+        if let Some(w) = &self.watch {
+            w.drain(self);
+        }
+        let mut st = lock(&self.state);
+        if result.is_ok() && st.stale_events == epoch {
+            st.fresh = true;
         }
         result.map(|_| ())
     }
@@ -169,9 +178,6 @@ impl Live {
         };
         if stale {
             self.refresh(env)?;
-            if let Some(w) = &self.watch {
-                w.drain(self);
-            }
         }
         let st = lock(&self.state);
         let listed = st.blind.is_none() && st.fresh;
@@ -216,8 +222,8 @@ impl Live {
     fn written(&self, key: Key) {
         let mut st = lock(&self.state);
         if st.dirty.len() >= MAX_DIRTY {
-            st.fresh = false;
-            st.stale_events += 1;
+            drop(st);
+            self.stale();
         } else {
             st.dirty.insert(key);
         }

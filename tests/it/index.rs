@@ -611,3 +611,42 @@ fn hidden_files_an_ignore_file_lets_back_in_are_found_as_a_scan_finds_them() {
     let st = indexed.index_status().expect("status");
     assert!(st.listed_searches >= 12, "answered from the list: {st:?}");
 }
+
+#[test]
+fn searches_racing_a_refresh_never_answer_from_the_old_list() {
+    let (_t, root) = tempdir();
+    tree(&root);
+    for i in 0..40 {
+        write(
+            &root,
+            &format!("bulk/b{i}.txt"),
+            format!("bulk {i}\n").repeat(200),
+        );
+    }
+    let (indexed, _scan) = ferrets(&root);
+    let indexed = std::sync::Arc::new(indexed);
+    for round in 0..20 {
+        let word = format!("racing_word_{round}");
+        write(&root, &format!("race/r{round}.rs"), format!("{word}\n"));
+        // Several searches at once: one refreshes, the others must wait for it (or
+        // walk), never answer from the list the refresh is replacing.
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let (f, b, w) = (indexed.clone(), barrier.clone(), word.clone());
+                std::thread::spawn(move || {
+                    b.wait();
+                    paths(&grep(&f, json!({ "pattern": w })))
+                })
+            })
+            .collect();
+        for h in handles {
+            let found = h.join().expect("search thread");
+            assert_eq!(
+                found,
+                strs(&[&format!("race/r{round}.rs")]),
+                "round {round}"
+            );
+        }
+    }
+}
