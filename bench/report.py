@@ -210,8 +210,10 @@ def index_section(corpus, official_version):
               "- The index is held in memory (roaring postings); persisting it memory-mapped (so a restart is "
               "warm and the postings are not anonymous memory) is the next step, which is why the three rows "
               "about disk, restart and warm RSS are missed.",
-              "- The first search after a file is created, renamed or deleted pays a refresh: a walk that stats "
-              "every file and re-reads only changed ones; a file written in place costs nothing extra.",
+              "- The first search after a file is created, renamed or deleted pays a refresh: a walk of the "
+              "changed directory's subtree that stats its files and re-reads only changed ones (the bench "
+              "creates a directory at the top, so its refresh walks that directory); a file written in place "
+              "costs nothing extra.",
               "- Cold all-paths CLI glob vs fd is in the search section above (the handle-based walker is not "
               "built yet).",
               ("- Verdict (from the rows above): " + (f"{sum(verdicts)} of {len(verdicts)} measured targets met"

@@ -176,9 +176,7 @@ impl Ferret {
             opts,
             |ctx| {
                 self.gate(&meta, dry_run)?;
-                let out = t.call(ctx, args);
-                self.after(&meta);
-                out
+                t.call(ctx, args)
             },
             |out| out.text.len() as u64 + out.structured.to_string().len() as u64,
         )
@@ -203,9 +201,7 @@ impl Ferret {
             opts,
             |ctx| {
                 self.gate(&meta, false)?;
-                let output = tool.run(ctx, params);
-                self.after(&meta);
-                let output = output?;
+                let output = tool.run(ctx, params)?;
                 let text = crate::tool::fit_text(tool.render(&output), ctx.output_budget());
                 Ok(Typed { output, text })
             },
@@ -213,17 +209,6 @@ impl Ferret {
                 t.text.len() as u64 + serde_json::to_string(&t.output).map_or(0, |s| s.len()) as u64
             },
         )
-    }
-
-    /// After a write tool ran (even one that failed may have done part of its work),
-    /// the next search refreshes the index's list before trusting it, whatever the
-    /// watcher has or has not delivered yet.
-    fn after(&self, meta: &ToolMeta) {
-        if meta.annotations.needs_write
-            && let Some(live) = crate::error::lock(&self.index).as_ref()
-        {
-            live.touched();
-        }
     }
 
     /// Refuses a write tool when writes are off, unless the call is a dry run (the

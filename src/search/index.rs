@@ -411,17 +411,21 @@ impl Index {
     /// included; ignore files, deny and skip rules and the size limit as a scan has them).
     pub fn build(env: &SearchEnv, bases: &[Base]) -> ToolResult<(Index, Stats)> {
         let index = Index::empty();
-        let stats = index.refresh(env, bases, &|_, _| {})?;
+        let stats = index.refresh(env, bases, false, &|_, _| {})?;
         Ok((index, stats))
     }
 
     /// Walks `bases` again and makes the list what the walk found: a file whose stamp
     /// is the one indexed keeps its entry; a new or changed file is read again (through
     /// the sandbox). `entered` is told every directory the walk enters (to watch it).
+    ///
+    /// `partial`: `bases` are directories whose subtrees changed (the rest of the list
+    /// stands); else they are the roots and the list is rebuilt whole.
     pub fn refresh(
         &self,
         env: &SearchEnv,
         bases: &[Base],
+        partial: bool,
         entered: &(dyn Fn(usize, &Path) + Sync),
     ) -> ToolResult<Stats> {
         let ws = env.workspace;
@@ -524,35 +528,82 @@ impl Index {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut seen: Vec<(usize, PathBuf)> = seen.into_iter().map(|l| (l.root, l.rel)).collect();
         seen.sort();
+        // A subtree walked from its top takes hidden names the way a walk from the root
+        // does only if that top is itself one such a walk enters.
+        let tops: Vec<(usize, PathBuf, bool)> = bases
+            .iter()
+            .map(|b| {
+                let (root, rel) = (b.wp.root_index(), b.wp.rel().to_path_buf());
+                let visible = !partial || old.entered(root, &rel, false);
+                (root, rel, visible)
+            })
+            .collect();
+        let top_visible = |root: usize, rel: &Path| {
+            tops.iter()
+                .any(|t| t.2 && t.0 == root && rel.starts_with(&t.1))
+        };
         let mut it = seen.iter().peekable();
         for l in &mut list {
             while it
                 .next_if(|s| (s.0, s.1.as_path()) < (l.root, l.rel.as_path()))
                 .is_some()
             {}
-            l.visible = it.peek().is_some_and(|s| s.0 == l.root && s.1 == l.rel);
+            l.visible = it.peek().is_some_and(|s| s.0 == l.root && s.1 == l.rel)
+                && top_visible(l.root, &l.rel);
         }
-        dirs.extend(
-            bases
-                .iter()
-                .map(|b| (b.wp.root_index(), b.wp.rel().to_path_buf())),
-        );
+        visible_dirs.retain(|d| top_visible(d.0, &d.1));
+        for t in &tops {
+            dirs.push((t.0, t.1.clone()));
+            if t.2 {
+                visible_dirs.push((t.0, t.1.clone()));
+            }
+        }
         dirs.sort();
         dirs.dedup();
-        visible_dirs.extend(
-            bases
-                .iter()
-                .map(|b| (b.wp.root_index(), b.wp.rel().to_path_buf())),
-        );
         visible_dirs.sort();
         visible_dirs.dedup();
-        let (ignored, ignored_dirs) = left_out(env, &list, &dirs);
+        let (mut ignored, mut ignored_dirs) = left_out(env, &list, &dirs);
+        let mut was = old.list.iter().filter(|l| l.id.is_some()).count() as u64;
+        if partial {
+            // What the subtrees held before gives way to what they hold now.
+            let inside =
+                |root: usize, rel: &Path| tops.iter().any(|t| t.0 == root && rel.starts_with(&t.1));
+            was = old
+                .list
+                .iter()
+                .filter(|l| l.id.is_some() && inside(l.root, &l.rel))
+                .count() as u64;
+            let keep = |v: &[Listed]| -> Vec<Listed> {
+                v.iter()
+                    .filter(|l| !inside(l.root, &l.rel))
+                    .cloned()
+                    .collect()
+            };
+            let keep_dirs = |v: &[(usize, PathBuf)]| -> Vec<(usize, PathBuf)> {
+                v.iter().filter(|d| !inside(d.0, &d.1)).cloned().collect()
+            };
+            let merge = |mut kept: Vec<Listed>, new: Vec<Listed>| {
+                kept.extend(new);
+                kept.sort_by(|a, b| (a.root, &a.rel).cmp(&(b.root, &b.rel)));
+                kept
+            };
+            let merge_dirs = |mut kept: Vec<(usize, PathBuf)>, new: Vec<(usize, PathBuf)>| {
+                kept.extend(new);
+                kept.sort();
+                kept.dedup();
+                kept
+            };
+            list = merge(keep(&old.list), list);
+            ignored = merge(keep(&old.ignored), ignored);
+            dirs = merge_dirs(keep_dirs(&old.dirs), dirs);
+            visible_dirs = merge_dirs(keep_dirs(&old.visible_dirs), visible_dirs);
+            ignored_dirs = merge_dirs(keep_dirs(&old.ignored_dirs), ignored_dirs);
+        }
         let bytes = list
             .iter()
             .filter(|l| l.id.is_some())
             .filter_map(|l| l.stamp.map(|s| s.size))
             .sum();
-        let was = old.list.iter().filter(|l| l.id.is_some()).count() as u64;
         self.orphans
             .fetch_add(was.saturating_sub(reused.into_inner()), Ordering::Relaxed);
         *crate::error::lock(&self.files) = Arc::new(Files {

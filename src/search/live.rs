@@ -6,16 +6,18 @@
 //! deleted or renamed, a directory's permissions, an ignore file, lost events), the list
 //! is *fresh* and a search takes its files from it; a listed file written since (the
 //! watcher says which) is read, like a file the index does not know. Otherwise the next
-//! search first refreshes the list (a walk that re-reads only files whose stamp changed)
-//! and then answers from it. Without a watcher (another platform, the watch limit
+//! search first refreshes the list — walking again only the subtrees of the directories
+//! where names changed (everything after lost events), re-reading only files whose stamp
+//! changed — and then answers from it. Without a watcher (another platform, the watch limit
 //! reached, `/proc` missing) searches walk as a scan does and the index only spares them
 //! reading files whose stamp proves their content is the one indexed: slower, as exact.
 //!
 //! **Never stale.** The kernel queues a watch event before the write that caused it
 //! returns, and every search drains the queue before it looks at the list; so a search
-//! issued after another process's write sees it, however soon. ferret's own writes
-//! mark the list stale as the call ends ([`Live::touched`]). An overflowing queue marks
-//! it stale too.
+//! issued after another process's write sees it, however soon; ferret's own writes are
+//! seen the same way (they are made in watched directories, through handles). A
+//! directory's watch is added before the walk reads it, so a name made in it later is
+//! reported. An overflowing queue makes the next refresh walk everything.
 //!
 //! **The watcher** is Linux's inotify, used directly (the `inotify` crate): one watch per
 //! directory the index walk entered — so gitignored, skipped and denied trees such as
@@ -45,6 +47,9 @@ use std::sync::{Arc, Mutex};
 /// Past this many written files the list is refreshed rather than the set grown.
 const MAX_DIRTY: usize = 10_000;
 
+/// Past this many directories with changed names the whole tree is walked again.
+const MAX_DIRTY_DIRS: usize = 256;
+
 #[derive(Default)]
 struct State {
     /// The list is what a walk would find now: the last refresh ended with nothing
@@ -54,6 +59,11 @@ struct State {
     blind: Option<String>,
     /// Listed files written since the last refresh began: read by every search.
     dirty: HashSet<Key>,
+    /// Directories in which names changed since the last refresh began: the next one
+    /// walks only their subtrees ...
+    dirty_dirs: Vec<Key>,
+    /// ... unless something calls for walking everything (lost events, too many).
+    full: bool,
     /// Refreshes done (for status and tests); events that made the list stale (also
     /// the epoch a refresh compares to know whether one came while it walked).
     refreshes: u64,
@@ -93,6 +103,24 @@ pub struct Status {
     pub listed_searches: u64,
 }
 
+/// The tops of the changed subtrees (a directory inside another is walked with it).
+fn subtree_bases(env: &SearchEnv, dirs: &[Key]) -> Vec<Base> {
+    let mut dirs: Vec<&Key> = dirs.iter().collect();
+    dirs.sort();
+    let mut tops: Vec<&Key> = Vec::new();
+    for d in dirs {
+        if !tops.iter().any(|t| t.0 == d.0 && d.1.starts_with(&t.1)) {
+            tops.push(d);
+        }
+    }
+    tops.into_iter()
+        .map(|(root, rel)| Base {
+            wp: env.workspace.root_path(*root).join(rel),
+            is_file: false,
+        })
+        .collect()
+}
+
 fn all_bases(env: &SearchEnv) -> Vec<Base> {
     let ws = env.workspace;
     (0..ws.roots().len())
@@ -119,6 +147,7 @@ impl Live {
             index: Index::empty(),
             state: Mutex::new(State {
                 blind,
+                full: true,
                 ..State::default()
             }),
             refreshing: Mutex::new(()),
@@ -138,7 +167,7 @@ impl Live {
     /// not rely on it (they wait here for this refresh, or walk).
     fn refresh(&self, env: &SearchEnv) -> ToolResult<()> {
         let _one = lock(&self.refreshing);
-        let epoch = {
+        let (epoch, scope) = {
             let mut st = lock(&self.state);
             if st.fresh {
                 return Ok(()); // another search refreshed it while this one waited
@@ -146,22 +175,32 @@ impl Live {
             // Writes seen so far are read again by this walk; later ones stay marked.
             st.dirty.clear();
             st.refreshes += 1;
-            st.stale_events
+            let dirs = std::mem::take(&mut st.dirty_dirs);
+            let scope = (!std::mem::take(&mut st.full)).then_some(dirs);
+            (st.stale_events, scope)
         };
-        let bases = all_bases(env);
-        let result = self.index.refresh(env, &bases, &|root, rel| {
-            if let Some(w) = &self.watch
-                && let Err(why) = w.add(env.workspace, root, rel)
-            {
-                self.blind(why);
-            }
-        });
+        let bases = match &scope {
+            None => all_bases(env),
+            Some(dirs) => subtree_bases(env, dirs),
+        };
+        let result = self
+            .index
+            .refresh(env, &bases, scope.is_some(), &|root, rel| {
+                if let Some(w) = &self.watch
+                    && let Err(why) = w.add(env.workspace, root, rel)
+                {
+                    self.blind(why);
+                }
+            });
         if let Some(w) = &self.watch {
             w.drain(self);
         }
         let mut st = lock(&self.state);
-        if result.is_ok() && st.stale_events == epoch {
-            st.fresh = true;
+        match &result {
+            Ok(_) if st.stale_events == epoch => st.fresh = true,
+            Ok(_) => {}
+            // The subtrees may be half walked: the next refresh walks everything.
+            Err(_) => st.full = true,
         }
         result.map(|_| ())
     }
@@ -201,16 +240,25 @@ impl Live {
         self.index.candidates(q)
     }
 
-    /// ferret itself changed the tree: the next search refreshes the list first.
-    pub fn touched(&self) {
-        self.stale();
-    }
-
-    /// Something a walk could find differently happened.
+    /// Something a walk could find differently happened, anywhere.
     fn stale(&self) {
         let mut st = lock(&self.state);
         st.fresh = false;
+        st.full = true;
         st.stale_events += 1;
+    }
+
+    /// Names changed in this directory (or an ignore file in it did): what a walk finds
+    /// below it may differ.
+    fn changed_in(&self, dir: Key) {
+        let mut st = lock(&self.state);
+        st.fresh = false;
+        st.stale_events += 1;
+        if st.dirty_dirs.len() >= MAX_DIRTY_DIRS {
+            st.full = true;
+        } else if !st.dirty_dirs.contains(&dir) {
+            st.dirty_dirs.push(dir);
+        }
     }
 
     /// Events were lost (a queue overflow): nothing the list says can be trusted until
@@ -545,15 +593,19 @@ mod watch {
                 | EventMask::DELETE_SELF
                 | EventMask::MOVE_SELF;
             let Some(name) = name else {
-                // The directory itself: moved, deleted, or its permissions changed.
+                // The directory itself: moved, deleted, or its permissions changed
+                // (its parent reports the first two; a walk from here cannot say).
                 live.stale();
                 return;
             };
-            if mask.intersects(structural) || mask.contains(EventMask::ISDIR) {
-                live.stale();
-            } else if name == ".gitignore" || name == ".ignore" {
-                // What a walk takes in changes with an ignore file's content.
-                live.stale();
+            if mask.intersects(structural)
+                || mask.contains(EventMask::ISDIR)
+                || name == ".gitignore"
+                || name == ".ignore"
+            {
+                // A name changed here, or a subdirectory's permissions, or what an
+                // ignore file here lets in: the subtree is walked again.
+                live.changed_in((root, dir));
             } else {
                 live.written((root, dir.join(name)));
             }

@@ -650,3 +650,39 @@ fn searches_racing_a_refresh_never_answer_from_the_old_list() {
         }
     }
 }
+
+#[test]
+fn refreshing_only_the_changed_subtrees_stays_exact() {
+    let (_t, root) = tempdir();
+    let lines = tree(&root);
+    let (indexed, scan) = ferrets(&root);
+    let mut pats = patterns(&lines);
+    pats.truncate(12);
+    pats.push("subtree_word".into());
+    let steps = [
+        "printf 'subtree_word\\n' > d1/s1/new.rs",
+        "printf '*.txt\\n' > d2/.gitignore",
+        "mkdir -p d3/.hid/deeper && printf 'subtree_word alpha\\n' > d3/.hid/deeper/h.rs",
+        "printf '!.hid\\n' > d3/.gitignore",
+        "mkdir -p d4/moved && mv d0/s0 d4/moved/s0",
+        "printf 'subtree_word\\n' > d4/moved/s0/again.md && rm -f d2/.gitignore",
+        "rm -rf d1",
+        "printf 'ignored.rs\\n' > d3/.ignore && printf 'subtree_word\\n' > d3/ignored.rs",
+    ];
+    let mut last = indexed.index_status().expect("status");
+    for step in steps {
+        sh(&root, step);
+        assert_parity(&indexed, &scan, &pats);
+        let st = indexed.index_status().expect("status");
+        assert!(
+            st.refreshes > last.refreshes,
+            "{step}: the list was refreshed: {st:?}"
+        );
+        assert!(
+            st.listed_searches > last.listed_searches,
+            "{step}: answered from the list: {st:?}"
+        );
+        assert!(st.fresh, "{step}: {st:?}");
+        last = st;
+    }
+}
