@@ -149,9 +149,9 @@ async def main():
             if a != b:
                 out["parity"]["differ"].append(args)
         # Freshness: written by this process, searched 50 ms later.
-        d = os.path.join(K, "ferret-bench-fresh")
-        os.makedirs(d, exist_ok=True)
-        p = os.path.join(d, "fresh.c")
+        # Where an agent writes: a new file in an existing directory.
+        d = os.path.join(K, "drivers", "net", "ethernet", "intel", "e1000")
+        p = os.path.join(d, "ferret_bench_fresh.c")
         with open(p, "w") as f:
             f.write("int fresh_word_qx7 = 1;\n")
         await anyio.sleep(0.05)
@@ -163,7 +163,6 @@ async def main():
         await anyio.sleep(0.05)
         appended = (await ix.call_tool("grep", {"pattern": "fresh_word_qx8"})).structured_content
         os.unlink(p)
-        os.rmdir(d)
         await anyio.sleep(0.05)
         gone = (await ix.call_tool("grep", {"pattern": "fresh_word_qx7"})).structured_content
         out["fresh"] = {"created_found": found["file_count"] == 1, "appended_found": appended["file_count"] == 1,

@@ -212,8 +212,7 @@ def index_section(corpus, official_version):
               "about disk, restart and warm RSS are missed.",
               "- The first search after a file is created, renamed or deleted pays a refresh: a walk of the "
               "changed directory's subtree that stats its files and re-reads only changed ones (the bench "
-              "creates a directory at the top, so its refresh walks that directory); a file written in place "
-              "costs nothing extra.",
+              "creates a file in drivers/net/ethernet/intel/e1000); a file written in place costs nothing extra.",
               "- Cold all-paths CLI glob vs fd is in the search section above (the handle-based walker is not "
               "built yet).",
               ("- Verdict (from the rows above): " + (f"{sum(verdicts)} of {len(verdicts)} measured targets met"

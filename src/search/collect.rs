@@ -69,6 +69,19 @@ impl<V, K: Ord> TopN<V, K> {
     }
 }
 
+impl<V> TopN<V, Key> {
+    /// [`TopN::wants`] without building the key: most files of a large result are
+    /// turned away here, before their path is copied.
+    pub fn wants_path(&self, root: usize, rel: &std::path::Path) -> bool {
+        if self.needed == 0 || self.stored < self.needed {
+            return true;
+        }
+        self.map
+            .last_key_value()
+            .is_some_and(|(last, _)| (root, rel) < (last.0, last.1.as_path()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@ use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::search::collect::TopN;
 use crate::search::{self, Found, WalkOptions};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
-use globset::{GlobBuilder, GlobMatcher};
+use globset::{GlobBuilder, GlobSetBuilder};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
@@ -67,6 +67,24 @@ pub struct Output {
 
 pub struct Glob;
 
+/// One walker thread's matches, added to the shared ones when the thread ends.
+struct Mine<'a> {
+    count: u64,
+    top: TopN<()>,
+    into: (&'a AtomicU64, &'a Mutex<TopN<()>>),
+}
+
+impl Drop for Mine<'_> {
+    fn drop(&mut self) {
+        self.into.0.fetch_add(self.count, Ordering::Relaxed);
+        let mut shared = crate::error::lock(self.into.1);
+        let mine = std::mem::replace(&mut self.top, TopN::new(0));
+        for (k, ()) in mine.into_sorted() {
+            shared.insert(k, 1, ());
+        }
+    }
+}
+
 impl Tool for Glob {
     type Params = Params;
     type Output = Output;
@@ -116,7 +134,14 @@ unless include_hidden.",
                 )
                 .with_hint("globs look like *.rs, src/**/*.rs, *.{ts,tsx}")
             })?;
-        let matcher: GlobMatcher = glob.compile_matcher();
+        // A set of one glob: globset picks a strategy (an extension lookup for `*.c`)
+        // instead of running the glob's regex on every name.
+        let matcher = GlobSetBuilder::new().add(glob).build().map_err(|e| {
+            ToolError::new(
+                ErrorCode::InvalidGlob,
+                format!("invalid glob {pattern:?}: {e}"),
+            )
+        })?;
         let bases = crate::tools::search_bases(ctx, p.path.as_deref())?;
         let opts = WalkOptions {
             dirs: false,
@@ -130,7 +155,14 @@ unless include_hidden.",
         let by_time: Mutex<TopN<(), ModKey>> = Mutex::new(TopN::new(p.max_results));
 
         let engine = search::visit_files(&ctx.search_env(), &bases, &opts, || {
-            let (matcher, count, by_path, by_time) = (&matcher, &count, &by_path, &by_time);
+            let (matcher, by_time) = (&matcher, &by_time);
+            // Each thread keeps its own count and first paths, merged as it ends: no
+            // lock or shared counter per match (a kernel-wide glob matches 32 000).
+            let mut mine = Mine {
+                count: 0,
+                top: TopN::new(p.max_results),
+                into: (&count, &by_path),
+            };
             move |f: &Found| {
                 let hit = if by_name {
                     f.rel_to_base
@@ -142,10 +174,12 @@ unless include_hidden.",
                 if !hit {
                     return true;
                 }
-                count.fetch_add(1, Ordering::Relaxed);
+                mine.count += 1;
                 match p.sort {
                     Sort::Path => {
-                        crate::error::lock(by_path).insert(f.key(), 1, ());
+                        if mine.top.wants_path(f.root, f.rel) {
+                            mine.top.insert(f.key(), 1, ());
+                        }
                     }
                     Sort::Modified => {
                         let modified = ws
