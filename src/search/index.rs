@@ -102,6 +102,24 @@ fn has(v: &[(usize, PathBuf)], root: usize, rel: &Path) -> bool {
         .is_ok()
 }
 
+/// Where the entries of a sorted list below directory `rel` of `root` are.
+fn below_range<T>(
+    v: &[T],
+    key: impl Fn(&T) -> (usize, &Path),
+    root: usize,
+    rel: &Path,
+) -> std::ops::Range<usize> {
+    if rel.as_os_str().is_empty() {
+        return v.partition_point(|l| key(l).0 < root)..v.partition_point(|l| key(l).0 <= root);
+    }
+    let from = v.partition_point(|l| key(l) < (root, rel));
+    let n = v[from..]
+        .iter()
+        .take_while(|l| key(l).0 == root && key(l).1.starts_with(rel))
+        .count();
+    from..from + n
+}
+
 /// The entries of a sorted list below directory `rel` of `root`.
 fn below<'a, T>(
     v: &'a [T],
@@ -109,17 +127,11 @@ fn below<'a, T>(
     root: usize,
     rel: &Path,
 ) -> &'a [T] {
-    if rel.as_os_str().is_empty() {
-        let from = v.partition_point(|l| key(l).0 < root);
-        let to = v.partition_point(|l| key(l).0 <= root);
-        return &v[from..to];
-    }
-    let from = v.partition_point(|l| key(l) < (root, rel));
-    let n = v[from..]
-        .iter()
-        .take_while(|l| key(l).0 == root && key(l).1.starts_with(rel))
-        .count();
-    &v[from..from + n]
+    &v[below_range(v, key, root, rel)]
+}
+
+fn listed_key(l: &Listed) -> (usize, &Path) {
+    (l.root, l.rel.as_path())
 }
 
 impl Files {
@@ -162,6 +174,35 @@ impl Files {
             .chain(below(&self.ignored_dirs, dir_key, root, rel))
             .map(|d| d.1.as_path())
     }
+}
+
+/// `old` (sorted) with the run below each of `spans` (sorted, none inside another)
+/// replaced by the entries of `new` (sorted, each below one of them).
+fn splice<T: Clone>(
+    old: &[T],
+    new: Vec<T>,
+    spans: &[(usize, &Path)],
+    key: impl Fn(&T) -> (usize, &Path) + Copy,
+) -> Vec<T> {
+    let mut out = Vec::with_capacity(old.len() + new.len());
+    let mut new = new.into_iter().peekable();
+    let mut at = 0;
+    for &(root, rel) in spans {
+        let run = below_range(old, key, root, rel);
+        let from = run.start.max(at);
+        out.extend_from_slice(&old[at..from]);
+        while let Some(n) = new.next_if(|n| {
+            let (r, p) = key(n);
+            r == root && p.starts_with(rel)
+        }) {
+            out.push(n);
+        }
+        at = run.end.max(at);
+    }
+    out.extend_from_slice(&old[at..]);
+    // Entries outside every span cannot come from a subtree walk; kept all the same.
+    out.extend(new);
+    out
 }
 
 /// Reads the entered directories again for what the walk left out by ignore files.
@@ -565,39 +606,25 @@ impl Index {
         let (mut ignored, mut ignored_dirs) = left_out(env, &list, &dirs);
         let mut was = old.list.iter().filter(|l| l.id.is_some()).count() as u64;
         if partial {
-            // What the subtrees held before gives way to what they hold now.
-            let inside =
-                |root: usize, rel: &Path| tops.iter().any(|t| t.0 == root && rel.starts_with(&t.1));
-            was = old
-                .list
+            // What the subtrees held before gives way to what they hold now: each
+            // subtree is one run of every sorted vector, replaced in place.
+            let mut spans: Vec<(usize, &Path)> =
+                tops.iter().map(|t| (t.0, t.1.as_path())).collect();
+            spans.sort();
+            was = spans
                 .iter()
-                .filter(|l| l.id.is_some() && inside(l.root, &l.rel))
-                .count() as u64;
-            let keep = |v: &[Listed]| -> Vec<Listed> {
-                v.iter()
-                    .filter(|l| !inside(l.root, &l.rel))
-                    .cloned()
-                    .collect()
-            };
-            let keep_dirs = |v: &[(usize, PathBuf)]| -> Vec<(usize, PathBuf)> {
-                v.iter().filter(|d| !inside(d.0, &d.1)).cloned().collect()
-            };
-            let merge = |mut kept: Vec<Listed>, new: Vec<Listed>| {
-                kept.extend(new);
-                kept.sort_by(|a, b| (a.root, &a.rel).cmp(&(b.root, &b.rel)));
-                kept
-            };
-            let merge_dirs = |mut kept: Vec<(usize, PathBuf)>, new: Vec<(usize, PathBuf)>| {
-                kept.extend(new);
-                kept.sort();
-                kept.dedup();
-                kept
-            };
-            list = merge(keep(&old.list), list);
-            ignored = merge(keep(&old.ignored), ignored);
-            dirs = merge_dirs(keep_dirs(&old.dirs), dirs);
-            visible_dirs = merge_dirs(keep_dirs(&old.visible_dirs), visible_dirs);
-            ignored_dirs = merge_dirs(keep_dirs(&old.ignored_dirs), ignored_dirs);
+                .map(|&(root, rel)| {
+                    old.below(root, rel)
+                        .iter()
+                        .filter(|l| l.id.is_some())
+                        .count() as u64
+                })
+                .sum();
+            list = splice(&old.list, list, &spans, listed_key);
+            ignored = splice(&old.ignored, ignored, &spans, listed_key);
+            dirs = splice(&old.dirs, dirs, &spans, dir_key);
+            visible_dirs = splice(&old.visible_dirs, visible_dirs, &spans, dir_key);
+            ignored_dirs = splice(&old.ignored_dirs, ignored_dirs, &spans, dir_key);
         }
         let bytes = list
             .iter()
@@ -691,4 +718,46 @@ pub fn rules_out(files: &Files, c: &Candidates, found: &Found, file: &std::fs::F
         return false;
     };
     !c.may_match(l) && Stamp::of(file) == l.stamp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(v: &[(usize, PathBuf)]) -> Vec<String> {
+        v.iter()
+            .map(|(r, p)| format!("{r}:{}", p.display()))
+            .collect()
+    }
+
+    fn k(root: usize, p: &str) -> (usize, PathBuf) {
+        (root, PathBuf::from(p))
+    }
+
+    #[test]
+    fn splice_replaces_each_subtree_run_in_place() {
+        let old = vec![
+            k(0, "a"),
+            k(0, "b"),
+            k(0, "b/x"),
+            k(0, "b/y/z"),
+            k(0, "b-c"),
+            k(0, "d/e"),
+            k(1, "b/x"),
+        ];
+        // b's subtree changed (y gone, w new), an empty run appears under "c", and
+        // root 1's "b" is untouched though it has the same name.
+        let new = vec![k(0, "b"), k(0, "b/w"), k(0, "b/x"), k(0, "c/new")];
+        let spans = [(0, Path::new("b")), (0, Path::new("c"))];
+        let out = splice(&old, new, &spans, dir_key);
+        assert_eq!(
+            keys(&out),
+            [
+                "0:a", "0:b", "0:b/w", "0:b/x", "0:b-c", "0:c/new", "0:d/e", "1:b/x"
+            ]
+        );
+        let mut sorted = out.clone();
+        sorted.sort();
+        assert_eq!(out, sorted, "still in order");
+    }
 }
