@@ -84,28 +84,23 @@ def strip(r):
     return s
 
 
-async def timed(c, args, n):
+async def timed(c, args, n, tool="grep"):
+    """p50/p99 of n calls, and what the last one answered."""
     times = []
     for _ in range(n):
         t = time.perf_counter()
-        r = await c.call_tool("grep", args)
+        r = await c.call_tool(tool, args)
         times.append((time.perf_counter() - t) * 1000)
         assert not r.is_error, r.content
     times.sort()
-    return {"p50_ms": statistics.median(times), "p99_ms": times[max(0, int(len(times) * 0.99) - 1)],
-            "engine": r.structured_content.get("engine"), "files": r.structured_content["file_count"]}
-
-
-async def timed_glob(c, args, n):
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        r = await c.call_tool("glob", args)
-        times.append((time.perf_counter() - t) * 1000)
-        assert not r.is_error, r.content
-    times.sort()
-    return {"p50_ms": statistics.median(times), "engine": r.structured_content.get("engine"),
-            "count": r.structured_content["count"], "shown": len(r.structured_content["files"])}
+    s = r.structured_content
+    out = {"p50_ms": statistics.median(times), "p99_ms": times[max(0, int(len(times) * 0.99) - 1)],
+           "engine": s.get("engine")}
+    if tool == "glob":
+        out.update(count=s["count"], shown=len(s["files"]))
+    else:
+        out.update(files=s["file_count"])
+    return out
 
 
 def rg(args):
@@ -168,8 +163,8 @@ async def main():
         out["fresh"] = {"created_found": found["file_count"] == 1, "appended_found": appended["file_count"] == 1,
                         "deleted_gone": gone["file_count"] == 0, "first_search_after_create_ms": refresh_ms}
         # glob from the list: **/*.c, first 100 and the true count
-        g = await timed_glob(ix, {"pattern": "**/*.c"}, RUNS)
-        gs = await timed_glob(scan, {"pattern": "**/*.c"}, SCAN_RUNS)
+        g = await timed(ix, {"pattern": "**/*.c"}, RUNS, "glob")
+        gs = await timed(scan, {"pattern": "**/*.c"}, SCAN_RUNS, "glob")
         out["glob"] = {"index": g, "scan": gs}
         out["warm_rss_mb"] = rss_kb(pid, "VmRSS") / 1024
         out["warm_anon_mb"] = rss_kb(pid, "RssAnon") / 1024
