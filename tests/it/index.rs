@@ -393,12 +393,20 @@ fn lost_events_and_no_watcher_fall_back_to_exact_answers() {
     let lines = tree(&root);
     let (indexed, scan) = ferrets(&root);
     let live = indexed.index().expect("index");
-    // An overflowing queue: whatever happened meanwhile is found by a refresh.
+    // An overflowing queue, with no event of its own: the next search cannot trust
+    // the list and refreshes it first.
+    let before = indexed.index_status().expect("status").refreshes;
+    live.lost_events();
+    assert!(!indexed.index_status().expect("status").fresh);
+    grep(&indexed, json!({ "pattern": "alpha" }));
+    let st = indexed.index_status().expect("status");
+    assert_eq!(st.refreshes, before + 1, "{st:?}");
+    assert!(st.fresh, "{st:?}");
+    // Whatever happened meanwhile is found.
     write(&root, "d2/after_overflow.rs", "overflow_word\n");
     live.lost_events();
     let a = grep(&indexed, json!({ "pattern": "overflow_word" }));
     assert_eq!(paths(&a), strs(&["d2/after_overflow.rs"]), "{a}");
-    assert!(indexed.index_status().expect("status").refreshes >= 2);
 
     // No watcher at all: every search walks and reads what the stamps cannot vouch for.
     let blind = Ferret::new(config(&root)).expect("open");
