@@ -9,10 +9,15 @@ with the same server without the index and with a cold rg per search.
    both servers; FAILS the run otherwise.
 4. Freshness: a file written by this (another) process is found by a search issued
    50 ms later, and a deleted one is gone.
+5. Persistence: the index file's size against the bytes it indexes (`ferret index status`),
+   then a restarted server on the same state directory: time from its start until a grep
+   says engine "index", and its anonymous RSS once warm.
+6. Kernel parity at scale: 200 more questions built from identifiers sampled from the tree
+   (plain, ignore-case, regex, fixed strings with a glob, under a path), index vs scan.
 Prints a JSON object for report.py.
 """
 
-import json, os, statistics, subprocess, sys, time
+import glob as globmod, json, os, re, statistics, subprocess, sys, tempfile, time
 import anyio
 from mcp import Client, StdioServerParameters
 
@@ -49,11 +54,46 @@ PARITY = [
 ]
 
 
+STATE = tempfile.mkdtemp(prefix="ferret-bench-state-")
+
+
 def server(*extra):
+    # A state directory of the run's own: the first server builds from nothing, the
+    # restarted one finds what it saved.
     return Client(StdioServerParameters(
         command=FERRET,
-        args=["--root", K, "--set", "max_requests_per_round=0", "--set", "max_bytes_per_round=0",
-              "--set", "request_timeout=0s", "serve", *extra]))
+        args=["--root", K, "--state-dir", STATE, "--set", "max_requests_per_round=0",
+              "--set", "max_bytes_per_round=0", "--set", "request_timeout=0s", "serve", *extra]))
+
+
+def sampled_questions(n):
+    """n grep questions from identifiers of the tree (every k-th distinct one of a fixed
+    set of headers, so the same run to run), five kinds in turn."""
+    words, seen = [], set()
+    for f in sorted(globmod.glob(os.path.join(K, "include", "linux", "*.h")))[:120]:
+        for w in re.findall(rb"[A-Za-z_][A-Za-z0-9_]{5,}", open(f, "rb").read()):
+            if w not in seen:
+                seen.add(w)
+                words.append(w.decode())
+    step = max(1, len(words) // n)
+    out = []
+    for i, w in enumerate(words[::step][:n]):
+        out.append([
+            {"pattern": w, "max_results": 0},
+            {"pattern": w, "ignore_case": True, "output_mode": "count", "max_results": 0},
+            {"pattern": w + r"\s*[(;=]", "output_mode": "content", "max_results": 40},
+            {"pattern": w, "fixed_strings": True, "glob": "*.c", "max_results": 0},
+            {"pattern": w, "path": "include", "output_mode": "count", "max_results": 0},
+        ][i % 5])
+    return out
+
+
+async def wait_indexed(c):
+    while True:
+        r = await c.call_tool("grep", {"pattern": "zzzz_not_there"})
+        if r.structured_content.get("engine") == "index":
+            return
+        await anyio.sleep(0.05)
 
 
 def server_pid(no_index):
@@ -117,11 +157,7 @@ async def main():
     started = time.perf_counter()
     async with server() as ix, server("--no-index") as scan:
         pid = server_pid(False)
-        while True:
-            r = await ix.call_tool("grep", {"pattern": "zzzz_not_there"})
-            if r.structured_content.get("engine") == "index":
-                break
-            await anyio.sleep(0.2)
+        await wait_indexed(ix)
         out["build_s"] = time.perf_counter() - started
         out["build_peak_rss_mb"] = rss_kb(pid, "VmHWM") / 1024
         for name, args, rg_args in QUERIES:
@@ -137,7 +173,7 @@ async def main():
             out["parity"]["compared"] += 1
             if a != b:
                 out["parity"]["differ"].append(["glob", args])
-        for args in [q[1] for q in QUERIES] + PARITY:
+        for args in [q[1] for q in QUERIES] + PARITY + sampled_questions(200):
             a = strip(await ix.call_tool("grep", args))
             b = strip(await scan.call_tool("grep", args))
             out["parity"]["compared"] += 1
@@ -168,6 +204,22 @@ async def main():
         out["glob"] = {"index": g, "scan": gs}
         out["warm_rss_mb"] = rss_kb(pid, "VmRSS") / 1024
         out["warm_anon_mb"] = rss_kb(pid, "RssAnon") / 1024
+        # The server writes its index once built; wait for it before stopping.
+        while not globmod.glob(os.path.join(STATE, "*", "index", "trigrams.v1")):
+            await anyio.sleep(0.1)
+    st = json.loads(subprocess.run([FERRET, "--root", K, "--state-dir", STATE, "index", "status", "--json"],
+                                   capture_output=True, check=True).stdout)
+    out["disk"] = {"index_bytes": st["disk_bytes"], "content_bytes": st["indexed_bytes"], "files": st["files"]}
+    # A restart: the same server on the same state directory.
+    started = time.perf_counter()
+    async with server() as ix:
+        await wait_indexed(ix)
+        restart_s = time.perf_counter() - started
+        pid = server_pid(False)
+        rows = {name: await timed(ix, args, RUNS) for name, args, _ in QUERIES[:3]}
+        g = await timed(ix, {"pattern": "**/*.c"}, RUNS, "glob")
+        out["restart"] = {"answer_s": restart_s, "warm_anon_mb": rss_kb(pid, "RssAnon") / 1024,
+                          "warm_rss_mb": rss_kb(pid, "VmRSS") / 1024, "rows": rows, "glob": g}
     # The official filesystem server's search_files on the same glob, in the same run.
     async with Client(StdioServerParameters(command="node", args=[OFFICIAL, K])) as off:
         await off.call_tool("search_files", {"path": K, "pattern": "**/*.c"})

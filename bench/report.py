@@ -194,30 +194,38 @@ def index_section(corpus, official_version):
     w = r["warm_anon_mb"] <= 200
     f = r["fresh"]
     fresh = f["created_found"] and f["appended_found"] and f["deleted_gone"]
-    verdicts += [b, m, w, fresh]
+    d, rs = r["disk"], r["restart"]
+    share = 100 * d["index_bytes"] / d["content_bytes"]
+    disk, restart, rw = share <= 35, rs["answer_s"] <= 2, rs["warm_anon_mb"] <= 200
+    verdicts += [b, m, w, fresh, disk, restart, rw]
     lines += [f"| index build, server start to first indexed answer | {r['build_s']:.1f} s | ≤ 20 s: {ok(b)} |",
               f"| peak RSS during the build (VmHWM) | {r['build_peak_rss_mb']:.0f} MB | ≤ 600 MB: {ok(m)} |",
               f"| server RSS when warm (anonymous; total {r['warm_rss_mb']:.0f} MB) | {r['warm_anon_mb']:.0f} MB | "
               f"≤ 200 MB: {ok(w)} |",
-              "| index on disk | not persisted yet | ≤ 35% of the bytes indexed: MISSED |",
-              "| restarted server answers from the index | not persisted yet (rebuilds) | ≤ 2 s: MISSED |",
+              f"| index on disk (`ferret index status`) | {d['index_bytes'] / 1e6:.0f} MB for {d['content_bytes'] / 1e6:.0f} MB "
+              f"indexed in {d['files']} files: {share:.1f}% | ≤ 35% of the bytes indexed: {ok(disk)} |",
+              f"| restarted server (same state directory): start to first indexed answer | {rs['answer_s']:.2f} s "
+              f"(then rare literal p50 {rs['rows']['rare literal']['p50_ms']:.1f} ms, glob p50 {rs['glob']['p50_ms']:.1f} ms) "
+              f"| ≤ 2 s: {ok(restart)} |",
+              f"| restarted server RSS when warm (anonymous; total {rs['warm_rss_mb']:.0f} MB, the rest mapped from the "
+              f"index file) | {rs['warm_anon_mb']:.0f} MB | ≤ 200 MB: {ok(rw)} |",
               f"| a file written by another process, searched 50 ms later | created {ok(f['created_found'])}, "
               f"appended {ok(f['appended_found'])}, deleted {ok(f['deleted_gone'])}; first search after the "
               f"create (a list refresh) {f['first_search_after_create_ms']:.0f} ms | found: {ok(fresh)} |",
               f"| parity: index answers vs --no-index answers (grep and glob) | {r['parity']['compared']} compared, "
               f"{len(r['parity']['differ'])} differ | identical: {ok(not r['parity']['differ'])} |",
               "", "Notes:",
-              "- The index is held in memory (roaring postings); persisting it memory-mapped (so a restart is "
-              "warm and the postings are not anonymous memory) is the next step, which is why the three rows "
-              "about disk, restart and warm RSS are missed.",
+              "- Once built, the server writes its index to its state directory and maps it: the posting lists "
+              "are then file-backed pages, not anonymous memory (the first server's warm row is measured after "
+              "that). A restarted server maps the file, walks the tree once to compare stamps and re-reads only "
+              "files that changed.",
               "- The first search after a file is created, renamed or deleted pays a refresh: a walk of the "
               "changed directory's subtree that stats its files and re-reads only changed ones (the bench "
               "creates a file in drivers/net/ethernet/intel/e1000); a file written in place costs nothing extra.",
               "- Cold all-paths CLI glob vs fd is in the search section above (the handle-based walker is not "
               "built yet).",
               ("- Verdict (from the rows above): " + (f"{sum(verdicts)} of {len(verdicts)} measured targets met"
-               + (", all of them" if all(verdicts) else "; the missed ones are marked")
-               + "; the disk and restart targets cannot be met before the index is persisted."))]
+               + (", all of them." if all(verdicts) else "; the missed ones are marked MISSED.")))]
     return "\n".join(lines) + "\n", not r["parity"]["differ"]
 
 

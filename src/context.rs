@@ -119,9 +119,106 @@ impl Ferret {
             max_columns: self.config.max_columns,
             index: None,
         };
-        let (live, stats) = crate::search::live::Live::start(&env, watch)?;
+        let persist = self.index_persist(true);
+        let (live, stats) =
+            crate::search::live::Live::start(&env, watch, self.index_bounds(), persist.as_ref())?;
         *crate::error::lock(&self.index) = Some(live);
         Ok(stats)
+    }
+
+    /// Writes the index in use to the state directory (if it holds anything the stored
+    /// one does not) and maps it, letting go of the memory its lists took.
+    /// Where it was written and its size; None when there was nothing to write (or no
+    /// index, or no state directory to keep it in).
+    pub fn save_index(&self) -> std::io::Result<Option<(std::path::PathBuf, u64)>> {
+        let (Some(live), Some(p)) = (self.index(), self.index_persist(true)) else {
+            return Ok(None);
+        };
+        Ok(live.save(&p)?.map(|n| (p.path, n)))
+    }
+
+    /// Has this process's searches use the index stored on disk (by `ferret index` or a
+    /// server), without watching or walking first: they walk, and skip reading files
+    /// whose stamp proves their content is the one indexed. False when there is none.
+    pub fn use_stored_index(&self) -> bool {
+        let Some(p) = self.index_persist(false) else {
+            return false;
+        };
+        match crate::search::live::Live::stored(&p, self.index_bounds()) {
+            Some(live) => {
+                *crate::error::lock(&self.index) = Some(live);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn index_bounds(&self) -> crate::search::index::Bounds {
+        crate::search::index::Bounds {
+            files: self.config.index_max_files,
+            bytes: self.config.index_max_bytes,
+        }
+    }
+
+    /// Where this workspace's index is kept (in its state directory, which must lie
+    /// outside every root), and what must hold for a stored one to be used: the same
+    /// roots, rules deciding what a walk takes and reads, and ferret version. `create`:
+    /// make the directory if need be (else None when it is not there).
+    pub fn index_persist(&self, create: bool) -> Option<crate::search::live::Persist> {
+        use sha2::{Digest, Sha256};
+        let roots = self.workspace.canonical_roots();
+        let dir = match crate::history::state_dir(&self.config, &roots) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!("index: kept in memory only ({e})");
+                return None;
+            }
+        };
+        if create && let Err(e) = std::fs::create_dir_all(&dir) {
+            tracing::warn!("index: kept in memory only ({}: {e})", dir.display());
+            return None;
+        }
+        // Resolved, links and all: a state directory reached through a link into a
+        // root would let the workspace write the index ferret trusts.
+        let dir = match std::fs::canonicalize(&dir) {
+            Ok(d) => d,
+            // Not made yet: nothing stored to read, and nothing will be written there.
+            Err(_) if !create => dir,
+            Err(e) => {
+                tracing::warn!("index: kept in memory only ({}: {e})", dir.display());
+                return None;
+            }
+        };
+        if roots.iter().any(|r| dir.starts_with(r)) {
+            tracing::warn!("index: kept in memory only (the state directory is inside a root)");
+            return None;
+        }
+        let c = &self.config;
+        let mut h = Sha256::new();
+        h.update(env!("CARGO_PKG_VERSION"));
+        let parts = roots
+            .iter()
+            .map(|r| r.to_string_lossy().into_owned())
+            .chain(["\0deny".to_string()])
+            .chain(c.deny_patterns().map(str::to_string))
+            .chain(["\0skip".to_string()])
+            .chain(c.skip_patterns().map(str::to_string))
+            .chain(["\0ext".to_string()])
+            .chain(c.allowed_extensions.iter().cloned())
+            .chain([format!(
+                "\0limits {} {}",
+                c.search_max_file_size, c.max_path_depth
+            )]);
+        for p in parts {
+            h.update(p.as_bytes());
+            h.update([0]);
+        }
+        let mut fingerprint = [0u8; 16];
+        fingerprint.copy_from_slice(&h.finalize()[..16]);
+        Some(crate::search::live::Persist {
+            path: crate::search::store::path_in(&dir),
+            fingerprint,
+        })
     }
 
     /// What the index in use holds, if there is one.

@@ -91,6 +91,10 @@ pub enum Command {
     Shell(ShellArgs),
     /// Serve the tools to agents over MCP: stdio by default, streamable HTTP with --http.
     Serve(ServeArgs),
+    /// Build or refresh the workspace's search index on disk (in the state directory),
+    /// which `grep` and `glob` then use to skip reading unchanged files; `ferret index
+    /// status` says what it holds. `ferret serve` keeps its own up to date.
+    Index(IndexArgs),
     /// Print the instructions the MCP server gives agents (for hosts that write their own
     /// system prompt).
     Prompt,
@@ -100,6 +104,21 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// `status`: say what the stored index holds, changing nothing.
+    #[arg(value_enum)]
+    pub action: Option<IndexAction>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IndexAction {
+    Status,
 }
 
 /// Which API's tool-definition shape `ferret tools` prints.

@@ -124,6 +124,9 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
         *arg = real;
     }
     let ferret = Ferret::new(loaded.config.clone())?;
+    if uses_index(&cli.command) {
+        ferret.use_stored_index();
+    }
     match cli.command {
         Command::Serve(a) => serve::serve(ferret, a),
         Command::Shell(a) => shell::run(ferret, loaded, a),
@@ -140,6 +143,17 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
+/// Whether a command searches, so a stored index (`ferret index`) may spare it reads.
+fn uses_index(command: &Command) -> bool {
+    match command {
+        Command::Grep(_) | Command::Glob(_) | Command::Shell(_) => true,
+        Command::Call(a) => {
+            ["grep", "glob", "search_files", "file_search"].contains(&a.tool.as_str())
+        }
+        _ => false,
+    }
+}
+
 /// Runs one human subcommand (the command line's, or a line typed in the shell) and
 /// returns its exit code.
 fn dispatch(c: &Caller, loaded: &Loaded, command: Command) -> anyhow::Result<i32> {
@@ -151,6 +165,7 @@ fn dispatch(c: &Caller, loaded: &Loaded, command: Command) -> anyhow::Result<i32
         }
         Command::Call(a) => show::call(f, c.session, a),
         Command::History { json } => show::history(f, json),
+        Command::Index(a) => show::index(f, c.cancel.clone(), a),
         Command::Config { json } => show::config(loaded, f, json),
         Command::Prompt => {
             let tools = crate::mcp::served_tools(f)?;

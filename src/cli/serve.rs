@@ -64,6 +64,19 @@ fn build_index_in_background(ferret: &Arc<Ferret>) {
                         s.bytes / 1_000_000,
                         s.trigrams
                     );
+                    // Written to disk for the next start, then mapped: the memory the
+                    // build took is given back.
+                    let started = std::time::Instant::now();
+                    match ferret.save_index() {
+                        Ok(Some((path, n))) => tracing::info!(
+                            "index: saved in {:.1} s ({} MB at {}); a restart starts from it",
+                            started.elapsed().as_secs_f64(),
+                            n / 1_000_000,
+                            path.display()
+                        ),
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!("index: not saved ({e}); it stays in memory"),
+                    }
                 }
                 Err(e) => tracing::warn!("index: not built ({}); searches scan", e.message),
             }

@@ -143,3 +143,121 @@ pub fn call(ferret: &Ferret, session: &Session, a: CallArgs) -> anyhow::Result<i
     }
     Ok(if result.is_ok() { 0 } else { 1 })
 }
+
+#[derive(Serialize)]
+struct IndexShown {
+    /// Where the index file is (or would be).
+    path: Option<PathBuf>,
+    /// Whether searches can use it.
+    usable: bool,
+    /// Why not, when not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    files: u64,
+    trigrams: u64,
+    disk_bytes: u64,
+    /// Seconds since it was written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    age_secs: Option<u64>,
+    /// Bytes of the content indexed (the sizes of the files stored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    indexed_bytes: Option<u64>,
+    /// `ferret index` only: how long the build or refresh took.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    took_secs: Option<f64>,
+}
+
+/// `ferret index [status]`: builds or refreshes the stored index (re-reading only files
+/// whose stamp changed), or says what it holds. Exit 1 from `status` when there is no
+/// usable index.
+pub fn index(
+    ferret: &Ferret,
+    cancel: crate::CancelToken,
+    a: super::args::IndexArgs,
+) -> anyhow::Result<i32> {
+    use crate::search::store::{Mapped, Unusable};
+    let status = a.action == Some(super::args::IndexAction::Status);
+    let mut shown = IndexShown {
+        path: None,
+        usable: false,
+        reason: None,
+        files: 0,
+        trigrams: 0,
+        disk_bytes: 0,
+        age_secs: None,
+        took_secs: None,
+        indexed_bytes: None,
+    };
+    if !status {
+        if !a.json {
+            eprintln!("ferret: indexing (only files changed since the last index are read)…");
+        }
+        let started = std::time::Instant::now();
+        ferret
+            .build_index(cancel, false)
+            .map_err(|e| anyhow::anyhow!(e.render()))?;
+        ferret
+            .save_index()
+            .map_err(|e| anyhow::anyhow!("the index was built but not saved: {e}"))?;
+        shown.took_secs = Some((started.elapsed().as_secs_f64() * 10.0).round() / 10.0);
+    }
+    let persist = ferret.index_persist(false);
+    shown.path = persist.as_ref().map(|p| p.path.clone());
+    match persist
+        .as_ref()
+        .map(|p| Mapped::open(&p.path, &p.fingerprint))
+    {
+        None => shown.reason = Some("no state directory outside the roots".into()),
+        Some(Err(Unusable::Missing)) => {
+            shown.reason = Some("no index yet: run `ferret index`".into())
+        }
+        Some(Err(e)) => shown.reason = Some(format!("{e}: `ferret index` rebuilds it")),
+        Some(Ok(m)) => {
+            shown.usable = true;
+            shown.files = u64::from(m.files);
+            shown.trigrams = m.len() as u64;
+            shown.disk_bytes = m.bytes();
+            shown.indexed_bytes = m
+                .files()
+                .map(|f| f.iter().filter_map(|l| l.stamp()).map(|s| s.size()).sum());
+            shown.age_secs = shown
+                .path
+                .as_ref()
+                .and_then(|p| std::fs::metadata(p).ok())
+                .and_then(|md| md.modified().ok())
+                .and_then(|t| t.elapsed().ok())
+                .map(|d| d.as_secs());
+        }
+    }
+    if a.json {
+        print_json(&shown)?;
+    } else {
+        let at = shown
+            .path
+            .as_ref()
+            .map_or(String::new(), |p| format!(" at {}", p.display()));
+        let text = match &shown.reason {
+            Some(why) => format!("No usable index{at}: {why}."),
+            None => {
+                let mut t = format!("Index{at}: {} files", shown.files);
+                if let Some(bytes) = shown.indexed_bytes {
+                    t.push_str(&format!(" ({:.1} MB of content)", bytes as f64 / 1e6));
+                }
+                t.push_str(&format!(
+                    ", {} trigrams, {:.1} MB on disk",
+                    shown.trigrams,
+                    shown.disk_bytes as f64 / 1e6
+                ));
+                if let Some(age) = shown.age_secs {
+                    t.push_str(&format!(", written {age} s ago"));
+                }
+                if let Some(took) = shown.took_secs {
+                    t.push_str(&format!("; refreshed in {took:.1} s"));
+                }
+                t + "."
+            }
+        };
+        print_text(&text)?;
+    }
+    Ok(if shown.usable { 0 } else { 1 })
+}

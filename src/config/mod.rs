@@ -224,6 +224,14 @@ pub struct Config {
     pub direct_bash_confirm: bool,
     /// `ferret shell`: direct bash commands refused outright (see DEFAULT_BASH_BLOCKLIST).
     pub bash_blocklist: Vec<String>,
+    /// The index (`ferret serve`, `ferret index`) lists at most this many files (0: no
+    /// bound); a larger workspace is searched by scanning. The list costs about 200 bytes
+    /// of memory per file.
+    pub index_max_files: u64,
+    /// The index reads at most this many bytes of content (0: no bound). Building takes
+    /// about a quarter of them in memory at its peak, the file on disk about a fifth;
+    /// once written, the posting lists are mapped, not held.
+    pub index_max_bytes: u64,
     /// Tools the MCP server lists (every tool stays reachable through `ferret call` and
     /// the library). Empty: the tools marked as served by default (all but
     /// search_files and file_search, which overlap grep).
@@ -268,6 +276,8 @@ impl Config {
             allow_permanent_delete: false,
             confirm: DEFAULT_CONFIRM.iter().map(|s| s.to_string()).collect(),
             use_os_trash: true,
+            index_max_files: 2_000_000,
+            index_max_bytes: 16 * 1024 * 1024 * 1024,
             tools: Vec::new(),
         }
     }

@@ -151,6 +151,8 @@ pub(super) fn narrow(
             "max_edit_file_size" => {
                 c.max_edit_file_size = lower(c.max_edit_file_size, get(k, v, path)?)
             }
+            "index_max_files" => c.index_max_files = lower(c.index_max_files, get(k, v, path)?),
+            "index_max_bytes" => c.index_max_bytes = lower(c.index_max_bytes, get(k, v, path)?),
             "request_timeout" => {
                 let d: Duration = duration_serde::deserialize(v.clone())?;
                 let ms = lower(c.request_timeout.as_millis() as u64, d.as_millis() as u64);

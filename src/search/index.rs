@@ -13,19 +13,22 @@
 //! it. So results are identical to a scan's — paths, order, counts, totals — whatever
 //! changed since the build; only the time saved shrinks as the tree drifts.
 //!
-//! What it does not do yet: skip the walk itself (a cached file list kept fresh by a
-//! watcher), persist to disk, or refresh entries in the background.
+//! Skipping the walk itself is [`super::live`]'s business (a watcher vouches for the
+//! list); keeping the lists on disk and mapped is [`super::store`]'s: posting lists read
+//! since the last save live in memory beside the mapped ones until the next save merges
+//! them (dropping the bits of files no longer listed).
 //!
 //! [`Workspace::open_found`]: crate::workspace::Workspace::open_found
 
 use super::plan::{self, Query};
+use super::store;
 use super::{Base, Found, SearchEnv, WalkOptions};
-use crate::error::ToolResult;
+use crate::error::{ErrorCode, ToolError, ToolResult};
 use roaring::RoaringBitmap;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// What identifies one version of a file's content, from `fstat`.
@@ -48,6 +51,33 @@ impl Stamp {
             mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
             ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
         })
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The stamp as seven words (for the index file).
+    pub fn words(&self) -> [u64; 7] {
+        [
+            self.dev,
+            self.ino,
+            self.size,
+            self.mtime.0 as u64,
+            self.mtime.1 as u64,
+            self.ctime.0 as u64,
+            self.ctime.1 as u64,
+        ]
+    }
+
+    pub fn from_words(w: [u64; 7]) -> Stamp {
+        Stamp {
+            dev: w[0],
+            ino: w[1],
+            size: w[2],
+            mtime: (w[3] as i64, w[4] as i64),
+            ctime: (w[5] as i64, w[6] as i64),
+        }
     }
 
     /// Changed within [`RACY_NS`] of now (or in the future): not to be trusted yet.
@@ -74,6 +104,27 @@ pub struct Listed {
     /// The content's stamp when indexed. None: not to be trusted (changed within the
     /// last seconds, when a second write could leave the stamp as it was).
     stamp: Option<Stamp>,
+}
+
+impl Listed {
+    /// A file as the index file recorded it (visibility is for the next walk to say).
+    pub fn stored(root: usize, rel: PathBuf, id: u32, stamp: Stamp) -> Listed {
+        Listed {
+            root,
+            rel,
+            id: Some(id),
+            visible: false,
+            stamp: Some(stamp),
+        }
+    }
+
+    pub fn id(&self) -> Option<u32> {
+        self.id
+    }
+
+    pub fn stamp(&self) -> Option<Stamp> {
+        self.stamp
+    }
 }
 
 /// The searchable files of the workspace as one walk saw them, sorted in result order
@@ -278,10 +329,27 @@ fn left_out(
 /// changed files leaves the other files' ids and postings as they are.
 pub struct Index {
     files: Mutex<Arc<Files>>,
+    /// The posting lists as last written to disk, mapped (none before the first save).
+    stored: RwLock<Option<Arc<store::Mapped>>>,
+    /// Posting lists of the files read since, in memory until the next save.
     postings: RwLock<HashMap<u32, RoaringBitmap>>,
     next_id: AtomicU32,
-    /// Ids no longer listed (their files changed or went): bits left in the postings.
+    /// Ids no longer listed (their files changed or went): bits left in the postings
+    /// until the next save drops them.
     orphans: AtomicU64,
+    /// Files the last refresh read.
+    last_read: AtomicU64,
+    bounds: Bounds,
+}
+
+/// How much the index may take on (0: no bound): past either, a refresh stops and the
+/// index is not used (searches scan). Memory and disk follow from them (see the README).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Bounds {
+    /// Files listed.
+    pub files: u64,
+    /// Bytes of content read into the index.
+    pub bytes: u64,
 }
 
 /// Which indexed files may hold a match.
@@ -311,6 +379,9 @@ pub struct Stats {
     /// Bytes of indexed content.
     pub bytes: u64,
     pub trigrams: u64,
+    /// Files the last refresh read (new or changed since indexed; the rest kept their
+    /// entries by stamp).
+    pub read: u64,
 }
 
 fn key(t: plan::Trigram) -> u32 {
@@ -440,12 +511,152 @@ impl Drop for Batch<'_> {
 impl Index {
     /// An index with nothing in it (every search reads every file).
     pub fn empty() -> Index {
+        Index::bounded(Bounds::default())
+    }
+
+    /// An empty index that refuses to grow past `bounds`.
+    pub fn bounded(bounds: Bounds) -> Index {
         Index {
             files: Mutex::new(Arc::new(Files::default())),
+            stored: RwLock::new(None),
             postings: RwLock::new(HashMap::new()),
             next_id: AtomicU32::new(0),
             orphans: AtomicU64::new(0),
+            last_read: AtomicU64::new(0),
+            bounds,
         }
+    }
+
+    /// The index a stored file holds: its files with their stamps and ids, its posting
+    /// lists mapped. Nothing is trusted to be on the tree until a refresh walks it (a
+    /// search until then reads every file whose stamp is not the one stored).
+    pub fn from_stored(m: store::Mapped, bounds: Bounds) -> Option<Index> {
+        let mut list = m.files()?;
+        list.sort_by(|a, b| (a.root, &a.rel).cmp(&(b.root, &b.rel)));
+        let index = Index::bounded(bounds);
+        index.next_id.store(m.next_id, Ordering::Relaxed);
+        *crate::error::lock(&index.files) = Arc::new(Files {
+            list,
+            ..Files::default()
+        });
+        *index
+            .stored
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(m));
+        Some(index)
+    }
+
+    /// Writes the index to `path` — the stored lists and those in memory merged, bits of
+    /// files no longer listed dropped — then maps what was written and lets the memory
+    /// go. The caller keeps refreshes out meanwhile (a list added during the write
+    /// would be lost); searches may run.
+    pub fn save(&self, path: &Path, fingerprint: &store::Fingerprint) -> std::io::Result<u64> {
+        let files = self.files();
+        let live: RoaringBitmap = files
+            .list
+            .iter()
+            .filter_map(|l| l.stamp.and(l.id))
+            .collect();
+        let stored = self
+            .stored
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let written = {
+            let postings = self
+                .postings
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut mem: Vec<u32> = postings.keys().copied().collect();
+            mem.sort_unstable();
+            let on_disk = stored.as_ref().map_or(0, |m| m.len());
+            let (mut i, mut j) = (0, 0);
+            let lists = std::iter::from_fn(|| {
+                loop {
+                    let a =
+                        (i < on_disk).then(|| stored.as_ref().map_or(u32::MAX, |m| m.key_at(i)));
+                    let b = mem.get(j).copied();
+                    let key = match (a, b) {
+                        (None, None) => return None,
+                        (Some(a), Some(b)) => a.min(b),
+                        (Some(a), None) => a,
+                        (None, Some(b)) => b,
+                    };
+                    let mut list = RoaringBitmap::new();
+                    if a == Some(key) {
+                        i += 1;
+                        match stored.as_ref().map(|m| m.get(key)) {
+                            Some(Ok(Some(l))) => list = l,
+                            Some(Err(store::Undecodable)) => {
+                                return Some(Err(std::io::Error::other(
+                                    "a stored posting list does not decode",
+                                )));
+                            }
+                            _ => {}
+                        }
+                    }
+                    if b == Some(key) {
+                        j += 1;
+                        if let Some(l) = postings.get(&key) {
+                            list |= l;
+                        }
+                    }
+                    list &= &live;
+                    if !list.is_empty() {
+                        return Some(Ok((key, list)));
+                    }
+                }
+            });
+            let listed: Vec<&Listed> = files.list.iter().collect();
+            store::write(
+                path,
+                fingerprint,
+                self.next_id.load(Ordering::Relaxed),
+                &listed,
+                lists,
+            )?
+        };
+        let mapped = store::Mapped::open(path, fingerprint)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        // The stored lists first, then the memory cleared: a query in between sees
+        // both, never neither.
+        *self
+            .stored
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(mapped));
+        *self
+            .postings
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = HashMap::new();
+        self.orphans.store(0, Ordering::Relaxed);
+        give_back_memory();
+        Ok(written)
+    }
+
+    /// Whether the index holds what its file does not (files read since, files gone),
+    /// or has no file.
+    pub fn unsaved(&self) -> bool {
+        let stored = self
+            .stored
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some();
+        !stored
+            || self.orphans() > 0
+            || !self
+                .postings
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .is_empty()
+    }
+
+    /// Bytes of the stored index file, when there is one.
+    pub fn stored_bytes(&self) -> Option<u64> {
+        self.stored
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(|m| m.bytes())
     }
 
     /// Builds the index of every file a search could read under `bases` (hidden files
@@ -478,6 +689,20 @@ impl Index {
         };
         let out = Mutex::new((Vec::new(), Vec::new()));
         let reused = AtomicU64::new(0);
+        // Files and bytes against the bounds: a partial refresh counts what the rest of
+        // the list holds too (its subtrees twice: a bound is met early, never late).
+        let (listed_n, read_n) = if partial {
+            (old.list.len() as u64, old.bytes)
+        } else {
+            (0, 0)
+        };
+        let (listed_n, read_n) = (AtomicU64::new(listed_n), AtomicU64::new(read_n));
+        let over = AtomicBool::new(false);
+        let read_files = AtomicU64::new(0);
+        let bounds = self.bounds;
+        let past = |n: &AtomicU64, add: u64, bound: u64| {
+            bound > 0 && n.fetch_add(add, Ordering::Relaxed) + add > bound
+        };
         for b in bases {
             entered(b.wp.root_index(), b.wp.rel());
         }
@@ -491,6 +716,8 @@ impl Index {
                 out: &out,
             };
             let (old, reused) = (&old, &reused);
+            let (listed_n, read_n, over, past) = (&listed_n, &read_n, &over, &past);
+            let read_files = &read_files;
             move |f: &Found| {
                 if f.is_dir {
                     entered(f.root, f.rel);
@@ -517,9 +744,14 @@ impl Index {
                             listed.stamp = o.stamp;
                         }
                         _ => {
-                            if let Some((list, _)) =
+                            if let Some((list, read)) =
                                 file_grams(&mut file, env.max_file_size, &mut grams)
                             {
+                                read_files.fetch_add(1, Ordering::Relaxed);
+                                if past(read_n, read, bounds.bytes) {
+                                    over.store(true, Ordering::Relaxed);
+                                    return false;
+                                }
                                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                                 batch.pairs.extend(list.into_iter().map(|k| (k, id)));
                                 listed.id = Some(id);
@@ -532,9 +764,27 @@ impl Index {
                     }
                 }
                 batch.listed.push(listed);
+                if past(listed_n, 1, bounds.files) {
+                    over.store(true, Ordering::Relaxed);
+                    return false;
+                }
                 !env.control.cancel.is_cancelled()
             }
         })?;
+        if over.into_inner() {
+            return Err(ToolError::new(
+                ErrorCode::FileTooLarge,
+                format!(
+                    "the workspace is larger than the index may grow (index_max_files {}, \
+                     index_max_bytes {})",
+                    bounds.files, bounds.bytes
+                ),
+            )
+            .with_hint(
+                "searches scan instead; raise index_max_files or index_max_bytes in ferret.toml \
+                 to index it, or narrow the roots",
+            ));
+        }
         let (mut list, mut dirs) = out
             .into_inner()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -633,6 +883,8 @@ impl Index {
             .sum();
         self.orphans
             .fetch_add(was.saturating_sub(reused.into_inner()), Ordering::Relaxed);
+        self.last_read
+            .store(read_files.into_inner(), Ordering::Relaxed);
         *crate::error::lock(&self.files) = Arc::new(Files {
             list,
             dirs,
@@ -654,12 +906,24 @@ impl Index {
         Stats {
             files: files.list.len() as u64,
             indexed: files.list.iter().filter(|l| l.id.is_some()).count() as u64,
+            read: self.last_read.load(Ordering::Relaxed),
             bytes: files.bytes,
-            trigrams: self
-                .postings
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .len() as u64,
+            trigrams: {
+                let stored = self
+                    .stored
+                    .read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let postings = self
+                    .postings
+                    .read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let on_disk = stored.as_ref().map_or(0, |m| m.len());
+                let new = postings
+                    .keys()
+                    .filter(|k| !stored.as_ref().is_some_and(|m| m.contains(**k)))
+                    .count();
+                (on_disk + new) as u64
+            },
         }
     }
 
@@ -670,11 +934,28 @@ impl Index {
 
     /// The files a query lets through.
     pub fn candidates(&self, q: &Query) -> Candidates {
+        let stored = self
+            .stored
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let postings = self
             .postings
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match eval(&postings, q) {
+        // A key's files: those stored and those read since. A stored list that does
+        // not decode says nothing: every file is a candidate.
+        let get = |key: u32| -> Option<RoaringBitmap> {
+            let mut list = match stored.as_ref().map(|m| m.get(key)) {
+                Some(Err(store::Undecodable)) => return None,
+                Some(Ok(Some(l))) => l,
+                _ => RoaringBitmap::new(),
+            };
+            if let Some(l) = postings.get(&key) {
+                list |= l;
+            }
+            Some(list)
+        };
+        match eval(&get, q) {
             None => Candidates::All,
             Some(b) => Candidates::Some(b),
         }
@@ -682,14 +963,14 @@ impl Index {
 }
 
 /// None: everything.
-fn eval(postings: &HashMap<u32, RoaringBitmap>, q: &Query) -> Option<RoaringBitmap> {
+fn eval(get: &dyn Fn(u32) -> Option<RoaringBitmap>, q: &Query) -> Option<RoaringBitmap> {
     match q {
         Query::All => None,
-        Query::Has(t) => Some(postings.get(&key(*t)).cloned().unwrap_or_default()),
+        Query::Has(t) => get(key(*t)),
         Query::And(qs) => {
             let mut acc: Option<RoaringBitmap> = None;
             for q in qs {
-                if let Some(b) = eval(postings, q) {
+                if let Some(b) = eval(get, q) {
                     acc = Some(match acc {
                         None => b,
                         Some(a) => a & b,
@@ -704,10 +985,20 @@ fn eval(postings: &HashMap<u32, RoaringBitmap>, q: &Query) -> Option<RoaringBitm
         Query::Or(qs) => {
             let mut acc = RoaringBitmap::new();
             for q in qs {
-                acc |= eval(postings, q)?;
+                acc |= eval(get, q)?;
             }
             Some(acc)
         }
+    }
+}
+
+/// Returns freed memory to the system: a build leaves hundreds of megabytes in the
+/// allocator's free lists of its walker threads once its lists are written and mapped.
+fn give_back_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

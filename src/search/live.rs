@@ -34,8 +34,9 @@
 //! [`Index`]: super::index::Index
 
 use super::collect::Key;
-use super::index::{Candidates, Files, Index, Listed, Stats};
+use super::index::{Bounds, Candidates, Files, Index, Listed, Stats};
 use super::plan::Query;
+use super::store::{Fingerprint, Mapped, Unusable};
 use super::{Base, Found, Go, SearchEnv, WalkOptions};
 use crate::error::{ToolResult, lock};
 use crate::workspace::strip;
@@ -99,8 +100,37 @@ pub struct Status {
     pub refreshes: u64,
     pub stale_events: u64,
     pub orphans: u64,
+    /// Bytes of the index file the lists are mapped from, once saved.
+    pub disk_bytes: Option<u64>,
     /// Searches answered from the list, without a walk.
     pub listed_searches: u64,
+}
+
+/// Where the index is kept on disk, and the rules it must have been built under.
+#[derive(Debug, Clone)]
+pub struct Persist {
+    pub path: PathBuf,
+    pub fingerprint: Fingerprint,
+}
+
+impl Persist {
+    /// The stored index, if there is one made under the same rules and it reads whole.
+    fn load(&self, bounds: Bounds) -> Option<Index> {
+        match Mapped::open(&self.path, &self.fingerprint) {
+            Ok(m) => {
+                let index = Index::from_stored(m, bounds);
+                if index.is_none() {
+                    tracing::debug!("index: the one on disk is damaged; building anew");
+                }
+                index
+            }
+            Err(Unusable::Missing) => None,
+            Err(e) => {
+                tracing::debug!("index: not using the one on disk ({e}); building anew");
+                None
+            }
+        }
+    }
 }
 
 /// The tops of the changed subtrees (a directory inside another is walked with it).
@@ -134,7 +164,15 @@ fn all_bases(env: &SearchEnv) -> Vec<Base> {
 impl Live {
     /// Builds the index of every root of `env`'s workspace, watching the tree when
     /// `watch` is set and the platform allows.
-    pub fn start(env: &SearchEnv, watch: bool) -> ToolResult<(Arc<Live>, Stats)> {
+    pub fn start(
+        env: &SearchEnv,
+        watch: bool,
+        bounds: Bounds,
+        persist: Option<&Persist>,
+    ) -> ToolResult<(Arc<Live>, Stats)> {
+        let index = persist
+            .and_then(|p| p.load(bounds))
+            .unwrap_or_else(|| Index::bounded(bounds));
         let (watcher, blind) = if !watch {
             (None, Some("the watcher is off".to_string()))
         } else {
@@ -144,7 +182,7 @@ impl Live {
             }
         };
         let live = Arc::new(Live {
-            index: Index::empty(),
+            index,
             state: Mutex::new(State {
                 blind,
                 full: true,
@@ -160,6 +198,40 @@ impl Live {
         live.refresh(env)?;
         let stats = live.index.stats();
         Ok((live, stats))
+    }
+
+    /// The index stored on disk, for one command: no watcher and no walk first —
+    /// searches walk as a scan does and skip reading the files whose stamp proves their
+    /// content is the one indexed. None when there is no usable stored index.
+    pub fn stored(persist: &Persist, bounds: Bounds) -> Option<Arc<Live>> {
+        let index = persist.load(bounds)?;
+        Some(Arc::new(Live {
+            index,
+            state: Mutex::new(State {
+                blind: Some("a command does not watch the tree".to_string()),
+                full: true,
+                ..State::default()
+            }),
+            refreshing: Mutex::new(()),
+            watch: None,
+            listed_searches: Default::default(),
+        }))
+    }
+
+    /// Writes the index to disk if it holds anything the stored file does not, and
+    /// maps it (the lists in memory are let go). Refreshes wait meanwhile; searches
+    /// go on. The bytes written, None when nothing needed writing.
+    pub fn save(&self, persist: &Persist) -> std::io::Result<Option<u64>> {
+        let _one = lock(&self.refreshing);
+        if !self.index.unsaved() {
+            return Ok(None);
+        }
+        if let Some(dir) = persist.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        self.index
+            .save(&persist.path, &persist.fingerprint)
+            .map(Some)
     }
 
     /// Walks the tree again and makes the list what it found. The list is declared
@@ -297,6 +369,7 @@ impl Live {
             refreshes: st.refreshes,
             stale_events: st.stale_events,
             orphans: self.index.orphans(),
+            disk_bytes: self.index.stored_bytes(),
             listed_searches: self.listed_searches.load(Ordering::Relaxed),
         }
     }

@@ -25,6 +25,7 @@ pub mod index;
 pub mod live;
 pub mod plan;
 pub mod sink;
+pub mod store;
 
 use crate::control::{Control, Progress};
 use crate::error::{ErrorCode, ToolError, ToolResult};

@@ -74,6 +74,7 @@ fn config(root: &Path) -> Config {
     let mut c = Config::defaults(Mode::Cli);
     c.roots = vec![root.to_path_buf()];
     c.search_max_file_size = SEARCH_MAX;
+    c.state_dir = Some(crate::util::scratch_state());
     c
 }
 
@@ -693,4 +694,324 @@ fn refreshing_only_the_changed_subtrees_stays_exact() {
         assert!(st.fresh, "{step}: {st:?}");
         last = st;
     }
+}
+
+/// A config whose state (and so stored index) is in `state`.
+fn stored_config(root: &Path, state: &Path) -> Config {
+    let mut c = config(root);
+    c.state_dir = Some(state.to_path_buf());
+    c
+}
+
+/// Builds the index of `c`'s workspace and writes it to disk, as a server does.
+fn build_and_save(c: Config) -> ferret::search::index::Stats {
+    let f = Ferret::new(c).expect("open");
+    let stats = f.build_index(CancelToken::new(), false).expect("index");
+    f.save_index().expect("saved");
+    stats
+}
+
+fn index_file(state: &Path) -> std::path::PathBuf {
+    let dirs: Vec<_> = std::fs::read_dir(state)
+        .expect("state dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("index/trigrams.v1"))
+        .filter(|p| p.exists())
+        .collect();
+    assert_eq!(dirs.len(), 1, "one stored index: {dirs:?}");
+    dirs[0].clone()
+}
+
+#[test]
+fn a_restarted_index_reads_only_the_files_changed_while_it_was_down() {
+    let (_t, root) = tempdir();
+    let lines = tree(&root);
+    write(&root, "d1/keep.rs", "stays_the_same_word\n");
+    write(&root, "d2/old_name.rs", "renamed_file_word\n");
+    write(&root, "d3/doomed.rs", "deleted_file_word\n");
+    let (_s, state) = tempdir();
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let first = build_and_save(stored_config(&root, &state));
+    assert_eq!(first.read, first.indexed, "a first build reads every file");
+    let stored = index_file(&state);
+    assert!(std::fs::metadata(&stored).expect("stored").len() > 0);
+
+    // While no ferret runs: a write, a create, a rename, a delete.
+    write(&root, "d0/s0/f0.rs", "now_holds_a_new_word\n");
+    write(&root, "d4/brand_new.rs", "created_while_down\n");
+    std::fs::rename(root.join("d2/old_name.rs"), root.join("d2/new_name.rs")).expect("mv");
+    std::fs::remove_file(root.join("d3/doomed.rs")).expect("rm");
+    std::thread::sleep(std::time::Duration::from_millis(150));
+
+    let again = Ferret::new(stored_config(&root, &state)).expect("open");
+    let stats = again.build_index(CancelToken::new(), true).expect("index");
+    assert_eq!(
+        stats.read, 3,
+        "only the written, created and renamed files are read again: {stats:?}"
+    );
+    let st = again.index_status().expect("status");
+    assert!(
+        st.disk_bytes.is_some(),
+        "the lists are mapped from disk: {st:?}"
+    );
+    let scan = Ferret::new(config(&root)).expect("open");
+    for (pattern, want) in [
+        ("now_holds_a_new_word", vec!["d0/s0/f0.rs"]),
+        ("created_while_down", vec!["d4/brand_new.rs"]),
+        ("renamed_file_word", vec!["d2/new_name.rs"]),
+        ("deleted_file_word", vec![]),
+        ("stays_the_same_word", vec!["d1/keep.rs"]),
+    ] {
+        let got = grep(&again, json!({ "pattern": pattern }));
+        assert_eq!(paths(&got), strs(&want), "{pattern}");
+    }
+    let mut pats = patterns(&lines);
+    pats.truncate(60);
+    assert_parity(&again, &scan, &pats);
+    // Saved again: the stored file now holds the changes, without the dead entries.
+    again.save_index().expect("saved");
+    let third = Ferret::new(stored_config(&root, &state)).expect("open");
+    assert_eq!(
+        third
+            .build_index(CancelToken::new(), false)
+            .expect("index")
+            .read,
+        0,
+        "nothing changed since the last save"
+    );
+    assert_parity(&third, &scan, &pats);
+}
+
+#[test]
+fn an_index_stored_under_other_rules_is_never_used() {
+    let (_t, root) = tempdir();
+    tree(&root);
+    write(&root, "d5/private.rs", "word_in_a_later_denied_dir\n");
+    let (_s, state) = tempdir();
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    build_and_save(stored_config(&root, &state));
+    // The same workspace, now with d5 denied and a lower size limit: the stored index
+    // was made under other rules and would list what may not be searched.
+    let mut c = stored_config(&root, &state);
+    c.deny_extra = vec!["d5/".into()];
+    c.search_max_file_size = 2_000;
+    let f = Ferret::new(c.clone()).expect("open");
+    let stats = f.build_index(CancelToken::new(), true).expect("index");
+    assert_eq!(stats.read, stats.indexed, "rebuilt from nothing: {stats:?}");
+    let got = call(
+        &f,
+        "grep",
+        json!({ "pattern": "word_in_a_later_denied_dir", "include_hidden": true }),
+    )
+    .expect("grep");
+    assert_eq!(got["engine"], "index");
+    assert_eq!(got["file_count"], 0, "{got}");
+    let scan = Ferret::new(c).expect("open");
+    for args in [
+        json!({ "pattern": "spin_lock", "output_mode": "count" }),
+        json!({ "pattern": "alpha", "output_mode": "count" }),
+    ] {
+        assert_eq!(grep(&f, args.clone()), grep(&scan, args));
+    }
+}
+
+#[test]
+fn a_damaged_index_file_is_rebuilt_or_read_around_never_trusted() {
+    let (_t, root) = tempdir();
+    let lines = tree(&root);
+    let (_s, state) = tempdir();
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    build_and_save(stored_config(&root, &state));
+    let stored = index_file(&state);
+    let bytes = std::fs::read(&stored).expect("read");
+    let scan = Ferret::new(config(&root)).expect("open");
+    let mut pats = patterns(&lines);
+    pats.truncate(40);
+    // Cut short: refused whole, rebuilt.
+    std::fs::write(&stored, &bytes[..bytes.len() / 2]).expect("cut");
+    let f = Ferret::new(stored_config(&root, &state)).expect("open");
+    let stats = f.build_index(CancelToken::new(), true).expect("index");
+    assert_eq!(stats.read, stats.indexed, "rebuilt: {stats:?}");
+    assert_parity(&f, &scan, &pats);
+    // The posting lists overwritten with garbage, the rest intact: a list that does not
+    // decode makes its query read every file.
+    let mut bad = bytes.clone();
+    for b in &mut bad[72..bytes.len() / 3] {
+        *b = 0xa5;
+    }
+    std::fs::write(&stored, &bad).expect("garble");
+    let f = Ferret::new(stored_config(&root, &state)).expect("open");
+    let stats = f.build_index(CancelToken::new(), true).expect("index");
+    assert_eq!(stats.read, 0, "the stamps still match: {stats:?}");
+    assert_parity(&f, &scan, &pats);
+}
+
+#[test]
+fn past_its_bounds_the_index_is_not_built_and_searches_scan() {
+    let (_t, root) = tempdir();
+    tree(&root);
+    let (_s, state) = tempdir();
+    for (files, bytes) in [(20, 0), (0, 10_000)] {
+        let mut c = stored_config(&root, &state);
+        c.index_max_files = files;
+        c.index_max_bytes = bytes;
+        let f = Ferret::new(c).expect("open");
+        let e = f
+            .build_index(CancelToken::new(), true)
+            .expect_err("over its bounds");
+        assert_eq!(e.code, ferret::ErrorCode::FileTooLarge, "{}", e.message);
+        assert!(
+            e.hint
+                .as_deref()
+                .is_some_and(|h| h.contains("index_max_files"))
+        );
+        assert!(f.save_index().expect("nothing to save").is_none());
+        let got = call(
+            &f,
+            "grep",
+            json!({ "pattern": "alpha", "output_mode": "count" }),
+        )
+        .expect("grep");
+        assert_eq!(got["engine"], "scan");
+    }
+    assert!(
+        std::fs::read_dir(&state)
+            .expect("state")
+            .filter_map(Result::ok)
+            .all(|e| !e.path().join("index/trigrams.v1").exists()),
+        "nothing stored"
+    );
+}
+
+#[test]
+fn a_state_directory_that_leads_into_a_root_gets_no_index() {
+    let (_t, root) = tempdir();
+    tree(&root);
+    let (_o, outside) = tempdir();
+    std::fs::create_dir(root.join("st")).expect("mkdir");
+    std::os::unix::fs::symlink(root.join("st"), outside.join("state")).expect("link");
+    let f = Ferret::new(stored_config(&root, &outside.join("state"))).expect("open");
+    f.build_index(CancelToken::new(), true).expect("index");
+    assert!(f.save_index().expect("nothing to save").is_none());
+    let stored: Vec<_> = walk_files(&root.join("st"));
+    assert!(
+        stored.iter().all(|p| !p.ends_with("trigrams.v1")),
+        "no index written inside the workspace: {stored:?}"
+    );
+    let got = call(
+        &f,
+        "grep",
+        json!({ "pattern": "alpha", "output_mode": "count" }),
+    )
+    .expect("grep");
+    assert_eq!(got["engine"], "index", "kept in memory instead");
+}
+
+fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// `ferret grep --json` in a fresh process: the answer, engine removed, and the engine.
+fn cli_grep(root: &Path, state: &Path, pattern: &str) -> (Value, String) {
+    let out = crate::util::bin()
+        .args(["--root"])
+        .arg(root)
+        .arg("--state-dir")
+        .arg(state)
+        .args(["grep", pattern, "--json", "--hidden"])
+        .output()
+        .expect("run");
+    let mut v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let engine = v["engine"].as_str().unwrap_or("?").to_string();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("engine");
+    }
+    (v, engine)
+}
+
+#[test]
+fn the_cli_searches_with_a_stored_index_and_stays_exact_as_files_change() {
+    let (_t, root) = tempdir();
+    tree(&root);
+    write(&root, "d1/target.rs", "plain_content\n");
+    write(&root, "d2/victim.rs", "victim_content\n");
+    let (_o, outside) = tempdir();
+    write(&outside, "secret.rs", "outside_secret_word\n");
+    let (_s, state) = tempdir();
+    let (_e, empty) = tempdir();
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let status = |args: &[&str]| {
+        crate::util::bin()
+            .arg("--root")
+            .arg(&root)
+            .arg("--state-dir")
+            .arg(&state)
+            .args(args)
+            .output()
+            .expect("run")
+    };
+    assert_eq!(
+        status(&["index", "status"]).status.code(),
+        Some(1),
+        "none yet"
+    );
+    // Two at once: each writes its own temporary and renames it; the survivor is whole.
+    let a = crate::util::bin()
+        .arg("--root")
+        .arg(&root)
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("index")
+        .spawn()
+        .expect("spawn");
+    let b = status(&["index"]);
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    assert!(a.wait_with_output().expect("wait").status.success());
+    let st: Value =
+        serde_json::from_slice(&status(&["index", "status", "--json"]).stdout).expect("json");
+    assert_eq!(st["usable"], true, "{st}");
+    assert!(st["files"].as_u64().unwrap_or(0) >= 250, "{st}");
+
+    // Changed after the index was made: a write, a create, a delete, and a file swapped
+    // for links to outside and to a denied name.
+    write(
+        &root,
+        "d1/target.rs",
+        "plain_content now_with_needle_word\n",
+    );
+    write(&root, "d6/created.rs", "needle_word in a new file\n");
+    std::fs::remove_file(root.join("d0/s0/f0.rs")).expect("rm");
+    write(&root, ".env", "outside_secret_word\n");
+    std::fs::remove_file(root.join("d2/victim.rs")).expect("rm");
+    std::os::unix::fs::symlink(outside.join("secret.rs"), root.join("d2/victim.rs")).expect("ln");
+    std::os::unix::fs::symlink(root.join(".env"), root.join("d2/env_link.rs")).expect("ln");
+    for pattern in [
+        "needle_word",
+        "outside_secret_word",
+        "victim_content",
+        "alpha",
+        "spin_lock",
+        "k?malloc",
+    ] {
+        let (with, engine) = cli_grep(&root, &state, pattern);
+        let (without, scan) = cli_grep(&root, &empty, pattern);
+        assert_eq!((engine.as_str(), scan.as_str()), ("index", "scan"));
+        assert_eq!(with, without, "{pattern}");
+    }
+    let (v, _) = cli_grep(&root, &state, "needle_word");
+    assert_eq!(paths(&v), strs(&["d1/target.rs", "d6/created.rs"]));
+    let (v, _) = cli_grep(&root, &state, "outside_secret_word");
+    assert_eq!(
+        v["file_count"], 0,
+        "neither the link nor the denied file: {v}"
+    );
 }

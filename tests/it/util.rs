@@ -12,8 +12,16 @@ use std::process::Command;
 pub fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ferret"));
     c.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        // State (journals, servers' indexes) under the build's scratch directory, not
+        // the temp dir ferret falls back to without HOME.
+        .env("XDG_STATE_HOME", scratch_state());
     c
+}
+
+/// Where tests keep state they do not set themselves.
+pub fn scratch_state() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("state")
 }
 
 /// A temporary directory by its canonical path (macOS and some CI runners put temp dirs
