@@ -215,9 +215,12 @@ unless include_hidden.",
         // The walker lists directories by path; confirm each name shown through the
         // sandbox so a directory swapped for a symlink mid-walk cannot leak outside names.
         let verify = p.sort == Sort::Path;
-        let files = confirmed(keys, |(root, rel)| {
-            (!verify || ws.open_found(*root, rel, true).is_ok())
-                .then(|| ws.display(&ws.root_path(*root).join(rel)))
+        let files = confirmed(keys, || {
+            let mut confirm = ws.confirmer();
+            move |(root, rel): &(usize, PathBuf)| {
+                (!verify || confirm.is_file(*root, rel))
+                    .then(|| ws.display(&ws.root_path(*root).join(rel)))
+            }
         });
         ctx.charge_bytes(files.iter().map(|f| f.len() as u64 + 1).sum())?;
         Ok(Output {
@@ -245,18 +248,22 @@ unless include_hidden.",
     }
 }
 
-/// Maps `keys` through `f` on every core, keeping order: one `openat2` per name adds up
-/// when an agent asks for tens of thousands of paths.
-fn confirmed<K: Sync>(keys: Vec<K>, f: impl Fn(&K) -> Option<String> + Sync) -> Vec<String> {
+/// Maps `keys` through a function on every core, keeping order (`mk` makes one per
+/// thread, which may keep state: open directories): confirming tens of thousands of
+/// names adds up.
+fn confirmed<K: Sync, F>(keys: Vec<K>, mk: impl Fn() -> F + Sync) -> Vec<String>
+where
+    F: FnMut(&K) -> Option<String>,
+{
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     if keys.len() < 512 || threads < 2 {
-        return keys.iter().filter_map(&f).collect();
+        return keys.iter().filter_map(mk()).collect();
     }
     let chunk = keys.len().div_ceil(threads);
     std::thread::scope(|s| {
         let parts: Vec<_> = keys
             .chunks(chunk)
-            .map(|c| s.spawn(|| c.iter().filter_map(&f).collect::<Vec<String>>()))
+            .map(|c| s.spawn(|| c.iter().filter_map(mk()).collect::<Vec<String>>()))
             .collect();
         parts
             .into_iter()

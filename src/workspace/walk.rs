@@ -37,6 +37,20 @@ impl Workspace {
         dir.open_with(rel, &opts).map(File::into_std)
     }
 
+    /// Confirms names a walk listed, one by one, more cheaply than [`open_found`] each:
+    /// a name is confirmed when it is a regular file (not followed) in a directory opened
+    /// beneath its root with no symlink on the way — one `openat2` per directory, kept
+    /// for the names after it, and one `fstatat` per name. The same guarantee: a
+    /// directory swapped for a link mid-walk confirms none of the names listed through it.
+    ///
+    /// [`open_found`]: Workspace::open_found
+    pub fn confirmer(&self) -> Confirmer<'_> {
+        Confirmer {
+            ws: self,
+            dirs: std::collections::HashMap::new(),
+        }
+    }
+
     /// The absolute path of a real (symlink-free) workspace path, for the walker, which
     /// lists directories by path. What it lists is opened through [`open_found`].
     ///
@@ -60,6 +74,40 @@ impl Workspace {
     /// pruned, on the way down).
     pub fn walk_excludes(&self, rel: &Path, is_dir: bool) -> bool {
         self.walk_exclude.matches_leaf(rel, is_dir)
+    }
+}
+
+/// See [`Workspace::confirmer`].
+pub struct Confirmer<'w> {
+    ws: &'w Workspace,
+    /// Directories opened so far (None: would not open), a few hundred at most.
+    dirs: std::collections::HashMap<(usize, PathBuf), Option<std::fs::File>>,
+}
+
+impl Confirmer<'_> {
+    /// Whether `rel` under root `root` is a regular file reached without a symlink.
+    pub fn is_file(&mut self, root: usize, rel: &Path) -> bool {
+        let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+            return false;
+        };
+        if self.dirs.len() >= 256 {
+            self.dirs.clear();
+        }
+        let key = (root, parent.to_path_buf());
+        let ws = self.ws;
+        let dir = self.dirs.entry(key).or_insert_with(|| {
+            let at = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            ws.open_found(root, at, true).ok()
+        });
+        let Some(dir) = dir else {
+            return false;
+        };
+        rustix::fs::statat(&*dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_file())
     }
 }
 

@@ -369,6 +369,74 @@ fn symlink_swap_race_never_reads_outside() {
     assert!(refused > 0, "some reads must have met the symlink");
 }
 
+/// The same swap while `glob` walks: the walker lists directories by path, so it may
+/// list the outside directory's names through the link; every name it returns is
+/// confirmed beneath the root first, so none of them may come out.
+#[test]
+fn glob_never_returns_a_name_listed_through_a_swapped_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let parent = tmp.path().canonicalize().unwrap();
+    let outside = parent.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    for i in 0..300 {
+        std::fs::write(outside.join(format!("outside_only_{i}.txt")), OUTSIDE).unwrap();
+    }
+    let root = parent.join("root");
+    std::fs::create_dir_all(root.join("sw")).unwrap();
+    for i in 0..600 {
+        std::fs::write(root.join(format!("sw/inside_{i}.txt")), "in").unwrap();
+    }
+    let ferret = Arc::new(ferret_for(&root));
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (stop, root, outside) = (stop.clone(), root.clone(), outside.clone());
+        std::thread::spawn(move || {
+            let (sw, real) = (root.join("sw"), root.join("sw.real"));
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                std::fs::rename(&sw, &real).unwrap();
+                symlink(&outside, &sw).unwrap();
+                std::thread::sleep(Duration::from_micros(n % 300));
+                std::fs::remove_file(&sw).unwrap();
+                std::fs::rename(&real, &sw).unwrap();
+                std::thread::sleep(Duration::from_micros(n % 200));
+                n += 1;
+            }
+        })
+    };
+    let session = Session::new("race", "test");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let (mut calls, mut names) = (0u64, 0u64);
+    while Instant::now() < deadline {
+        for args in [
+            json!({"pattern": "**/*.txt", "max_results": 0, "include_hidden": true}),
+            json!({"pattern": "*.txt", "path": "sw", "max_results": 0}),
+        ] {
+            if let Ok(out) = ferret.call(&session, "glob", args, CallOptions::default()) {
+                calls += 1;
+                let files = out.structured["files"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                names += files.len() as u64;
+                assert!(
+                    files
+                        .iter()
+                        .all(|f| !f.as_str().unwrap_or("").contains("outside_only")),
+                    "glob returned a name from outside"
+                );
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    eprintln!("glob race: {calls} calls, {names} names");
+    assert!(
+        calls > 50 && names > 0,
+        "the globs ran: {calls} calls, {names} names"
+    );
+}
+
 #[test]
 fn audit_records_every_call_per_session() {
     let f = fixture();
