@@ -59,11 +59,12 @@ def search_section(corpus):
               "- glob rows: `fd -t f -e c` vs `ferret call glob '{\"pattern\":\"*.c\"}'`, once returning every "
               "path (max_results 0) and once the default first 100 (still walking the whole tree for the "
               "count).",
-              "- Why the glob rows cost more than fd: ferret confirms every name it returns through the "
-              "sandbox (one `openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS)` each, spread over the cores), "
-              "because the walker lists directories by path and a directory swapped for a symlink mid-walk "
-              "could otherwise leak names from outside; fd does no such check. The fix that keeps the "
-              "guarantee without the cost is a walker over directory handles (openat + fdopendir)."]
+              "- What the all-paths glob pays beyond fd: every name it returns is confirmed through the "
+              "sandbox (one `openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS)` per directory, one `fstatat` per "
+              "name), because the walker lists directories by path and a directory swapped for a symlink "
+              "mid-walk could otherwise leak names from outside (fd does no such check); the paths are sorted "
+              "(fd prints them as found) and returned as one JSON document. A walker over directory handles "
+              "(openat + fdopendir), whose names need no confirming, is the step that remains."]
     missed = [l for l in lines if l.endswith("MISSED |")]
     lines.append(f"- Verdict (from the rows above): {len(missed)} of the speed and memory rows missed "
                  "their target" + (": " + "; ".join(l.split(" | ")[0].lstrip("| ") for l in missed) if missed else "")

@@ -339,6 +339,8 @@ pub struct Index {
     orphans: AtomicU64,
     /// Files the last refresh read.
     last_read: AtomicU64,
+    /// Files refreshes read since the index was last saved (or loaded).
+    read_since_save: AtomicU64,
     bounds: Bounds,
 }
 
@@ -523,6 +525,7 @@ impl Index {
             next_id: AtomicU32::new(0),
             orphans: AtomicU64::new(0),
             last_read: AtomicU64::new(0),
+            read_since_save: AtomicU64::new(0),
             bounds,
         }
     }
@@ -629,6 +632,7 @@ impl Index {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = HashMap::new();
         self.orphans.store(0, Ordering::Relaxed);
+        self.read_since_save.store(0, Ordering::Relaxed);
         give_back_memory();
         Ok(written)
     }
@@ -648,6 +652,11 @@ impl Index {
                 .read()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .is_empty()
+    }
+
+    /// Files read, and ids gone, since the last save: what a save would fold in.
+    pub fn unsaved_files(&self) -> u64 {
+        self.read_since_save.load(Ordering::Relaxed) + self.orphans()
     }
 
     /// Bytes of the stored index file, when there is one.
@@ -883,8 +892,10 @@ impl Index {
             .sum();
         self.orphans
             .fetch_add(was.saturating_sub(reused.into_inner()), Ordering::Relaxed);
-        self.last_read
-            .store(read_files.into_inner(), Ordering::Relaxed);
+        let read_files = read_files.into_inner();
+        self.last_read.store(read_files, Ordering::Relaxed);
+        self.read_since_save
+            .fetch_add(read_files, Ordering::Relaxed);
         *crate::error::lock(&self.files) = Arc::new(Files {
             list,
             dirs,

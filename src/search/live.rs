@@ -80,7 +80,19 @@ pub struct Live {
     watch: Option<watch::Watcher>,
     /// Searches answered from the list without a walk.
     listed_searches: std::sync::atomic::AtomicU64,
+    /// Where the index is kept on disk, if anywhere: once refreshes have read enough
+    /// files since the last save, it is written again in the background — the lists
+    /// in memory merged into the file, the bits of files gone dropped — so memory
+    /// stays bounded however long the server runs.
+    persist: Option<Persist>,
+    /// Itself, for that background save (set once the first refresh is done).
+    me: std::sync::OnceLock<std::sync::Weak<Live>>,
+    saving: AtomicBool,
 }
+
+/// Files read (or gone) since the last save past which the index is saved again: a
+/// twentieth of the list, and at least this many.
+const RESAVE_FILES: u64 = 1_000;
 
 /// What one search may rely on.
 pub struct View {
@@ -191,11 +203,16 @@ impl Live {
             refreshing: Mutex::new(()),
             watch: watcher,
             listed_searches: Default::default(),
+            persist: persist.cloned(),
+            me: Default::default(),
+            saving: AtomicBool::new(false),
         });
         if let Some(w) = &live.watch {
             w.spawn_reader(Arc::downgrade(&live));
         }
         live.refresh(env)?;
+        // The first save is the caller's (it says when); later ones happen by themselves.
+        let _ = live.me.set(Arc::downgrade(&live));
         let stats = live.index.stats();
         Ok((live, stats))
     }
@@ -215,6 +232,9 @@ impl Live {
             refreshing: Mutex::new(()),
             watch: None,
             listed_searches: Default::default(),
+            persist: None,
+            me: Default::default(),
+            saving: AtomicBool::new(false),
         }))
     }
 
@@ -274,7 +294,43 @@ impl Live {
             // The subtrees may be half walked: the next refresh walks everything.
             Err(_) => st.full = true,
         }
+        drop(st);
+        if result.is_ok() {
+            self.save_when_due();
+        }
         result.map(|_| ())
+    }
+
+    /// Saves the index again in the background once refreshes have read enough files
+    /// since the last save (see [`RESAVE_FILES`]).
+    fn save_when_due(&self) {
+        let Some(persist) = &self.persist else {
+            return;
+        };
+        let listed = self.index.files().list.len() as u64;
+        if self.index.unsaved_files() < (listed / 20).max(RESAVE_FILES) {
+            return;
+        }
+        let Some(me) = self.me.get().and_then(std::sync::Weak::upgrade) else {
+            return;
+        };
+        if self.saving.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let persist = persist.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ferret-index-save".into())
+            .spawn(move || {
+                match me.save(&persist) {
+                    Ok(Some(n)) => tracing::debug!("index: saved again ({} MB)", n / 1_000_000),
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!("index: not saved again ({e}); it stays in memory"),
+                }
+                me.saving.store(false, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            self.saving.store(false, Ordering::SeqCst);
+        }
     }
 
     /// What a search may rely on now: pending events applied, the list refreshed when

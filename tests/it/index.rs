@@ -1015,3 +1015,45 @@ fn the_cli_searches_with_a_stored_index_and_stays_exact_as_files_change() {
         "neither the link nor the denied file: {v}"
     );
 }
+
+#[test]
+fn a_server_saves_its_index_again_once_enough_files_changed() {
+    let (_t, root) = tempdir();
+    tree(&root);
+    let (_s, state) = tempdir();
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let f = Ferret::new(stored_config(&root, &state)).expect("open");
+    f.build_index(CancelToken::new(), true).expect("index");
+    f.save_index().expect("saved");
+    let stored = index_file(&state);
+    let first = std::fs::metadata(&stored).expect("stored").len();
+    // Past the re-save threshold (a thousand files read since the save).
+    for i in 0..1_100 {
+        write(&root, &format!("new/n{i}.rs"), format!("fresh_word_{i}\n"));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let got = call(&f, "grep", json!({ "pattern": "fresh_word_1099" })).expect("grep");
+    assert_eq!(got["file_count"], 1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::metadata(&stored).map_or(0, |m| m.len()) == first {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the index was not saved again"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // What was saved holds the new files: a restart reads none of them again.
+    let mut restarted = None;
+    while std::time::Instant::now() < deadline {
+        let again = Ferret::new(stored_config(&root, &state)).expect("open");
+        let stats = again.build_index(CancelToken::new(), false).expect("index");
+        if stats.read == 0 {
+            restarted = Some(again);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let again = restarted.expect("a restart found every new file in the saved index");
+    let got = call(&again, "grep", json!({ "pattern": "fresh_word_7\\b" })).expect("grep");
+    assert_eq!(paths(&got), strs(&["new/n7.rs"]));
+}
