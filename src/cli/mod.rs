@@ -54,8 +54,11 @@ pub fn main() -> i32 {
 
 fn init_logging() {
     // stdout carries results (and, for `serve`, the MCP transport): logs go to stderr.
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FERRET_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,ferret::cli::serve=info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FERRET_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(
+            "warn,ferret::cli::serve=info,ferret::search::index=info",
+        )
+    });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -464,6 +464,9 @@ fn file_grams(file: &mut std::fs::File, limit: u64, grams: &mut Grams) -> Option
 /// is read by every search until a later refresh finds it older.
 const RACY_NS: i128 = 100_000_000;
 
+/// A whole build says how far it got every this many files (on stderr, at info).
+const PROGRESS_EVERY: u64 = 20_000;
+
 /// Trigram occurrences a walker thread gathers before adding them to the postings.
 const BATCH: usize = 1 << 21;
 
@@ -710,7 +713,8 @@ impl Index {
         let read_files = AtomicU64::new(0);
         let bounds = self.bounds;
         let past = |n: &AtomicU64, add: u64, bound: u64| {
-            bound > 0 && n.fetch_add(add, Ordering::Relaxed) + add > bound
+            let now = n.fetch_add(add, Ordering::Relaxed) + add;
+            bound > 0 && now > bound
         };
         for b in bases {
             entered(b.wp.root_index(), b.wp.rel());
@@ -776,6 +780,13 @@ impl Index {
                 if past(listed_n, 1, bounds.files) {
                     over.store(true, Ordering::Relaxed);
                     return false;
+                }
+                let n = listed_n.load(Ordering::Relaxed);
+                if !partial && n.is_multiple_of(PROGRESS_EVERY) {
+                    tracing::info!(
+                        "index: {n} files listed, {} MB read",
+                        read_n.load(Ordering::Relaxed) / 1_000_000
+                    );
                 }
                 !env.control.cancel.is_cancelled()
             }
