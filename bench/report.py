@@ -209,7 +209,7 @@ def index_section(corpus, official_version):
               f"(then rare literal p50 {rs['rows']['rare literal']['p50_ms']:.1f} ms, glob p50 {rs['glob']['p50_ms']:.1f} ms) "
               f"| ≤ 2 s: {ok(restart)} |",
               f"| restarted server RSS when warm (anonymous; total {rs['warm_rss_mb']:.0f} MB, the rest mapped from the "
-              f"index file) | {rs['warm_anon_mb']:.0f} MB | ≤ 200 MB: {ok(rw)} |",
+              f"index file; after the same five searches and the parity questions) | {rs['warm_anon_mb']:.0f} MB | ≤ 200 MB: {ok(rw)} |",
               f"| a file written by another process, searched 50 ms later | created {ok(f['created_found'])}, "
               f"appended {ok(f['appended_found'])}, deleted {ok(f['deleted_gone'])}; first search after the "
               f"create (a list refresh) {f['first_search_after_create_ms']:.0f} ms | found: {ok(fresh)} |",

@@ -229,7 +229,7 @@ pub struct Config {
     /// of memory per file.
     pub index_max_files: u64,
     /// The index reads at most this many bytes of content (0: no bound). Building takes
-    /// about a quarter of them in memory at its peak, the file on disk about a fifth;
+    /// about a quarter of them in memory at its peak, the file on disk about an eighth;
     /// once written, the posting lists are mapped, not held.
     pub index_max_bytes: u64,
     /// Tools the MCP server lists (every tool stays reachable through `ferret call` and
