@@ -127,9 +127,9 @@ impl Ferret {
     }
 
     /// Writes the index in use to the state directory (if it holds anything the stored
-    /// one does not) and maps it, letting go of the memory its lists took.
-    /// Where it was written and its size; None when there was nothing to write (or no
-    /// index, or no state directory to keep it in).
+    /// one does not) and maps it, letting go of the memory its lists took. Returns where
+    /// it was written and its size; None when there was nothing to write (or no index,
+    /// or no state directory to keep it in).
     pub fn save_index(&self) -> std::io::Result<Option<(std::path::PathBuf, u64)>> {
         let (Some(live), Some(p)) = (self.index(), self.index_persist(true)) else {
             return Ok(None);

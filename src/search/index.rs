@@ -489,11 +489,7 @@ impl Batch<'_> {
             return;
         }
         self.pairs.sort_unstable();
-        let mut postings = self
-            .index
-            .postings
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut postings = write(&self.index.postings);
         for run in self.pairs.chunk_by(|a, b| a.0 == b.0) {
             postings
                 .entry(run[0].0)
@@ -545,10 +541,7 @@ impl Index {
             list,
             ..Files::default()
         });
-        *index
-            .stored
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(m));
+        *write(&index.stored) = Some(Arc::new(m));
         Some(index)
     }
 
@@ -563,16 +556,9 @@ impl Index {
             .iter()
             .filter_map(|l| l.stamp.and(l.id))
             .collect();
-        let stored = self
-            .stored
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
+        let stored = read(&self.stored).clone();
         let written = {
-            let postings = self
-                .postings
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let postings = read(&self.postings);
             let mut mem: Vec<u32> = postings.keys().copied().collect();
             mem.sort_unstable();
             let on_disk = stored.as_ref().map_or(0, |m| m.len());
@@ -626,14 +612,8 @@ impl Index {
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         // The stored lists first, then the memory cleared: a query in between sees
         // both, never neither.
-        *self
-            .stored
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(mapped));
-        *self
-            .postings
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = HashMap::new();
+        *write(&self.stored) = Some(Arc::new(mapped));
+        *write(&self.postings) = HashMap::new();
         self.orphans.store(0, Ordering::Relaxed);
         self.read_since_save.store(0, Ordering::Relaxed);
         give_back_memory();
@@ -643,18 +623,8 @@ impl Index {
     /// Whether the index holds what its file does not (files read since, files gone),
     /// or has no file.
     pub fn unsaved(&self) -> bool {
-        let stored = self
-            .stored
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .is_some();
-        !stored
-            || self.orphans() > 0
-            || !self
-                .postings
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .is_empty()
+        let stored = read(&self.stored).is_some();
+        !stored || self.orphans() > 0 || !read(&self.postings).is_empty()
     }
 
     /// Files read, and ids gone, since the last save: what a save would fold in.
@@ -664,11 +634,7 @@ impl Index {
 
     /// Bytes of the stored index file, when there is one.
     pub fn stored_bytes(&self) -> Option<u64> {
-        self.stored
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-            .map(|m| m.bytes())
+        read(&self.stored).as_ref().map(|m| m.bytes())
     }
 
     /// Builds the index of every file a search could read under `bases` (hidden files
@@ -931,14 +897,8 @@ impl Index {
             read: self.last_read.load(Ordering::Relaxed),
             bytes: files.bytes,
             trigrams: {
-                let stored = self
-                    .stored
-                    .read()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let postings = self
-                    .postings
-                    .read()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let stored = read(&self.stored);
+                let postings = read(&self.postings);
                 let on_disk = stored.as_ref().map_or(0, |m| m.len());
                 let new = postings
                     .keys()
@@ -956,14 +916,8 @@ impl Index {
 
     /// The files a query lets through.
     pub fn candidates(&self, q: &Query) -> Candidates {
-        let stored = self
-            .stored
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let postings = self
-            .postings
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let stored = read(&self.stored);
+        let postings = read(&self.postings);
         // A key's files: those stored and those read since. A stored list that does
         // not decode says nothing: every file is a candidate.
         let get = |key: u32| -> Option<RoaringBitmap> {
@@ -1012,6 +966,16 @@ fn eval(get: &dyn Fn(u32) -> Option<RoaringBitmap>, q: &Query) -> Option<Roaring
             Some(acc)
         }
     }
+}
+
+/// A lock's guard, whether or not a thread panicked holding it (the lists stay whole:
+/// every writer only adds to them, or swaps them whole).
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Returns freed memory to the system: a build leaves hundreds of megabytes in the

@@ -193,20 +193,7 @@ impl Live {
                 Err(why) => (None, Some(why)),
             }
         };
-        let live = Arc::new(Live {
-            index,
-            state: Mutex::new(State {
-                blind,
-                full: true,
-                ..State::default()
-            }),
-            refreshing: Mutex::new(()),
-            watch: watcher,
-            listed_searches: Default::default(),
-            persist: persist.cloned(),
-            me: Default::default(),
-            saving: AtomicBool::new(false),
-        });
+        let live = Live::new(index, watcher, blind, persist.cloned());
         if let Some(w) = &live.watch {
             w.spawn_reader(Arc::downgrade(&live));
         }
@@ -217,25 +204,39 @@ impl Live {
         Ok((live, stats))
     }
 
+    fn new(
+        index: Index,
+        watch: Option<watch::Watcher>,
+        blind: Option<String>,
+        persist: Option<Persist>,
+    ) -> Arc<Live> {
+        Arc::new(Live {
+            index,
+            state: Mutex::new(State {
+                blind,
+                full: true,
+                ..State::default()
+            }),
+            refreshing: Mutex::new(()),
+            watch,
+            listed_searches: Default::default(),
+            persist,
+            me: Default::default(),
+            saving: AtomicBool::new(false),
+        })
+    }
+
     /// The index stored on disk, for one command: no watcher and no walk first —
     /// searches walk as a scan does and skip reading the files whose stamp proves their
     /// content is the one indexed. None when there is no usable stored index.
     pub fn stored(persist: &Persist, bounds: Bounds) -> Option<Arc<Live>> {
         let index = persist.load(bounds)?;
-        Some(Arc::new(Live {
+        Some(Live::new(
             index,
-            state: Mutex::new(State {
-                blind: Some("a command does not watch the tree".to_string()),
-                full: true,
-                ..State::default()
-            }),
-            refreshing: Mutex::new(()),
-            watch: None,
-            listed_searches: Default::default(),
-            persist: None,
-            me: Default::default(),
-            saving: AtomicBool::new(false),
-        }))
+            None,
+            Some("a command does not watch the tree".to_string()),
+            None,
+        ))
     }
 
     /// Writes the index to disk if it holds anything the stored file does not, and

@@ -244,7 +244,7 @@ fn ferrets(root: &Path) -> (Ferret, Ferret) {
     let indexed = Ferret::new(config(root)).expect("open");
     // Contents younger than the index's racy window are read by every search; let the
     // generated tree age past it so the index is really used.
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    past_racy_window();
     let stats = indexed
         .build_index(CancelToken::new(), true)
         .expect("index");
@@ -433,7 +433,7 @@ fn ferret_s_own_changes_are_found_by_the_next_call() {
     let state = tempfile::tempdir().expect("state");
     c.state_dir = Some(state.path().to_path_buf());
     let f = Ferret::new(c).expect("open");
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    past_racy_window();
     f.build_index(CancelToken::new(), true).expect("index");
     write(&root, "own.txt", "before_edit\n");
     assert_eq!(
@@ -696,6 +696,13 @@ fn refreshing_only_the_changed_subtrees_stays_exact() {
     }
 }
 
+/// Lets what was just written age past the index's racy window (contents changed within
+/// 100 ms of being indexed are read by every search, and are not stored), so the index
+/// really is used.
+fn past_racy_window() {
+    std::thread::sleep(std::time::Duration::from_millis(150));
+}
+
 /// A config whose state (and so stored index) is in `state`.
 fn stored_config(root: &Path, state: &Path) -> Config {
     let mut c = config(root);
@@ -730,7 +737,7 @@ fn a_restarted_index_reads_only_the_files_changed_while_it_was_down() {
     write(&root, "d2/old_name.rs", "renamed_file_word\n");
     write(&root, "d3/doomed.rs", "deleted_file_word\n");
     let (_s, state) = tempdir();
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    past_racy_window();
     let first = build_and_save(stored_config(&root, &state));
     assert_eq!(first.read, first.indexed, "a first build reads every file");
     let stored = index_file(&state);
@@ -741,7 +748,7 @@ fn a_restarted_index_reads_only_the_files_changed_while_it_was_down() {
     write(&root, "d4/brand_new.rs", "created_while_down\n");
     std::fs::rename(root.join("d2/old_name.rs"), root.join("d2/new_name.rs")).expect("mv");
     std::fs::remove_file(root.join("d3/doomed.rs")).expect("rm");
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    past_racy_window();
 
     let again = Ferret::new(stored_config(&root, &state)).expect("open");
     let stats = again.build_index(CancelToken::new(), true).expect("index");
@@ -788,7 +795,7 @@ fn an_index_stored_under_other_rules_is_never_used() {
     tree(&root);
     write(&root, "d5/private.rs", "word_in_a_later_denied_dir\n");
     let (_s, state) = tempdir();
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    past_racy_window();
     build_and_save(stored_config(&root, &state));
     // The same workspace, now with d5 denied and a lower size limit: the stored index
     // was made under other rules and would list what may not be searched.
@@ -820,7 +827,7 @@ fn a_damaged_index_file_is_rebuilt_or_read_around_never_trusted() {
     let (_t, root) = tempdir();
     let lines = tree(&root);
     let (_s, state) = tempdir();
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    past_racy_window();
     build_and_save(stored_config(&root, &state));
     let stored = index_file(&state);
     let bytes = std::fs::read(&stored).expect("read");
@@ -948,7 +955,7 @@ fn the_cli_searches_with_a_stored_index_and_stays_exact_as_files_change() {
     write(&outside, "secret.rs", "outside_secret_word\n");
     let (_s, state) = tempdir();
     let (_e, empty) = tempdir();
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    past_racy_window();
     let status = |args: &[&str]| {
         crate::util::bin()
             .arg("--root")
@@ -1021,7 +1028,7 @@ fn a_server_saves_its_index_again_once_enough_files_changed() {
     let (_t, root) = tempdir();
     tree(&root);
     let (_s, state) = tempdir();
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    past_racy_window();
     let f = Ferret::new(stored_config(&root, &state)).expect("open");
     f.build_index(CancelToken::new(), true).expect("index");
     f.save_index().expect("saved");
@@ -1031,7 +1038,7 @@ fn a_server_saves_its_index_again_once_enough_files_changed() {
     for i in 0..1_100 {
         write(&root, &format!("new/n{i}.rs"), format!("fresh_word_{i}\n"));
     }
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    past_racy_window();
     let got = call(&f, "grep", json!({ "pattern": "fresh_word_1099" })).expect("grep");
     assert_eq!(got["file_count"], 1);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
