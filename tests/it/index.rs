@@ -1064,3 +1064,55 @@ fn a_server_saves_its_index_again_once_enough_files_changed() {
     let got = call(&again, "grep", json!({ "pattern": "fresh_word_7\\b" })).expect("grep");
     assert_eq!(paths(&got), strs(&["new/n7.rs"]));
 }
+
+#[test]
+fn searches_racing_a_save_answer_as_a_scan_does() {
+    let (_t, root) = tempdir();
+    let lines = tree(&root);
+    let (_s, state) = tempdir();
+    past_racy_window();
+    let f = std::sync::Arc::new(Ferret::new(stored_config(&root, &state)).expect("open"));
+    f.build_index(CancelToken::new(), true).expect("index");
+    let scan = std::sync::Arc::new(Ferret::new(config(&root)).expect("open"));
+    let mut pats = patterns(&lines);
+    pats.truncate(12);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let searchers: Vec<_> = (0..3)
+        .map(|_| {
+            let (f, scan, pats, stop) = (f.clone(), scan.clone(), pats.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut compared = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for p in &pats {
+                        let args = json!({ "pattern": p, "output_mode": "count" });
+                        assert_eq!(grep(&f, args.clone()), grep(&scan, args), "{p}");
+                        compared += 1;
+                    }
+                }
+                compared
+            })
+        })
+        .collect();
+    // Each round gives the index something new to save (the churn files hold words no
+    // compared pattern has), then saves it: the mapped lists swap under the searches.
+    let mut saves = 0;
+    for round in 0..8 {
+        write(
+            &root,
+            &format!("churn/c{round}.rs"),
+            format!("churn_only_{round}\n"),
+        );
+        let got = grep(&f, json!({ "pattern": format!("churn_only_{round}") }));
+        assert_eq!(paths(&got), vec![format!("churn/c{round}.rs")]);
+        if f.save_index().expect("saved").is_some() {
+            saves += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let compared: usize = searchers
+        .into_iter()
+        .map(|h| h.join().expect("a searcher panicked"))
+        .sum();
+    assert!(saves >= 8, "every round saved: {saves}");
+    assert!(compared > 0);
+}
