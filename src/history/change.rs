@@ -37,7 +37,7 @@ impl History {
         let temp = format!(".ferret-{}.tmp", stamp());
         entry.temp = Some(temp.clone());
         let id = self.journal.with(|j| {
-            guard(&j.entries)?;
+            guard(j.entries)?;
             j.begin(entry, self.lease())
         })?;
         let temp = OsString::from(temp);
@@ -113,7 +113,7 @@ impl History {
             .map(|m| m.to_path.clone())
             .unwrap_or_default();
         let id = self.journal.with(|j| {
-            guard(&j.entries)?;
+            guard(j.entries)?;
             j.begin(entry, self.lease())
         })?;
         let moved = if replace {
@@ -171,7 +171,7 @@ impl History {
     ) -> ToolResult<u64> {
         let shown = entry.path.clone();
         let id = self.journal.with(|j| {
-            guard(&j.entries)?;
+            guard(j.entries)?;
             j.begin(entry, self.lease())
         })?;
         let done = rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::empty())
@@ -210,7 +210,7 @@ impl History {
         trashes.push(Trash::ferret(&self.dir)?);
         let mut last_err = None;
         for trash in trashes {
-            let abs = ws.walk_start(real);
+            let abs = ws.abs_path(real);
             let tname = trash.reserve(name, &abs, &stamp())?;
             let mut entry =
                 Entry::new(Action::Delete, shown.clone(), real.root_index(), real.rel());
@@ -337,7 +337,7 @@ impl History {
         entry.undoes = Some(target.id);
         entry.trash = Some(rec.clone());
         let id = self.journal.with(|j| {
-            guard(&j.entries)?;
+            guard(j.entries)?;
             j.begin(entry, self.lease())
         })?;
         let moved = write::move_noreplace(&trash.files, tname, dir, name).map_err(|e| {

@@ -980,7 +980,7 @@ fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 
 /// Returns freed memory to the system: a build leaves hundreds of megabytes in the
 /// allocator's free lists of its walker threads once its lists are written and mapped.
-fn give_back_memory() {
+pub fn give_back_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {

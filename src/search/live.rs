@@ -460,8 +460,7 @@ where
         if !base.is_file && !files.entered(root, rel, true) {
             return None;
         }
-        let start = env.workspace.walk_start(&base.wp);
-        let overrides = match super::overrides(&start, &opts.globs) {
+        let overrides = match super::overrides(&opts.globs) {
             Ok(o) => o,
             Err(e) => return Some(Err(e)),
         };

@@ -1,13 +1,14 @@
 //! The search engine used by `grep`, `glob`, `search_files` and `file_search`: a
-//! parallel walk through the sandbox (the `ignore` crate) and, for content search,
-//! ripgrep's searcher (`grep-searcher`, `grep-regex`).
+//! parallel walk over directory handles with ripgrep's ignore rules (`walker.rs`) and,
+//! for content search, ripgrep's searcher (`grep-searcher`, `grep-regex`).
 //!
 //! - The walk honours `.gitignore`, `.ignore` and `.git/info/exclude` also outside a git
 //!   repository, skips hidden entries unless asked, never follows symlinks, prunes
 //!   denied and skipped directories, and only ever yields regular files: FIFOs, sockets
 //!   and devices are never opened.
-//! - Each file is opened through the workspace ([`Workspace::open_found`]), never by the
-//!   walker's path, so a tree changing under the walk cannot lead a search outside.
+//! - Each directory is listed, and each file opened, through the workspace
+//!   ([`Workspace::open_found`]), beneath the root with no symlink on the way, so a tree
+//!   changing under the walk cannot lead a search outside.
 //! - Files with a NUL byte are binary and contribute nothing (ripgrep's rule for files
 //!   found by walking). Files over `search_max_file_size` are skipped.
 //! - Cancellation and the call's deadline are checked before every file and on every
@@ -26,14 +27,14 @@ pub mod live;
 pub mod plan;
 pub mod sink;
 pub mod store;
+mod walker;
 
 use crate::control::{Control, Progress};
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::workspace::{Workspace, WsPath, strip};
+use crate::workspace::{Workspace, WsPath};
 use collect::{Key, TopN};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, SearcherBuilder};
-use ignore::WalkState;
 use ignore::overrides::{Override, OverrideBuilder};
 use sink::{FileSink, Line, Record};
 use std::io::{self, Read};
@@ -110,10 +111,8 @@ where
     V: FnMut(&Found) -> Go + Send + 's,
 {
     let ws = env.workspace;
-    let stop = AtomicBool::new(false);
     for base in bases {
-        let start = ws.walk_start(&base.wp);
-        let overrides = overrides(&start, &opts.globs)?;
+        let overrides = overrides(&opts.globs)?;
         if base.is_file {
             // A file named explicitly is searched even if ignored or hidden (as rg does);
             // the deny list was applied when its name was resolved.
@@ -127,79 +126,20 @@ where
             });
             continue;
         }
-        let mut builder = ignore::WalkBuilder::new(&start);
-        builder
-            .hidden(!opts.include_hidden)
-            .git_ignore(true)
-            .git_exclude(true)
-            .git_global(false)
-            .ignore(true)
-            .parents(true)
-            .require_git(false)
-            .follow_links(false)
-            .overrides(overrides)
-            .threads(threads());
-        let walker = builder.build_parallel();
-        let root = base.wp.root_index();
-        walker.run(|| {
-            let mut visit = mk();
-            let stop = &stop;
-            let start = &start;
-            let mut seen = 0u32;
-            Box::new(move |entry| {
-                if stop.load(Ordering::Relaxed) {
-                    return WalkState::Quit;
-                }
-                // The cancel flag is one load; the clock is read every 64 entries.
-                seen += 1;
-                if env.control.is_cancelled() || (seen.is_multiple_of(64) && env.control.stopped())
-                {
-                    stop.store(true, Ordering::Relaxed);
-                    return WalkState::Quit;
-                }
-                let Ok(entry) = entry else {
-                    // An unreadable directory costs only itself.
-                    return WalkState::Continue;
-                };
-                if entry.depth() == 0 {
-                    return WalkState::Continue;
-                }
-                let Some(ft) = entry.file_type() else {
-                    return WalkState::Continue;
-                };
-                let is_dir = ft.is_dir();
-                if !is_dir && !ft.is_file() {
-                    // symlinks (never followed), FIFOs, sockets, devices
-                    return WalkState::Continue;
-                }
-                let Some(rel) = ws.walk_rel(root, entry.path()) else {
-                    return WalkState::Continue;
-                };
-                if ws.walk_excludes(rel, is_dir) {
-                    return if is_dir {
-                        WalkState::Skip
-                    } else {
-                        WalkState::Continue
-                    };
-                }
-                if is_dir && !opts.dirs {
-                    return WalkState::Continue;
-                }
-                let found = Found {
-                    root,
-                    rel,
-                    rel_to_base: strip(entry.path(), start).unwrap_or(entry.path()),
-                    is_dir,
-                    listed: None,
-                };
-                if visit(&found) {
-                    WalkState::Continue
-                } else {
-                    stop.store(true, Ordering::Relaxed);
-                    WalkState::Quit
-                }
-            })
-        });
+        let walker = walker::Walker {
+            ws,
+            env,
+            root: base.wp.root_index(),
+            base: base.wp.rel(),
+            hidden: !opts.include_hidden,
+            dirs: opts.dirs,
+            overrides: &overrides,
+        };
+        if walker.run(threads(), &mk).is_err() {
+            // A visitor asked to stop, or the call was stopped: the check below tells.
+            env.control.check()?;
+            return Ok(());
+        }
         env.control.check()?;
     }
     env.control.check()
@@ -235,8 +175,9 @@ fn threads() -> usize {
         .min(12)
 }
 
-fn overrides(start: &Path, globs: &[String]) -> ToolResult<Override> {
-    let mut b = OverrideBuilder::new(start);
+/// `-g` globs, matched against paths relative to the walk's start.
+fn overrides(globs: &[String]) -> ToolResult<Override> {
+    let mut b = OverrideBuilder::new(".");
     for g in globs {
         b.add(g).map_err(|e| {
             ToolError::new(ErrorCode::InvalidGlob, format!("invalid glob {g:?}: {e}"))

@@ -8,8 +8,9 @@
 //! name before it is looked at, nothing outside the root ever opened. What comes back
 //! are handles beneath the root; changes are made through them ([`write`]).
 //!
-//! Searches list directories by path (`walk.rs`) but open every file with one
-//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` (`sys.rs`). No agent's path string
+//! Searches open each directory they list, and each file they read, with one
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` from the root's handle (`walk.rs`,
+//! `sys.rs`), and read names through the directory's handle. No agent's path string
 //! reaches an ambient syscall.
 
 mod open;
@@ -21,7 +22,7 @@ mod walk;
 pub mod write;
 
 pub(crate) use open::{denied_error, raced_or_io};
-pub use walk::strip;
+pub use walk::{read_small_at, strip};
 
 use crate::config::Config;
 use crate::error::SetupError;
@@ -210,6 +211,16 @@ impl Workspace {
             root: i,
             rel: PathBuf::new(),
         }
+    }
+
+    /// The deepest a path may be, in components (0: no limit).
+    pub fn max_path_depth(&self) -> usize {
+        self.max_path_depth
+    }
+
+    /// Root `i` with every symlink resolved.
+    pub fn root_canonical(&self, i: usize) -> &Path {
+        &self.roots[i].canonical
     }
 
     pub fn root_of(&self, p: &WsPath) -> &Root {

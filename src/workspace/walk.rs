@@ -1,11 +1,14 @@
-//! What the search engine's walker needs: where to start (an absolute path: the `ignore`
-//! walker lists directories by path), how to name what it finds relative to a root, and
-//! the one race-free way to open what it found ([`Workspace::open_found`]).
+//! What the search engine's walker needs: a directory opened beneath its root with no
+//! symlink on the way ([`Workspace::open_dir_found`]), small files read through a
+//! directory handle ([`read_small_at`], for ignore files), and the one race-free way to
+//! open a file it found ([`Workspace::open_found`]).
 
 use super::{Workspace, WsPath};
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{File, OpenOptions};
-use std::io;
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{Mode, OFlags};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 impl Workspace {
@@ -37,6 +40,29 @@ impl Workspace {
         dir.open_with(rel, &opts).map(File::into_std)
     }
 
+    /// Opens directory `rel` under root `root` for listing: beneath the root, with no
+    /// symlink anywhere on the way (one `openat2`; elsewhere one `openat(O_NOFOLLOW)`
+    /// per component from the root's handle). Names read from it are names in a
+    /// directory inside the sandbox, however the tree changes afterwards.
+    pub fn open_dir_found(&self, root: usize, rel: &Path) -> io::Result<OwnedFd> {
+        let dir = &self.roots[root].dir;
+        if let Some(opened) = super::sys::open_dir_beneath_no_links(dir, rel) {
+            return opened;
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+        let mut fd = rustix::fs::openat(dir, ".", flags, Mode::empty())?;
+        for c in rel.components() {
+            let std::path::Component::Normal(name) = c else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "not a plain path",
+                ));
+            };
+            fd = rustix::fs::openat(&fd, name, flags, Mode::empty())?;
+        }
+        Ok(fd)
+    }
+
     /// Confirms names a walk listed, one by one, more cheaply than [`open_found`] each:
     /// a name is confirmed when it is a regular file (not followed) in a directory opened
     /// beneath its root with no symlink on the way — one `openat2` per directory, kept
@@ -51,22 +77,16 @@ impl Workspace {
         }
     }
 
-    /// The absolute path of a real (symlink-free) workspace path, for the walker, which
-    /// lists directories by path. What it lists is opened through [`open_found`].
-    ///
-    /// [`open_found`]: Workspace::open_found
-    pub fn walk_start(&self, real: &WsPath) -> PathBuf {
+    /// The absolute path of a real (symlink-free) workspace path: for records that
+    /// name it (the trash's original location) and checks against absolute paths, never
+    /// for opening it.
+    pub fn abs_path(&self, real: &WsPath) -> PathBuf {
         let root = &self.roots[real.root];
         if real.is_root() {
             root.canonical.clone()
         } else {
             root.canonical.join(&real.rel)
         }
-    }
-
-    /// The root-relative form of a path the walker produced under root `root`.
-    pub fn walk_rel<'p>(&self, root: usize, abs: &'p Path) -> Option<&'p Path> {
-        strip(abs, &self.roots[root].canonical)
     }
 
     /// For walks: whether an entry below the walk's base (root-relative `rel`) is denied
@@ -109,6 +129,46 @@ impl Confirmer<'_> {
         rustix::fs::statat(&*dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
             .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_file())
     }
+}
+
+/// Reads the regular file `rel` (plain names, none of them a symlink: each is opened with
+/// `O_NOFOLLOW` from the handle before it) beneath directory handle `dir`. `None` when
+/// it is missing, not a regular file, larger than `max` bytes, or unreadable: for ignore
+/// files, which are advisory, so what cannot be read safely is not read.
+pub fn read_small_at(dir: BorrowedFd<'_>, rel: &Path, max: u64) -> Option<Vec<u8>> {
+    let dirs = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let names: Vec<_> = rel.components().collect();
+    let (last, parents) = names.split_last()?;
+    let mut held: Option<OwnedFd> = None;
+    for c in parents {
+        let std::path::Component::Normal(name) = c else {
+            return None;
+        };
+        let at = held.as_ref().map_or(dir, |f| f.as_fd());
+        held = Some(rustix::fs::openat(at, *name, dirs, Mode::empty()).ok()?);
+    }
+    let std::path::Component::Normal(name) = last else {
+        return None;
+    };
+    let at = held.as_ref().map_or(dir, |f| f.as_fd());
+    // NONBLOCK: a FIFO planted under an ignore file's name must not hang the walk.
+    let fd = rustix::fs::openat(
+        at,
+        *name,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    if !rustix::fs::FileType::from_raw_mode(st.st_mode).is_file() || st.st_size as u64 > max {
+        return None;
+    }
+    let mut buf = Vec::with_capacity(st.st_size as usize);
+    std::fs::File::from(fd)
+        .take(max)
+        .read_to_end(&mut buf)
+        .ok()?;
+    Some(buf)
 }
 
 /// `path` without the leading `prefix` directory. The walker builds every path by

@@ -369,9 +369,10 @@ fn symlink_swap_race_never_reads_outside() {
     assert!(refused > 0, "some reads must have met the symlink");
 }
 
-/// The same swap while `glob` walks: the walker lists directories by path, so it may
-/// list the outside directory's names through the link; every name it returns is
-/// confirmed beneath the root first, so none of them may come out.
+/// The same swap while `glob` walks: the walker opens each directory beneath the root
+/// with no symlink on the way and lists it through that handle, so it can never list
+/// the outside directory's names through the link (fails if directories are opened by
+/// path).
 #[test]
 fn glob_never_returns_a_name_listed_through_a_swapped_directory() {
     let tmp = tempfile::tempdir().unwrap();

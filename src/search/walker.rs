@@ -1,0 +1,520 @@
+//! The directory walk every search takes: ripgrep's ignore rules, over directory handles.
+//!
+//! Each directory is opened beneath its root with no symlink on the way
+//! ([`Workspace::open_dir_found`]) and its names are read from that handle (`getdents`),
+//! so every name the walk yields was listed by the kernel in a directory inside the
+//! sandbox: nothing to confirm afterwards, nothing a directory swapped for a symlink can
+//! redirect. Symlinks are never followed; only regular files (and, when asked,
+//! directories) are yielded.
+//!
+//! The rules are the `ignore` crate's, as ripgrep and fd apply them with
+//! `--no-require-git`. They are reproduced here because that crate's walker lists
+//! directories by path; the matchers themselves are still the crate's
+//! ([`Gitignore`], [`Override`]):
+//! - `-g` overrides decide first; a file matching no positive override is left out;
+//! - then `.ignore` over `.gitignore` over `.git/info/exclude`, each decided by the
+//!   nearest directory that has a rule for the name, including the directories above the
+//!   walk's start (and above the root);
+//! - a name no rule decides is left out if it is hidden (starts with `.`), so a
+//!   whitelist (`!.github`) brings a hidden name back.
+//!
+//! Then the workspace's deny and skip rules prune what is left.
+//!
+//! Two differences, both for safety: an ignore file that is a symlink is not read, and
+//! neither is a `.git` file's pointer to a git directory elsewhere (a worktree's
+//! `info/exclude`): a hostile tree could aim either anywhere. Parity with the `ignore`
+//! walker on a tree of ignore-file corner cases is tested (`tests/it/search.rs`).
+//!
+//! Work is shared between threads through one LIFO stack (depth first, so few pending
+//! paths): directories, each opened only when a thread takes it (no handle is held for
+//! directories waiting their turn, however wide or deep the tree), and shares of a big
+//! directory's files.
+//!
+//! [`Workspace::open_dir_found`]: crate::workspace::Workspace::open_dir_found
+//! [`Gitignore`]: ignore::gitignore::Gitignore
+//! [`Override`]: ignore::overrides::Override
+
+use super::{Found, Go, SearchEnv};
+use crate::workspace::{Workspace, read_small_at};
+use ignore::Match;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::overrides::Override;
+use rustix::fd::BorrowedFd;
+use rustix::fs::{AtFlags, FileType};
+use std::ffi::OsStr;
+use std::ops::Range;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// Ignore files larger than this are not read (their rules do not apply): they are
+/// advisory, and a hostile tree could plant a huge one.
+const IGNORE_FILE_MAX: u64 = 16 << 20;
+
+/// The three kinds of ignore file, in precedence order.
+const KINDS: [&str; 3] = [".ignore", ".gitignore", ".git/info/exclude"];
+
+/// One directory's ignore rules, linked to those of the directories above it. Only
+/// directories with at least one rule get a level.
+struct Level {
+    rules: [Gitignore; 3],
+    parent: Option<Arc<Level>>,
+    /// Rooted at an absolute directory above the workspace root (matched with absolute
+    /// paths); otherwise rooted at a root-relative directory.
+    absolute: bool,
+}
+
+type Chain = Option<Arc<Level>>;
+
+/// What one walk of one directory tree needs.
+pub(super) struct Walker<'a> {
+    pub ws: &'a Workspace,
+    pub env: &'a SearchEnv<'a>,
+    pub root: usize,
+    /// The walk's start, relative to the root.
+    pub base: &'a Path,
+    pub hidden: bool,
+    pub dirs: bool,
+    /// Matched against paths relative to the walk's start.
+    pub overrides: &'a Override,
+}
+
+enum Job {
+    /// A directory to list.
+    Dir { rel: PathBuf, chain: Chain },
+    /// Files of a listed directory, shared out so a big directory keeps every thread
+    /// busy (ripgrep's walker shares out single entries).
+    Files(Arc<Vec<PathBuf>>, Range<usize>),
+}
+
+/// Files of one directory visited by the thread that listed it before the rest are
+/// shared out, and the size of each share.
+const FILES_SHARE: usize = 32;
+
+#[derive(Default)]
+struct Queue {
+    jobs: Vec<Job>,
+    /// Threads running a job (which may push more).
+    busy: usize,
+}
+
+/// The queue, its wake-up call and the stop flag, which every thread shares.
+struct Pool<'p> {
+    queue: &'p Mutex<Queue>,
+    wake: &'p Condvar,
+    stop: &'p AtomicBool,
+}
+
+impl Pool<'_> {
+    fn push(&self, jobs: &mut Vec<Job>) {
+        if jobs.is_empty() {
+            return;
+        }
+        crate::error::lock(self.queue).jobs.append(jobs);
+        self.wake.notify_all();
+    }
+}
+
+/// How a walk ended early.
+pub(super) struct Stopped;
+
+impl Walker<'_> {
+    /// Walks the tree on `threads` threads, calling a visitor (one per thread, made by
+    /// `mk`) for each entry kept. `Err(Stopped)` when a visitor asked to stop or the
+    /// call was cancelled or timed out.
+    pub fn run<'s, M, V>(&self, threads: usize, mk: &M) -> Result<(), Stopped>
+    where
+        M: Fn() -> V + Sync,
+        V: FnMut(&Found) -> Go + Send + 's,
+    {
+        let chain = self.start_chain();
+        let queue = Mutex::new(Queue {
+            jobs: vec![Job::Dir {
+                rel: self.base.to_path_buf(),
+                chain,
+            }],
+            busy: 0,
+        });
+        let wake = Condvar::new();
+        let stop = AtomicBool::new(false);
+        let pool = Pool {
+            queue: &queue,
+            wake: &wake,
+            stop: &stop,
+        };
+        std::thread::scope(|s| {
+            for _ in 1..threads.max(1) {
+                s.spawn(|| self.work(&pool, mk()));
+            }
+            self.work(&pool, mk());
+        });
+        if stop.load(Ordering::Relaxed) {
+            Err(Stopped)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn work<V: FnMut(&Found) -> Go>(&self, pool: &Pool, mut visit: V) {
+        loop {
+            let job = {
+                let mut q = crate::error::lock(pool.queue);
+                loop {
+                    if pool.stop.load(Ordering::Relaxed) {
+                        pool.wake.notify_all();
+                        return;
+                    }
+                    if let Some(job) = q.jobs.pop() {
+                        q.busy += 1;
+                        break job;
+                    }
+                    if q.busy == 0 {
+                        pool.wake.notify_all();
+                        return;
+                    }
+                    q = pool
+                        .wake
+                        .wait(q)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+            };
+            let went_on = match job {
+                Job::Dir { rel, chain } => self.dir(rel, chain, &mut visit, pool),
+                Job::Files(files, range) => self.files(&files[range], &mut visit),
+            };
+            if !went_on {
+                pool.stop.store(true, Ordering::Relaxed);
+            }
+            let mut q = crate::error::lock(pool.queue);
+            q.busy -= 1;
+            if q.busy == 0 || !went_on {
+                pool.wake.notify_all();
+            }
+        }
+    }
+
+    /// Lists one directory: hands its subdirectories to the pool at once, visits what
+    /// it keeps (sharing out the files of a big one). False when the walk must stop.
+    fn dir<V: FnMut(&Found) -> Go>(
+        &self,
+        rel: PathBuf,
+        chain: Chain,
+        visit: &mut V,
+        pool: &Pool,
+    ) -> Go {
+        let control = self.env.control;
+        if control.stopped() {
+            return false;
+        }
+        // An unreadable directory (or one swapped for a link) costs only itself.
+        let Ok(fd) = self.ws.open_dir_found(self.root, &rel) else {
+            return true;
+        };
+        // Names go into one buffer (no allocation per name).
+        let mut arena: Vec<u8> = Vec::new();
+        let mut names: Vec<(usize, usize, Kind)> = Vec::new();
+        let (mut has_ignore, mut has_gitignore, mut has_git) = (false, false, false);
+        list(&fd, |name, ft| {
+            if name == b"." || name == b".." {
+                return;
+            }
+            let kind = match ft {
+                FileType::Directory => Kind::Dir,
+                FileType::RegularFile => Kind::File,
+                FileType::Unknown => {
+                    rustix::fs::statat(&fd, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW)
+                        .map_or(Kind::Other, |st| {
+                            match FileType::from_raw_mode(st.st_mode) {
+                                FileType::Directory => Kind::Dir,
+                                FileType::RegularFile => Kind::File,
+                                _ => Kind::Other,
+                            }
+                        })
+                }
+                _ => Kind::Other,
+            };
+            match name {
+                b".ignore" => has_ignore = true,
+                b".gitignore" => has_gitignore = true,
+                // Only a real directory: a `.git` file points elsewhere (see the top).
+                b".git" => has_git = kind == Kind::Dir,
+                _ => {}
+            }
+            if kind != Kind::Other {
+                names.push((arena.len(), arena.len() + name.len(), kind));
+                arena.extend_from_slice(name);
+            }
+        });
+        let chain = if has_ignore || has_gitignore || has_git {
+            use rustix::fd::AsFd;
+            level(
+                fd.as_fd(),
+                &rel,
+                [has_ignore, has_gitignore, has_git],
+                chain,
+            )
+        } else {
+            chain
+        };
+        drop(fd);
+
+        let base_len = self.base.as_os_str().len();
+        // Below the path depth limit nothing is shown, as `read_file` refuses it: a
+        // directory at the limit is listed, not entered (no 10 000-deep walk either).
+        let limit = self.ws.max_path_depth();
+        let enter = limit == 0 || rel.components().count() + 1 < limit;
+        let mut here = rel;
+        let mut subdirs = Vec::new();
+        let mut files = Vec::new();
+        for &(from, to, kind) in &names {
+            let is_dir = kind == Kind::Dir;
+            let name = OsStr::from_bytes(&arena[from..to]);
+            here.push(name);
+            if self.keeps(&chain, &here, below(&here, base_len), name, is_dir)
+                && !self.ws.walk_excludes(&here, is_dir)
+            {
+                if !is_dir {
+                    files.push(here.clone());
+                } else {
+                    if self.dirs
+                        && !visit(&Found {
+                            root: self.root,
+                            rel: &here,
+                            rel_to_base: below(&here, base_len),
+                            is_dir,
+                            listed: None,
+                        })
+                    {
+                        return false;
+                    }
+                    if enter {
+                        subdirs.push(Job::Dir {
+                            rel: here.clone(),
+                            chain: chain.clone(),
+                        });
+                    }
+                }
+            }
+            here.pop();
+        }
+        pool.push(&mut subdirs);
+        if files.len() <= 2 * FILES_SHARE {
+            return self.files(&files, visit);
+        }
+        let files = Arc::new(files);
+        let mut shares: Vec<Job> = (FILES_SHARE..files.len())
+            .step_by(FILES_SHARE)
+            .map(|at| Job::Files(files.clone(), at..(at + FILES_SHARE).min(files.len())))
+            .collect();
+        pool.push(&mut shares);
+        self.files(&files[..FILES_SHARE], visit)
+    }
+
+    fn files<V: FnMut(&Found) -> Go>(&self, files: &[PathBuf], visit: &mut V) -> Go {
+        let base_len = self.base.as_os_str().len();
+        for (i, rel) in files.iter().enumerate() {
+            if i % 64 == 63 && self.env.control.stopped() {
+                return false;
+            }
+            let found = Found {
+                root: self.root,
+                rel,
+                rel_to_base: below(rel, base_len),
+                is_dir: false,
+                listed: None,
+            };
+            if !visit(&found) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The `ignore` crate's verdict on one entry (see the top of this file).
+    fn keeps(
+        &self,
+        chain: &Chain,
+        rel: &Path,
+        rel_to_base: &Path,
+        name: &OsStr,
+        is_dir: bool,
+    ) -> bool {
+        if !self.overrides.is_empty() {
+            let m = self.overrides.matched(rel_to_base, is_dir);
+            if !m.is_none() {
+                return !m.is_ignore();
+            }
+        }
+        let m = self.ignored(chain, rel, is_dir);
+        if m.is_ignore() {
+            return false;
+        }
+        m.is_whitelist() || !(self.hidden && name.as_bytes().starts_with(b"."))
+    }
+
+    /// The nearest rule of each kind, then the kinds in precedence order.
+    fn ignored(&self, chain: &Chain, rel: &Path, is_dir: bool) -> Match<()> {
+        let mut found = [Match::None, Match::None, Match::None];
+        let mut absolute: Option<PathBuf> = None;
+        let mut at = chain.as_deref();
+        while let Some(level) = at {
+            for (k, rules) in level.rules.iter().enumerate() {
+                if found[k].is_none() && !rules.is_empty() {
+                    let path = if level.absolute {
+                        absolute.get_or_insert_with(|| self.ws.root_canonical(self.root).join(rel))
+                    } else {
+                        rel
+                    };
+                    found[k] = rules.matched(path, is_dir).map(|_| ());
+                }
+            }
+            if found.iter().all(|m| !m.is_none()) {
+                break;
+            }
+            at = level.parent.as_deref();
+        }
+        let [a, b, c] = found;
+        a.or(b).or(c)
+    }
+
+    /// The rules of the directories above the walk's start: above the root, read by
+    /// path (as ripgrep does; no agent writes there through ferret); between the root
+    /// and the start, through handles.
+    fn start_chain(&self) -> Chain {
+        let mut chain: Chain = None;
+        let canonical = self.ws.root_canonical(self.root);
+        let above: Vec<&Path> = canonical.ancestors().skip(1).collect();
+        for dir in above.into_iter().rev() {
+            let rules = KINDS.map(|k| {
+                let path = dir.join(k);
+                if k.starts_with(".git/") && !dir.join(".git").is_dir() {
+                    return Gitignore::empty();
+                }
+                match std::fs::metadata(&path) {
+                    Ok(m) if m.is_file() && m.len() <= IGNORE_FILE_MAX => {
+                        std::fs::read(&path).map_or_else(|_| Gitignore::empty(), |b| rules(dir, &b))
+                    }
+                    _ => Gitignore::empty(),
+                }
+            });
+            chain = push(chain, rules, true);
+        }
+        let mut rel = PathBuf::new();
+        for c in self.base.components() {
+            // The root itself, then each directory down to the start's parent.
+            chain = self.level_at(&rel, chain);
+            rel.push(c);
+        }
+        chain
+    }
+
+    fn level_at(&self, rel: &Path, chain: Chain) -> Chain {
+        match self.ws.open_dir_found(self.root, rel) {
+            Ok(fd) => {
+                use rustix::fd::AsFd;
+                level(fd.as_fd(), rel, [true; 3], chain)
+            }
+            Err(_) => chain,
+        }
+    }
+}
+
+/// Calls `each` with every name in directory `fd` and the type its entry gives.
+#[cfg(target_os = "linux")]
+fn list(fd: &rustix::fd::OwnedFd, mut each: impl FnMut(&[u8], FileType)) {
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
+    let mut dir = rustix::fs::RawDir::new(fd, &mut buf);
+    while let Some(Ok(e)) = dir.next() {
+        each(e.file_name().to_bytes(), e.file_type());
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn list(fd: &rustix::fd::OwnedFd, mut each: impl FnMut(&[u8], FileType)) {
+    let Ok(mut dir) = rustix::fs::Dir::read_from(fd) else {
+        return;
+    };
+    while let Some(Ok(e)) = dir.read() {
+        each(e.file_name().to_bytes(), e.file_type());
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    File,
+    Other,
+}
+
+/// `rel` past its first `base_len` bytes and the `/` after them: the path below the
+/// walk's start.
+fn below(rel: &Path, base_len: usize) -> &Path {
+    let b = rel.as_os_str().as_bytes();
+    let cut = if base_len == 0 { 0 } else { base_len + 1 };
+    Path::new(OsStr::from_bytes(b.get(cut..).unwrap_or_default()))
+}
+
+/// The level for directory `rel` (its handle `fd`), reading the ignore files `present`
+/// says it has.
+fn level(fd: BorrowedFd<'_>, rel: &Path, present: [bool; 3], chain: Chain) -> Chain {
+    let root = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
+    let mut i = 0;
+    let rules = KINDS.map(|k| {
+        let here = present[i];
+        i += 1;
+        match here
+            .then(|| read_small_at(fd, Path::new(k), IGNORE_FILE_MAX))
+            .flatten()
+        {
+            Some(bytes) => rules(root, &bytes),
+            None => Gitignore::empty(),
+        }
+    });
+    push(chain, rules, false)
+}
+
+fn push(chain: Chain, rules: [Gitignore; 3], absolute: bool) -> Chain {
+    if rules.iter().all(Gitignore::is_empty) {
+        return chain;
+    }
+    Some(Arc::new(Level {
+        rules,
+        parent: chain,
+        absolute,
+    }))
+}
+
+/// Compiles an ignore file as `GitignoreBuilder::add` does: line by line as
+/// `BufRead::lines` splits them (a `\r` dropped only before a `\n`), a BOM dropped from
+/// the first, reading stopped at the first line that is not UTF-8, bad lines skipped.
+fn rules(root: &Path, bytes: &[u8]) -> Gitignore {
+    let mut b = GitignoreBuilder::new(root);
+    let mut rest = bytes;
+    let mut first = true;
+    while !rest.is_empty() {
+        let line = match memchr::memchr(b'\n', rest) {
+            Some(i) => {
+                let line = &rest[..i];
+                rest = &rest[i + 1..];
+                line.strip_suffix(b"\r").unwrap_or(line)
+            }
+            None => std::mem::take(&mut rest),
+        };
+        let Ok(line) = std::str::from_utf8(line) else {
+            break;
+        };
+        let line = if first {
+            line.trim_start_matches('\u{feff}')
+        } else {
+            line
+        };
+        first = false;
+        let _ = b.add_line(None, line);
+    }
+    b.build().unwrap_or_else(|_| Gitignore::empty())
+}
