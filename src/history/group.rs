@@ -55,7 +55,7 @@ impl History {
         }
         entry.group = planned.iter().map(|p| p.op.clone()).collect();
         let id = self.journal.with(|j| {
-            guard(&j.entries)?;
+            guard(j.entries)?;
             j.begin(entry, self.lease())
         })?;
 

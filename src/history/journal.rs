@@ -14,8 +14,9 @@
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// What a change did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -239,13 +240,14 @@ enum Line {
 /// The journal file, locked for the span of one [`Journal::with`].
 pub struct Journal {
     path: PathBuf,
+    cache: Mutex<Option<Cache>>,
 }
 
 /// The journal's content while it is locked: settled entries (committed) and those still
 /// pending; aborted ones are left out. `next_id` is the id the next entry gets.
 pub struct Locked<'a> {
     file: &'a File,
-    pub entries: Vec<Entry>,
+    pub entries: &'a mut Vec<Entry>,
     pub next_id: u64,
 }
 
@@ -265,7 +267,7 @@ impl Locked<'_> {
     /// Appends the mark settling entry `id`.
     pub fn settle(&mut self, id: u64, outcome: Outcome, note: Option<String>) -> ToolResult<()> {
         self.write(&Mark { id, outcome, note })?;
-        apply_mark(&mut self.entries, id, outcome);
+        apply_mark(self.entries, id, outcome);
         Ok(())
     }
 
@@ -282,29 +284,37 @@ impl Locked<'_> {
     }
 }
 
-/// What a mark line does to the entries read so far.
+/// What a mark line does to the entries read so far. Entries are in id order (ids are
+/// given under the lock, one more each time), so the entry is found by binary search;
+/// a journal out of order is still handled, by a scan.
 fn apply_mark(entries: &mut Vec<Entry>, id: u64, outcome: Outcome) {
+    let at = match entries.binary_search_by_key(&id, |e| e.id) {
+        Ok(i) if entries[i].id == id => Some(i),
+        _ => entries.iter().position(|e| e.id == id),
+    };
+    let Some(i) = at else {
+        return;
+    };
     match outcome {
-        Outcome::Committed => {
-            if let Some(e) = entries.iter_mut().find(|e| e.id == id) {
-                e.pending = false;
-            }
+        Outcome::Committed => entries[i].pending = false,
+        Outcome::Aborted => {
+            entries.remove(i);
         }
-        Outcome::Aborted => entries.retain(|e| e.id != id),
-        Outcome::Staged => {
-            if let Some(e) = entries.iter_mut().find(|e| e.id == id) {
-                e.staged = true;
-            }
-        }
+        Outcome::Staged => entries[i].staged = true,
     }
 }
 
 impl Journal {
     pub fn new(path: PathBuf) -> Journal {
-        Journal { path }
+        Journal {
+            path,
+            cache: Mutex::new(None),
+        }
     }
 
-    /// Runs `f` with the journal locked and read.
+    /// Runs `f` with the journal locked and read. Only what was appended since this
+    /// process last held the lock is read (by this process or another): re-reading the
+    /// whole journal made every change cost as much as the history behind it.
     pub fn with<T>(&self, f: impl FnOnce(&mut Locked) -> ToolResult<T>) -> ToolResult<T> {
         let file = OpenOptions::new()
             .read(true)
@@ -314,38 +324,160 @@ impl Journal {
             .map_err(|e| io_err("journal", &e))?;
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
             .map_err(|e| io_err("journal lock", &e.into()))?;
-        let (entries, next_id) = read(&file)?;
+        // Taken after the file lock by every caller, so the two never wait on each other.
+        let mut cache = crate::error::lock(&self.cache);
+        let st = rustix::fs::fstat(&file).map_err(|e| io_err("journal", &e.into()))?;
+        let (dev, ino, size) = (st.st_dev as u64, st.st_ino as u64, st.st_size as u64);
+        // A journal replaced or cut short since is read whole again.
+        let same = cache
+            .as_ref()
+            .is_some_and(|c| c.dev == dev && c.ino == ino && c.offset <= size);
+        if !same {
+            *cache = Some(Cache {
+                dev,
+                ino,
+                offset: 0,
+                entries: Vec::new(),
+                max_id: 0,
+            });
+        }
+        let Some(c) = cache.as_mut() else {
+            return Err(ToolError::new(ErrorCode::IoError, "journal cache"));
+        };
+        if let Err(e) = read_tail(&file, c) {
+            // Whatever went wrong, the next call starts from scratch.
+            *cache = None;
+            return Err(e);
+        }
         let mut locked = Locked {
             file: &file,
-            entries,
-            next_id,
+            entries: &mut c.entries,
+            next_id: c.max_id + 1,
         };
-        f(&mut locked)
+        let out = f(&mut locked);
+        // What `f` appended is already in the entries (begin and settle apply their own
+        // lines): go on from the end. A line cut short by a failed write is skipped,
+        // so the next whole line is read whole.
+        c.max_id = c.max_id.max(locked.next_id - 1);
+        match rustix::fs::fstat(&file) {
+            Ok(st) => c.offset = st.st_size as u64,
+            Err(_) => *cache = None,
+        }
+        out
     }
 }
 
-fn read(file: &File) -> ToolResult<(Vec<Entry>, u64)> {
-    let mut entries: Vec<Entry> = Vec::new();
-    let mut max_id = 0u64;
-    for line in BufReader::new(file).lines() {
-        let line = line.map_err(|e| io_err("journal", &e))?;
-        if line.trim().is_empty() {
+/// The journal as last read by this process, and where reading stopped.
+struct Cache {
+    dev: u64,
+    ino: u64,
+    /// Bytes read: always the end of a whole line.
+    offset: u64,
+    entries: Vec<Entry>,
+    /// The largest id seen (aborted entries are dropped, their ids never reused).
+    max_id: u64,
+}
+
+/// Reads the lines appended since `c.offset` into `c`.
+fn read_tail(file: &File, c: &mut Cache) -> ToolResult<()> {
+    let mut f = file;
+    f.seek(SeekFrom::Start(c.offset))
+        .map_err(|e| io_err("journal", &e))?;
+    let mut reader = BufReader::new(f);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| io_err("journal", &e))?;
+        if n == 0 || line.last() != Some(&b'\n') {
+            // The end, or a line still being written: read it next time.
+            return Ok(());
+        }
+        c.offset += n as u64;
+        let text = String::from_utf8_lossy(&line);
+        if text.trim().is_empty() {
             continue;
         }
         // A line that does not parse is skipped, never fatal: one damaged line must not
         // lock an agent out of undo.
-        match serde_json::from_str::<Line>(&line) {
+        match serde_json::from_str::<Line>(&text) {
             Ok(Line::Entry(e)) => {
-                max_id = max_id.max(e.id);
-                entries.push(*e);
+                c.max_id = c.max_id.max(e.id);
+                c.entries.push(*e);
             }
-            Ok(Line::Mark(m)) => apply_mark(&mut entries, m.id, m.outcome),
+            Ok(Line::Mark(m)) => apply_mark(&mut c.entries, m.id, m.outcome),
             Err(e) => tracing::warn!(error = %e, "skipping a damaged journal line"),
         }
     }
-    Ok((entries, max_id + 1))
 }
 
 pub(super) fn io_err(what: &str, e: &std::io::Error) -> ToolError {
     ToolError::new(ErrorCode::IoError, format!("{what}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn begin(j: &Journal, path: &str) -> u64 {
+        j.with(|l| {
+            l.begin(
+                Entry::new(Action::Edit, path.into(), 0, Path::new(path)),
+                "t",
+            )
+        })
+        .unwrap()
+    }
+
+    fn seen(j: &Journal) -> Vec<(u64, bool)> {
+        j.with(|l| Ok(l.entries.iter().map(|e| (e.id, e.pending)).collect()))
+            .unwrap()
+    }
+
+    #[test]
+    fn each_process_reads_what_the_others_appended_and_what_replaced_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        // Two journals on one file: two processes.
+        let (a, b) = (Journal::new(path.clone()), Journal::new(path.clone()));
+        let one = begin(&a, "x");
+        let two = begin(&b, "y");
+        assert_eq!(
+            (one, two),
+            (1, 2),
+            "ids are given under the lock, across processes"
+        );
+        b.with(|l| l.settle(one, Outcome::Committed, None)).unwrap();
+        a.with(|l| l.settle(two, Outcome::Aborted, None)).unwrap();
+        assert_eq!(seen(&a), vec![(1, false)]);
+        assert_eq!(seen(&b), vec![(1, false)]);
+        // An aborted id is never given again.
+        assert_eq!(begin(&b, "z"), 3);
+        assert_eq!(seen(&a), vec![(1, false), (3, true)]);
+
+        // A journal replaced (a new file renamed over it) is read whole again.
+        let fresh = dir.path().join("new.jsonl");
+        let c = Journal::new(fresh.clone());
+        begin(&c, "w");
+        std::fs::rename(&fresh, &path).unwrap();
+        assert_eq!(seen(&a), vec![(1, true)]);
+        // One cut short too.
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(seen(&b), vec![]);
+        assert_eq!(begin(&a, "v"), 1);
+    }
+
+    #[test]
+    fn a_damaged_line_is_skipped_and_the_next_one_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let j = Journal::new(path.clone());
+        begin(&j, "x");
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{not json}\n").unwrap();
+        let other = Journal::new(path.clone());
+        begin(&other, "y");
+        assert_eq!(seen(&j), vec![(1, true), (2, true)]);
+    }
 }

@@ -91,7 +91,12 @@ impl HistoryCell {
                 Ok(h)
             })
             .as_ref()
-            .map_err(|e| crate::error::ToolError::new(crate::error::ErrorCode::IoError, e.clone()))
+            .map_err(|e| {
+                crate::error::ToolError::new(crate::error::ErrorCode::IoError, e.clone()).with_hint(
+                    "changes need the state directory for their backups and undo journal, so none is made \
+                     without it: fix it or choose another (--state-dir, FERRET_STATE_DIR); reading works",
+                )
+            })
     }
 
     /// Opens the history now if the workspace has one already (a journal exists), so
@@ -175,7 +180,7 @@ impl History {
     /// Every settled change, oldest first (changes under way in another process are
     /// included, marked `pending`).
     pub fn entries(&self) -> ToolResult<Vec<Entry>> {
-        self.journal.with(|j| Ok(std::mem::take(&mut j.entries)))
+        self.journal.with(|j| Ok(j.entries.clone()))
     }
 
     /// Saves `content` as the backup of `rel` (named `{filename}.{timestamp}.bak`, in a

@@ -1,0 +1,212 @@
+//! Faults where data lives: a disk that fills during a change, a backup that cannot be
+//! written, a state directory that cannot be used. A full disk is simulated per process
+//! with `RLIMIT_FSIZE` (`ulimit -f`, SIGXFSZ ignored): every write past the limit fails
+//! (EFBIG) as it would on a full filesystem (ENOSPC), with no privileges needed. Each
+//! case must report an error and leave every file as it was, with no temporary file
+//! behind.
+
+use crate::util::{scratch_state, tempdir, write};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// `ferret --root ROOT --state-dir STATE --allow-write call TOOL ARGS` with files limited
+/// to `limit_kib` KiB. Returns the exit code and the JSON printed.
+fn call_limited(
+    root: &Path,
+    state: &Path,
+    limit_kib: u64,
+    tool: &str,
+    args: &Value,
+) -> (i32, Value) {
+    let mut out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            r#"trap '' XFSZ; ulimit -f {limit_kib}; exec "$0" "$@""#
+        ))
+        .arg(env!("CARGO_BIN_EXE_ferret"))
+        .args(["--root"])
+        .arg(root)
+        .arg("--state-dir")
+        .arg(state)
+        // Arguments on stdin: a 700 KB argument is past the kernel's limit for one.
+        .args(["--allow-write", "call", tool, "-"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("XDG_STATE_HOME", scratch_state())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = out.stdin.take().unwrap();
+    stdin.write_all(args.to_string().as_bytes()).unwrap();
+    drop(stdin);
+    let out = out.wait_with_output().unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code().unwrap_or(-1), v)
+}
+
+/// Every file under `root` (relative path → content), to compare before and after.
+fn snapshot(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or("")
+}
+
+#[test]
+fn a_disk_that_fills_during_an_edit_a_write_or_a_patch_loses_nothing() {
+    let (_t, base) = tempdir();
+    let (root, state) = (base.join("ws"), base.join("state"));
+    write(&root, "big.txt", format!("MARK\n{}\n", "a".repeat(300_000)));
+    write(&root, "a.txt", "one\ntwo\n");
+    write(&root, "b.txt", "three\nfour\n");
+    let before = snapshot(&root);
+    let huge = "z".repeat(700_000);
+    let limit = 512; // KiB: every file written may be at most this big
+
+    // An edit that grows a file past what the disk can take.
+    let (rc, v) = call_limited(
+        &root,
+        &state,
+        limit,
+        "edit",
+        &json!({"path": "big.txt", "old_string": "MARK", "new_string": huge}),
+    );
+    assert_eq!((rc, code(&v)), (1, "IO_ERROR"), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("big.txt"),
+        "{v}"
+    );
+    assert!(
+        v["error"]["hint"].as_str().unwrap().contains("free space"),
+        "{v}"
+    );
+    assert_eq!(
+        snapshot(&root),
+        before,
+        "the edit changed or left something"
+    );
+
+    // A new file too big to write.
+    let (rc, v) = call_limited(
+        &root,
+        &state,
+        limit,
+        "write_file",
+        &json!({"path": "new.txt", "content": huge}),
+    );
+    assert_eq!((rc, code(&v)), (1, "IO_ERROR"), "{v}");
+    assert_eq!(snapshot(&root), before, "a partial new file was left");
+
+    // Overwriting a file with content too big for the disk keeps the old content.
+    let (rc, v) = call_limited(
+        &root,
+        &state,
+        limit,
+        "write_file",
+        &json!({"path": "a.txt", "content": huge, "overwrite": true}),
+    );
+    assert_eq!((rc, code(&v)), (1, "IO_ERROR"), "{v}");
+    assert_eq!(snapshot(&root), before);
+
+    // A patch whose second file cannot be written changes neither.
+    let patch = format!(
+        "*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+ONE\n*** Update File: b.txt\n@@\n-three\n+{huge}\n*** End Patch\n"
+    );
+    let (rc, v) = call_limited(
+        &root,
+        &state,
+        limit,
+        "apply_patch",
+        &json!({"patch": patch}),
+    );
+    assert_eq!((rc, code(&v)), (1, "IO_ERROR"), "{v}");
+    assert_eq!(snapshot(&root), before, "a patch landed in part");
+
+    // With room again, the same edit goes through: nothing was left half-done.
+    let (rc, v) = call_limited(
+        &root,
+        &state,
+        4096,
+        "edit",
+        &json!({"path": "big.txt", "old_string": "MARK", "new_string": "mark"}),
+    );
+    assert_eq!(rc, 0, "{v}");
+}
+
+#[test]
+fn a_change_whose_backup_cannot_be_written_is_refused() {
+    let (_t, base) = tempdir();
+    let (root, state) = (base.join("ws"), base.join("state"));
+    let body = "x".repeat(600_000);
+    write(&root, "f.txt", format!("HEAD\n{body}\n"));
+    let before = snapshot(&root);
+    // The edit makes the file small, so only the 600 KB backup is past the limit: the
+    // change must be refused, not made without a backup.
+    let (rc, v) = call_limited(
+        &root,
+        &state,
+        512,
+        "edit",
+        &json!({"path": "f.txt", "old_string": format!("{body}\n"), "new_string": "short\n"}),
+    );
+    assert_eq!((rc, code(&v)), (1, "IO_ERROR"), "{v}");
+    assert_eq!(snapshot(&root), before);
+}
+
+#[test]
+fn an_unusable_state_directory_refuses_changes() {
+    let (_t, base) = tempdir();
+    let root = base.join("ws");
+    write(&root, "f.txt", "old\n");
+    // A regular file where the state directory must be: no journal, no backup.
+    write(&base, "state", "not a directory\n");
+    let before = snapshot(&root);
+    let (rc, v) = call_limited(
+        &root,
+        &base.join("state"),
+        4096,
+        "edit",
+        &json!({"path": "f.txt", "old_string": "old", "new_string": "new"}),
+    );
+    assert_eq!((rc, code(&v)), (1, "IO_ERROR"), "{v}");
+    assert!(
+        v["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("state directory"),
+        "{v}"
+    );
+    assert_eq!(
+        snapshot(&root),
+        before,
+        "a change was made without a journal"
+    );
+    // Reading still works.
+    let (rc, v) = call_limited(
+        &root,
+        &base.join("state"),
+        4096,
+        "read_file",
+        &json!({"path": "f.txt"}),
+    );
+    assert_eq!(rc, 0, "{v}");
+}
