@@ -20,6 +20,8 @@ pub enum ErrorCode {
     PathTooDeep,
     // resources
     FileTooLarge,
+    /// A result larger than the transport can carry (HTTP: 1 MB per result).
+    ResultTooLarge,
     RoundLimitExceeded,
     RateLimitExceeded,
     Timeout,
@@ -55,6 +57,7 @@ impl ErrorCode {
             ErrorCode::ExtensionDenied => "EXTENSION_DENIED",
             ErrorCode::PathTooDeep => "PATH_TOO_DEEP",
             ErrorCode::FileTooLarge => "FILE_TOO_LARGE",
+            ErrorCode::ResultTooLarge => "RESULT_TOO_LARGE",
             ErrorCode::RoundLimitExceeded => "ROUND_LIMIT_EXCEEDED",
             ErrorCode::RateLimitExceeded => "RATE_LIMIT_EXCEEDED",
             ErrorCode::Timeout => "TIMEOUT",
@@ -88,6 +91,7 @@ impl ErrorCode {
                 | ErrorCode::ExtensionDenied
                 | ErrorCode::PathTooDeep
                 | ErrorCode::FileTooLarge
+                | ErrorCode::ResultTooLarge
                 | ErrorCode::RoundLimitExceeded
                 | ErrorCode::RateLimitExceeded
                 | ErrorCode::WriteDisabled
@@ -142,6 +146,10 @@ impl ToolError {
             K::IsADirectory => Self::new(ErrorCode::IsADirectory, format!("{path} is a directory"))
                 .with_hint("use list_directory for directories"),
             K::PermissionDenied => Self::new(ErrorCode::IoError, format!("{path}: permission denied by the operating system")),
+            K::StorageFull | K::FileTooLarge | K::QuotaExceeded => Self::new(ErrorCode::IoError, format!("{path}: {err}"))
+                .with_hint("the filesystem is full (or a size or quota limit was reached); a change stops before it lands, so files are as they were: free space and retry"),
+            K::ReadOnlyFilesystem => Self::new(ErrorCode::IoError, format!("{path}: {err}"))
+                .with_hint("the filesystem is mounted read-only; nothing was changed"),
             _ => Self::new(ErrorCode::IoError, format!("{path}: {err}")),
         }
     }

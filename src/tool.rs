@@ -367,7 +367,7 @@ impl<'a> Ctx<'a> {
             return Ok(wp);
         };
         let real = ws.real_path(&wp)?.unwrap_or_else(|| wp.clone());
-        let abs = ws.walk_start(&real);
+        let abs = ws.abs_path(&real);
         if scope.iter().any(|d| abs.starts_with(d)) {
             return Ok(wp);
         }

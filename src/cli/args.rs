@@ -412,6 +412,16 @@ pub struct ServeArgs {
     /// Largest HTTP request body in bytes.
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     pub max_body: usize,
+    /// Most HTTP connections served at once (more are closed as they are accepted).
+    #[arg(long, default_value_t = 256)]
+    pub max_connections: usize,
+    /// Most live HTTP sessions (a new one over this gets 503; idle ones close after 5 min).
+    #[arg(long, default_value_t = 256)]
+    pub max_sessions: usize,
+    /// Seconds an HTTP request's headers, and then its body, may take to arrive; idle
+    /// connections close after it too.
+    #[arg(long, default_value_t = crate::mcp::http::READ_TIMEOUT.as_secs(), value_name = "SECS")]
+    pub read_timeout: u64,
     /// Do not build the live index: every search scans the tree.
     #[arg(long)]
     pub no_index: bool,

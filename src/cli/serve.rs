@@ -13,6 +13,9 @@ pub fn serve(ferret: Ferret, a: ServeArgs) -> anyhow::Result<i32> {
         allowed_hosts: a.allow_hosts,
         allowed_origins: a.allow_origins,
         max_body_bytes: a.max_body,
+        max_connections: a.max_connections,
+        max_sessions: a.max_sessions,
+        read_timeout: std::time::Duration::from_secs(a.read_timeout.max(1)),
     });
     if let Some(h) = &http {
         crate::mcp::http::check(h)?;

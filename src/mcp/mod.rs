@@ -421,8 +421,55 @@ impl ServerHandler for FerretServer {
             }
             Err(e) => error_result(e.code, &e.message, e.hint.as_deref()),
         };
+        if self.shared.http {
+            let changes = self
+                .shared
+                .ferret
+                .registry()
+                .get(&name)
+                .is_some_and(|t| !t.meta().annotations.read_only);
+            return Ok(fit_for_http(result, changes).into());
+        }
         Ok(result.into())
     }
+}
+
+/// The most bytes one result may take over HTTP, serialized. A client may drop the whole
+/// session over a bigger event (the Python SDK refuses SSE events over 1 MiB); the rest
+/// of the 1 MiB is left for the JSON-RPC envelope and the SSE framing.
+pub const HTTP_MAX_RESULT_BYTES: usize = 1_000_000;
+
+/// A result that fits [`HTTP_MAX_RESULT_BYTES`]: itself, or an error saying what to ask
+/// for instead. A change that was made keeps its structured account when that fits, so
+/// the client still learns what happened.
+fn fit_for_http(mut r: CallToolResult, changes: bool) -> CallToolResult {
+    let size = |r: &CallToolResult| serde_json::to_vec(r).map_or(usize::MAX, |v| v.len());
+    let total = size(&r);
+    if total <= HTTP_MAX_RESULT_BYTES {
+        return r;
+    }
+    if changes {
+        r.content = vec![ContentBlock::text(format!(
+            "[the change was made; its result ({total} bytes) is over the {HTTP_MAX_RESULT_BYTES} bytes a result may take over HTTP; undo reverses it]"
+        ))];
+        if size(&r) <= HTTP_MAX_RESULT_BYTES {
+            return r;
+        }
+        return error_result(
+            ErrorCode::ResultTooLarge,
+            "the change was made, but its result is too large to send over HTTP",
+            Some("undo reverses it; `ferret history` on the command line shows it"),
+        );
+    }
+    error_result(
+        ErrorCode::ResultTooLarge,
+        &format!(
+            "the result is {total} bytes; over HTTP a result may take at most {HTTP_MAX_RESULT_BYTES} bytes (clients drop larger events)"
+        ),
+        Some(
+            "ask for less: a line range (offset and limit), a byte range for base64 reads, a narrower path or glob, or a lower max_results",
+        ),
+    )
 }
 
 /// The parts of the workspace inside the client's roots (`file://` URIs): a client root

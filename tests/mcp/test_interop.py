@@ -536,9 +536,9 @@ async def test_http_many_sessions_at_once(http_server):
     assert results == [1] * 8
 
 
-def start_http(ws, *extra):
+def start_http(ws, *extra, serve=()):
     proc = subprocess.Popen(
-        [FERRET, "--root", str(ws), *extra, "serve", "--http", "127.0.0.1:0", "--token", TOKEN],
+        [FERRET, "--root", str(ws), *extra, "serve", "--http", "127.0.0.1:0", "--token", TOKEN, *serve],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -638,6 +638,163 @@ def test_http_request_body_limit(ws):
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=10) == 0
+
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def stop(proc):
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=15) == 0, "no graceful shutdown on SIGTERM"
+
+
+def audit_records(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def host_port(url):
+    hp = url.split("//")[1].split("/")[0]
+    return hp.split(":")[0], int(hp.split(":")[1])
+
+
+def closed_within(sock, seconds):
+    """Whether the server closes `sock` within `seconds` (reads until EOF or timeout)."""
+    import socket
+    sock.settimeout(0.2)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if sock.recv(65536) == b"":
+                return True
+        except socket.timeout:
+            continue
+        except OSError:
+            return True
+    return False
+
+
+def test_http_slow_headers_slow_bodies_and_idle_connections_are_cut_off(ws):
+    """Slowloris: a client trickling its headers, or its body, or sending nothing at all,
+    holds a connection for the read timeout at most."""
+    import socket
+    proc, url = start_http(ws, serve=("--read-timeout", "1"))
+    try:
+        host, port = host_port(url)
+        idle = socket.create_connection((host, port))
+        slow = socket.create_connection((host, port))
+        slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\n")
+        body = socket.create_connection((host, port))
+        body.sendall(("POST /mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s\r\n"
+                      "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                      "Content-Length: 500\r\n\r\n{\"jsonrpc\"" % TOKEN).encode())
+        started = time.monotonic()
+        for s in (idle, slow):
+            assert closed_within(s, 5), "a connection outlived the read timeout"
+        # The slow body gets a 408 (then the connection closes).
+        body.settimeout(5)
+        answer = body.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
+        assert time.monotonic() - started < 5
+        # The server still serves.
+        assert httpx2.post(url, json=INIT, headers={**HEADERS, **AUTH}).status_code == 200
+    finally:
+        stop(proc)
+
+
+def test_http_connections_over_the_cap_are_closed_and_audited(ws, tmp_path):
+    import socket
+    audit = tmp_path / "audit.jsonl"
+    proc, url = start_http(ws, "--audit-log", str(audit), serve=("--max-connections", "4", "--read-timeout", "30"))
+    try:
+        host, port = host_port(url)
+        held = [socket.create_connection((host, port)) for _ in range(4)]
+        time.sleep(0.3)
+        extra = socket.create_connection((host, port))
+        assert closed_within(extra, 3), "a fifth connection was served past a cap of four"
+        for s in held:
+            s.close()
+        time.sleep(0.3)
+        assert httpx2.post(url, json=INIT, headers={**HEADERS, **AUTH}).status_code == 200
+    finally:
+        stop(proc)
+    codes = [r.get("code") for r in audit_records(audit)]
+    assert "TOO_MANY_CONNECTIONS" in codes, codes
+
+
+def test_http_sessions_over_the_cap_get_503_until_one_closes(ws):
+    proc, url = start_http(ws, serve=("--max-sessions", "2"))
+    try:
+        ids = []
+        for _ in range(2):
+            r = httpx2.post(url, json=INIT, headers={**HEADERS, **AUTH})
+            assert r.status_code == 200
+            ids.append(r.headers["mcp-session-id"])
+        r = httpx2.post(url, json=INIT, headers={**HEADERS, **AUTH})
+        assert r.status_code == 503 and r.headers["retry-after"], r.status_code
+        assert "sessions" in r.text
+        # A request in an open session still works; closing one makes room.
+        r = httpx2.delete(url, headers={**HEADERS, **AUTH, "Mcp-Session-Id": ids[0]})
+        assert r.status_code in (200, 202, 204), r.status_code
+        deadline = time.monotonic() + 5
+        while True:
+            r = httpx2.post(url, json=INIT, headers={**HEADERS, **AUTH})
+            if r.status_code == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert r.status_code == 200
+    finally:
+        stop(proc)
+
+
+def test_http_rejections_are_audited_and_the_log_is_rate_limited(ws, tmp_path):
+    audit = tmp_path / "audit.jsonl"
+    proc, url = start_http(ws, "--audit-log", str(audit), serve=("--max-body", "1000"))
+    try:
+        assert httpx2.post(url, json=INIT, headers={**HEADERS, **AUTH, "Origin": "http://evil.example"}).status_code == 403
+        big = {**INIT, "params": {**INIT["params"], "padding": "x" * 5000}}
+        assert httpx2.post(url, json=big, headers={**HEADERS, **AUTH}).status_code == 413
+        for _ in range(60):
+            assert httpx2.post(url, json=INIT, headers={**HEADERS, "Authorization": "Bearer nope"}).status_code == 401
+    finally:
+        stop(proc)
+    records = audit_records(audit)
+    codes = [r.get("code") for r in records]
+    assert "HTTP_403" in codes and "HTTP_413" in codes, codes
+    forbidden = next(r for r in records if r.get("code") == "HTTP_403")
+    assert "evil.example" in forbidden["reason"] and forbidden["result"] == "denied"
+    # 62 rejections in well under the window: 20 are recorded one by one.
+    assert len([c for c in codes if c and c.startswith("HTTP_")]) == 20, codes
+
+
+def test_http_origin_port_wildcard_matches_numeric_ports_only(http_server):
+    for origin in ("http://localhost:evil.com", "http://localhost:80abc", "http://localhost.evil.com",
+                   "http://localhost:1234@evil.com", "http://localhost:*", "https://localhost:1234"):
+        r = httpx2.post(http_server, json=INIT, headers={**HEADERS, **AUTH, "Origin": origin})
+        assert r.status_code == 403, (origin, r.status_code)
+    for origin in ("http://localhost:1234", "http://127.0.0.1:9", "http://[::1]:65535"):
+        r = httpx2.post(http_server, json=INIT, headers={**HEADERS, **AUTH, "Origin": origin})
+        assert r.status_code == 200, (origin, r.status_code)
+
+
+@pytest.mark.anyio
+async def test_http_a_big_result_never_drops_the_session(ws):
+    """The Python SDK drops a session on an SSE event over 1 MiB: a big read must come
+    back cut to the output budget, or as RESULT_TOO_LARGE, and the session go on."""
+    (ws / "big.txt").write_text(("y" * 99 + "\n") * 5_500)  # 550 KB
+    for extra, expect_error in (((), False), (("--set", "max_output_chars=0"), True)):
+        proc, url = start_http(ws, *extra)
+        try:
+            async with http_client(url) as c:
+                r = await c.call_tool("read_file", {"path": "big.txt"})
+                if expect_error:
+                    assert r.is_error and text(r).startswith("RESULT_TOO_LARGE"), text(r)[:200]
+                    assert "offset" in text(r)
+                else:
+                    assert not r.is_error, text(r)[:200]
+                r = await c.call_tool("read_file", {"path": "a.txt"})
+                assert r.structured_content["content"] == "hello\nworld\n"
+        finally:
+            stop(proc)
 
 
 def test_non_loopback_bind_without_token_refuses_to_start(ws):
