@@ -37,10 +37,11 @@ def search_section(corpus):
         peer, fer = res[0]["median"] * 1000, res[1]["median"] * 1000
         ratio = fer / peer
         is_glob = label.startswith("glob")
-        target = 1.10
+        # The cold all-paths glob has the live-index issue's tighter target (#13).
+        target = 1.05 if label == "glob *.c (all paths)" else 1.10
         worst = max(worst, ratio)
         lines.append(f"| {label} | {'fd' if is_glob else 'rg'} | {peer:.0f} | {fer:.0f} | {ratio:.2f} | "
-                     f"{'≤ 1.10 ' + ('met' if ratio <= target else 'MISSED')} |")
+                     f"{f'≤ {target:.2f} ' + ('met' if ratio <= target else 'MISSED')} |")
     lines += ["", f"Worst ratio: {worst:.2f} (target ≤ 1.10, goal 1.05).", "",
               "Peak RSS (KiB, max of 3 runs, `/usr/bin/time -v`):", "",
               "| row | rg | ferret | ratio | target |", "| --- | ---: | ---: | ---: | --- |"]
@@ -59,12 +60,10 @@ def search_section(corpus):
               "- glob rows: `fd -t f -e c` vs `ferret call glob '{\"pattern\":\"*.c\"}'`, once returning every "
               "path (max_results 0) and once the default first 100 (still walking the whole tree for the "
               "count).",
-              "- What the all-paths glob pays beyond fd: every name it returns is confirmed through the "
-              "sandbox (one `openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS)` per directory, one `fstatat` per "
-              "name), because the walker lists directories by path and a directory swapped for a symlink "
-              "mid-walk could otherwise leak names from outside (fd does no such check); the paths are sorted "
-              "(fd prints them as found) and returned as one JSON document. A walker over directory handles "
-              "(openat + fdopendir), whose names need no confirming, is the step that remains."]
+              "- Both walk with the same ignore rules. ferret's walker opens each directory with "
+              "`openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS)` from the root's handle and reads its names "
+              "through that handle, so no name needs confirming afterwards; it also sorts the paths (fd "
+              "prints them as found) and returns them as one JSON document."]
     missed = [l for l in lines if l.endswith("MISSED |")]
     lines.append(f"- Verdict (from the rows above): {len(missed)} of the speed and memory rows missed "
                  "their target" + (": " + "; ".join(l.split(" | ")[0].lstrip("| ") for l in missed) if missed else "")
@@ -263,6 +262,52 @@ def workbench_section(corpus, official_version):
     ]) + "\n"
 
 
+def load_section():
+    r = json.load(open(f"{OUT}/load.json"))
+    sdk = sh("target/pyenv/bin/pip show mcp | awk '/^Version/ {print $2}'")
+    grown = r["rss_kib_at_end"] / r["rss_kib_at_10s"] if r["rss_kib_at_10s"] else float("inf")
+    checks = [
+        ("0 protocol errors", r["protocol_error_count"] == 0, f"{r['protocol_error_count']}"),
+        ("0 lost edits", r["lost_count"] == 0, f"{r['lost_count']}"),
+        ("every undo consistent", r["bad_undos"] == 0, f"{r['bad_undos']} inconsistent"),
+        ("server RSS flat (end ≤ 1.25× the RSS at 10 s)", grown <= 1.25,
+         f"{r['rss_kib_at_10s'] / 1024:.0f} MB at 10 s, {r['rss_kib_at_end'] / 1024:.0f} MB at the end "
+         f"({grown:.2f}×), {r['rss_kib_max'] / 1024:.0f} MB peak"),
+    ]
+    lines = ["## HTTP load: concurrent sessions", "",
+             f"Machine: {machine()}; client: the official MCP Python SDK {sdk}, in one process on the same "
+             "machine (it shares the 2 cores with the server).", "",
+             f"Command: `bench/load.sh`. {r['sessions']} sessions at once over loopback HTTP for "
+             f"{r['seconds']:.0f} s, half on protocol 2026-07-28 and half on the 2025-11-25 handshake, each "
+             "looping over grep (a 300-file tree), read_file, edit and write_file of its own files, and undo "
+             "of its own last change (read back at once). The server runs `--no-index`, writes on, round "
+             "budgets off.", "",
+             f"{r['calls']} calls in all.", "",
+             "| call | calls | p50 (ms) | p99 (ms) |", "| --- | ---: | ---: | ---: |"]
+    for op, x in r["per_op"].items():
+        lines.append(f"| {op} | {x['calls']} | {x['p50_ms']:.1f} | {x['p99_ms']:.1f} |")
+    lines.append(f"| all | {r['calls']} | {r['all']['p50_ms']:.1f} | {r['all']['p99_ms']:.1f} |")
+    lines += ["", "| check | result | measured |", "| --- | --- | --- |"]
+    for name, ok, got in checks:
+        lines.append(f"| {name} | {'met' if ok else 'MISSED'} | {got} |")
+    if r["tool_error_count"]:
+        lines += ["", f"Tool errors ({r['tool_error_count']}): " + "; ".join(r["tool_errors"][:5])]
+    if r["protocol_error_count"]:
+        lines += ["", "Protocol errors: " + "; ".join(r["protocol_errors"][:5])]
+    lines += ["", "RSS every 5 s (MB): " + ", ".join(f"{k / 1024:.0f}" for k in r.get("rss_kib_every_5s", []))]
+    lines += ["", "Notes:",
+              "- `WEIGHTS=grep,read,edit,write,undo` (default 3,3,2,1,1), `SESSIONS` and `SECONDS` reshape the "
+              "load.",
+              "- History of this section: on 8a7cb09, where every change re-read the whole undo journal (1.5 MB "
+              "after 2 500 edits), the same load made 8 371 calls, edit p50 677 ms and p99 3.1 s, and the server "
+              "grew from 48 to 245 MB; side runs (50 sessions, 25 s) grew 33 → 39 MB read-only and 47 → 84 MB "
+              "edit-only. 43e9a64 reads the journal incrementally. The growth that remains is not yet "
+              "explained: it is the open item of this section."]
+    met = sum(ok for _, ok, _ in checks)
+    lines += ["", f"Verdict (from the rows above): {met} of {len(checks)} checks met."]
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "search":
         merge("search", search_section(sys.argv[2]))
@@ -277,3 +322,5 @@ if __name__ == "__main__":
             sys.exit("index answers differ from scan answers: see bench/results/index.json")
     elif sys.argv[1] == "workbench":
         merge("workbench", workbench_section(sys.argv[2], sys.argv[3]))
+    elif sys.argv[1] == "load":
+        merge("load", load_section())

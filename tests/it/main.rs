@@ -4,11 +4,14 @@
 mod changes;
 mod cli;
 mod crash;
+mod faults;
 mod index;
 mod layers;
 mod mcp_inprocess;
 mod safety;
 mod sandbox;
 mod search;
+mod security_doc;
 mod shell;
 mod util;
+mod walker;
