@@ -31,6 +31,9 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// The prefix of a lease file not yet locked (see [`History::open`]).
+const NEW_LEASE: &str = ".new-";
+
 /// Backups kept per file (seed 003 §2.2).
 pub const BACKUPS_PER_FILE: usize = 50;
 
@@ -154,13 +157,18 @@ impl History {
         }
         let name = format!("{}-{}", std::process::id(), stamp());
         let path = canon.join("leases").join(&name);
+        // The lease appears under its name only once locked: another process finding it
+        // unlocked in between would take this one for dead, remove its lease and later
+        // roll back a change it is making (an edit lost under three concurrent processes).
+        let fresh = canon.join("leases").join(format!("{NEW_LEASE}{name}"));
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(&path)
-            .map_err(err(&path))?;
+            .open(&fresh)
+            .map_err(err(&fresh))?;
         rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
-            .map_err(|e| err(&path)(e.into()))?;
+            .map_err(|e| err(&fresh)(e.into()))?;
+        std::fs::rename(&fresh, &path).map_err(err(&path))?;
         Ok(History {
             journal: Journal::new(canon.join("journal.jsonl")),
             dir: canon,
@@ -249,7 +257,19 @@ impl History {
             if let Ok(rd) = std::fs::read_dir(self.dir.join("leases")) {
                 for l in rd.flatten() {
                     let name = l.file_name().to_string_lossy().into_owned();
-                    if name != self.lease.name && !self.lease_alive(&name) {
+                    if name.starts_with(NEW_LEASE) {
+                        // Being set up (not locked yet) unless left by a process killed
+                        // in that instant, long ago.
+                        let old = l
+                            .metadata()
+                            .and_then(|m| m.modified())
+                            .ok()
+                            .and_then(|t| t.elapsed().ok())
+                            .is_some_and(|age| age > std::time::Duration::from_secs(600));
+                        if old {
+                            let _ = std::fs::remove_file(l.path());
+                        }
+                    } else if name != self.lease.name && !self.lease_alive(&name) {
                         let _ = std::fs::remove_file(l.path());
                     }
                 }
