@@ -264,6 +264,16 @@ impl History {
             self.settle(id, Outcome::Committed, None)?;
             return Ok((id, trash.kind));
         }
+        // A rename across mounts fails with EXDEV before the kernel looks at whether the
+        // source is read-only: name the real cause when it is.
+        if rustix::fs::fstatvfs(dir)
+            .is_ok_and(|v| v.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
+        {
+            return Err(ToolError::io(
+                &shown,
+                &std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem),
+            ));
+        }
         let e = last_err.unwrap_or_else(|| std::io::Error::other("no trash"));
         Err(ToolError::new(
             ErrorCode::IoError,

@@ -39,6 +39,20 @@ impl Query {
         matches!(self, Query::All)
     }
 
+    /// Whether a file holding `text` is a candidate: the index's decision, made on the
+    /// text itself (for tests and the fuzz target that check plans never miss a match).
+    pub fn admits(&self, text: &[u8]) -> bool {
+        fn go(q: &Query, g: &BTreeSet<Trigram>) -> bool {
+            match q {
+                Query::All => true,
+                Query::Has(t) => g.contains(t),
+                Query::And(v) => v.iter().all(|q| go(q, g)),
+                Query::Or(v) => v.iter().any(|q| go(q, g)),
+            }
+        }
+        go(self, &trigrams(text).collect())
+    }
+
     fn and(self, other: Query) -> Query {
         match (self, other) {
             (Query::All, q) | (q, Query::All) => q,
@@ -413,18 +427,8 @@ mod tests {
         Query::And(dedup(v))
     }
 
-    /// Evaluates a query on a text's trigrams, as the index would.
     fn eval(q: &Query, text: &str) -> bool {
-        let grams: BTreeSet<Trigram> = trigrams(text.as_bytes()).collect();
-        fn go(q: &Query, g: &BTreeSet<Trigram>) -> bool {
-            match q {
-                Query::All => true,
-                Query::Has(t) => g.contains(t),
-                Query::And(v) => v.iter().all(|q| go(q, g)),
-                Query::Or(v) => v.iter().any(|q| go(q, g)),
-            }
-        }
-        go(q, &grams)
+        q.admits(text.as_bytes())
     }
 
     #[test]

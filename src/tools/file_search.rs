@@ -10,6 +10,7 @@
 use crate::error::{ToolError, ToolResult};
 use crate::search::{self, GrepMode, GrepQuery, WalkOptions};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
+use crate::workspace::shown;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -130,7 +131,7 @@ strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
         }
         let mut s = format!("Found {} matches for {:?}:\n\n", o.matches.len(), o.query);
         for m in &o.matches {
-            s.push_str(&format!("- `{}:{}`: {}\n", m.path, m.line, m.text));
+            s.push_str(&format!("- `{}:{}`: {}\n", shown(&m.path), m.line, m.text));
         }
         if o.truncated {
             s.push_str(&format!(

@@ -11,6 +11,7 @@ use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::search::collect::TopN;
 use crate::search::{self, Found, WalkOptions};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
+use crate::workspace::shown;
 use globset::{GlobBuilder, GlobSetBuilder};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -237,8 +238,11 @@ unless include_hidden.",
         if o.count == 0 {
             return "No files found.".into();
         }
-        let mut s = o.files.join("\n");
-        s.push('\n');
+        let mut s = String::new();
+        for f in &o.files {
+            s.push_str(&shown(f));
+            s.push('\n');
+        }
         if o.truncated {
             s.push_str(&format!(
                 "[truncated: {} of {} files shown; narrow the pattern or path, or raise max_results]\n",

@@ -5,6 +5,7 @@ use crate::error::{ToolError, ToolResult};
 use crate::search::sink::Line;
 use crate::search::{self, GrepMode, GrepQuery, WalkOptions};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
+use crate::workspace::shown;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -329,18 +330,19 @@ pub fn render(o: &Output) -> String {
     match o.mode {
         OutputMode::FilesWithMatches => {
             for f in &o.files {
-                s.push_str(&f.path);
+                s.push_str(&shown(&f.path));
                 s.push('\n');
             }
         }
         OutputMode::Count => {
             for f in &o.files {
-                s.push_str(&format!("{}:{}\n", f.path, f.count.unwrap_or(0)));
+                s.push_str(&format!("{}:{}\n", shown(&f.path), f.count.unwrap_or(0)));
             }
         }
         OutputMode::Content => {
             let mut first_group = true;
             for f in &o.files {
+                let path = shown(&f.path);
                 let mut prev: Option<u64> = None;
                 for l in f.lines.iter().flatten() {
                     let gap = prev.is_none_or(|p| l.line != p + 1);
@@ -349,7 +351,7 @@ pub fn render(o: &Output) -> String {
                     }
                     first_group = false;
                     let sep = if l.is_match { ':' } else { '-' };
-                    s.push_str(&format!("{}{sep}{}{sep}{}\n", f.path, l.line, l.text));
+                    s.push_str(&format!("{path}{sep}{}{sep}{}\n", l.line, l.text));
                     prev = Some(l.line);
                 }
             }

@@ -5,9 +5,10 @@
 //! symlinks leading outside are never shown; skipped noise (`node_modules/`, `target/`…)
 //! is left out but can be listed by naming it.
 
-use crate::error::{ErrorCode, ToolResult};
+use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::{default_dot, human_size};
+use crate::workspace::shown;
 use crate::workspace::{EntryType, WsPath};
 use cap_fs_ext::DirExt;
 use cap_std::fs::Dir;
@@ -58,6 +59,9 @@ pub struct Output {
     /// Entries skipped before the first one shown.
     pub offset: u64,
     pub truncated: bool,
+    /// Subdirectories that could not be read (and why): listed, not entered.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub unreadable: Vec<String>,
 }
 
 pub struct ListDirectory;
@@ -96,9 +100,10 @@ pattern use glob instead.",
             include_hidden: p.include_hidden,
             max_depth: depth,
             found: Vec::new(),
+            unreadable: Vec::new(),
         };
         walk.dir(&dir, PathBuf::new(), 1)?;
-        let mut found = walk.found;
+        let mut found = std::mem::take(&mut walk.found);
         found.sort_by(|a, b| a.0.cmp(&b.0));
         let total = found.len() as u64;
         let cap = ctx.limits().max_files_per_request;
@@ -114,21 +119,26 @@ pattern use glob instead.",
             total_count: total,
             truncated,
             offset: p.offset as u64,
+            unreadable: walk.unreadable,
         })
     }
 
     fn render(&self, o: &Output) -> String {
-        let mut out = format!("{}:\n", o.path);
+        let mut out = format!("{}:\n", shown(&o.path));
         for e in &o.entries {
+            let name = shown(&e.name);
             match (e.kind, e.size) {
-                (EntryType::Directory, _) => out.push_str(&format!("  {}/\n", e.name)),
-                (EntryType::Symlink, _) => out.push_str(&format!("  {}@\n", e.name)),
-                (_, Some(s)) => out.push_str(&format!("  {}  ({})\n", e.name, human_size(s))),
-                (_, None) => out.push_str(&format!("  {}\n", e.name)),
+                (EntryType::Directory, _) => out.push_str(&format!("  {name}/\n")),
+                (EntryType::Symlink, _) => out.push_str(&format!("  {name}@\n")),
+                (_, Some(s)) => out.push_str(&format!("  {name}  ({})\n", human_size(s))),
+                (_, None) => out.push_str(&format!("  {name}\n")),
             }
         }
         if o.entries.is_empty() {
             out.push_str("  (empty)\n");
+        }
+        for u in &o.unreadable {
+            out.push_str(&format!("  [not read: {}]\n", shown(u)));
         }
         if o.truncated {
             let next = o.offset + o.entries.len() as u64;
@@ -151,15 +161,32 @@ struct Walk<'a, 'c> {
     include_hidden: bool,
     max_depth: u64,
     found: Vec<(PathBuf, Entry)>,
+    unreadable: Vec<String>,
 }
 
 impl Walk<'_, '_> {
     fn dir(&mut self, dir: &Dir, rel: PathBuf, depth: u64) -> ToolResult<()> {
         self.ctx.check()?;
         let ws = self.ctx.workspace();
-        // An unreadable subdirectory costs only itself.
-        let Ok(entries) = dir.entries() else {
-            return Ok(());
+        let entries = match dir.entries() {
+            Ok(e) => e,
+            // The directory asked for: say so, rather than list it as empty.
+            Err(e) if depth == 1 => {
+                return Err(ToolError::io(&ws.display(self.base), &e));
+            }
+            // An unreadable subdirectory costs only itself, and is named.
+            Err(e) => {
+                self.unreadable.push(format!(
+                    "{}: {}",
+                    rel.to_string_lossy().replace('\\', "/"),
+                    if e.kind() == std::io::ErrorKind::PermissionDenied {
+                        "permission denied".to_string()
+                    } else {
+                        e.to_string()
+                    }
+                ));
+                return Ok(());
+            }
         };
         for entry in entries.flatten() {
             let name = entry.file_name();

@@ -6,6 +6,7 @@
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::{glob, read_file};
+use crate::workspace::shown;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -166,7 +167,7 @@ denied or too large is reported in its place; the others are still read.",
     fn render(&self, o: &Output) -> String {
         let mut s = String::new();
         for f in &o.files {
-            s.push_str(&format!("==> {} <==\n", f.path));
+            s.push_str(&format!("==> {} <==\n", shown(&f.path)));
             match (&f.file, &f.error) {
                 (Some(file), _) => s.push_str(&read_file::ReadFile.render(file)),
                 (None, Some(e)) => {

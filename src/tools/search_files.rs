@@ -14,6 +14,7 @@ use crate::error::{ToolError, ToolResult};
 use crate::search::sink::Line;
 use crate::search::{self, GrepMode, GrepQuery, WalkOptions};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
+use crate::workspace::shown;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -149,7 +150,7 @@ showing context around matches.",
         // The true total, as seed 001's example implies; what is shown follows.
         let mut s = format!("Found {} matching files:\n", o.file_count);
         for f in &o.files {
-            s.push_str(&format!("\n## {}\n", f.path));
+            s.push_str(&format!("\n## {}\n", shown(&f.path)));
             for l in &f.lines {
                 let mark = if l.is_match { '>' } else { ' ' };
                 s.push_str(&format!("Line {}: {mark} {}\n", l.line, l.text));

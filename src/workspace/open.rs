@@ -158,6 +158,19 @@ impl Workspace {
                 let entry = entry.map_err(|e| ToolError::io(&shown, &e))?;
                 let ft = entry.file_type().map_err(|e| ToolError::io(&shown, &e))?;
                 let here = rel.join(entry.file_name());
+                // A tree nested past the depth limit cannot be vouched for: its names are
+                // past what any tool may address, and each level checked costs the whole
+                // path again (10 000 levels took minutes).
+                let limit = self.max_path_depth();
+                if limit > 0 && here.components().count() > limit {
+                    return Err(ToolError::new(
+                        ErrorCode::PathTooDeep,
+                        format!(
+                            "{shown} holds entries deeper than {limit} levels below the root: ferret cannot check what they are"
+                        ),
+                    )
+                    .with_hint("delete or move it outside ferret, or raise max_path_depth"));
+                }
                 if self.deny.matches(&here, ft.is_dir()) {
                     return Ok(true);
                 }

@@ -210,3 +210,152 @@ fn an_unusable_state_directory_refuses_changes() {
     );
     assert_eq!(rc, 0, "{v}");
 }
+
+/// Runs `script` (sh) in a private mount namespace, with `$FERRET` the binary: as root
+/// a plain one, otherwise as root of a new user namespace. Mounts made there are gone
+/// when it ends. `None` when this machine allows neither.
+fn in_mount_namespace(script: &str, args: &[&Path]) -> Option<std::process::Output> {
+    let root_user = rustix::process::geteuid().is_root();
+    let ns = if root_user { "-m" } else { "-rm" };
+    let probe = Command::new("unshare")
+        .args([ns, "true"])
+        .stderr(Stdio::null())
+        .status()
+        .ok()?;
+    if !probe.success() {
+        return None;
+    }
+    Some(
+        Command::new("unshare")
+            .args([ns, "sh", "-ec", script, "sh"])
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("FERRET", env!("CARGO_BIN_EXE_ferret"))
+            .env("XDG_STATE_HOME", scratch_state())
+            .output()
+            .unwrap(),
+    )
+}
+
+/// A workspace on a read-only mount: reads and searches work; an edit, a new file, a
+/// delete and a patch each report IO_ERROR with a hint naming the read-only filesystem,
+/// change nothing, and leave no pending change in the journal.
+#[test]
+fn a_read_only_filesystem_refuses_every_change_and_loses_nothing() {
+    let (_t, base) = tempdir();
+    let (root, state) = (base.join("ws"), base.join("state"));
+    write(&root, "a.txt", "one\ntwo\n");
+    write(&root, "d/b.txt", "three\n");
+    let before = snapshot(&root);
+    let script = r#"
+        mount --bind "$1" "$1"
+        mount -o remount,bind,ro "$1"
+        n=0
+        f() { n=$((n+1)); "$FERRET" --root "$1" --state-dir "$2" --allow-write call "$4" "$5" > "$3/$n.json" || true; }
+        f "$1" "$2" "$3" read_file '{"path": "a.txt"}'
+        f "$1" "$2" "$3" grep '{"pattern": "t"}'
+        f "$1" "$2" "$3" edit '{"path": "a.txt", "old_string": "one", "new_string": "uno"}'
+        f "$1" "$2" "$3" write_file '{"path": "new.txt", "content": "x"}'
+        f "$1" "$2" "$3" file_delete '{"path": "d/b.txt"}'
+        f "$1" "$2" "$3" move '{"source": "a.txt", "destination": "z.txt"}'
+        f "$1" "$2" "$3" apply_patch '{"changes": [{"path": "a.txt", "edits": [{"old_string": "two", "new_string": "dos"}]}, {"path": "c.txt", "create": "x"}]}'
+    "#;
+    let answers_dir = base.join("answers");
+    std::fs::create_dir_all(&answers_dir).unwrap();
+    let Some(out) = in_mount_namespace(script, &[&root, &state, &answers_dir]) else {
+        eprintln!("skipped: no mount namespace on this machine");
+        return;
+    };
+    let answers: Vec<Value> = (1..=7)
+        .map(|n| {
+            std::fs::read(answers_dir.join(format!("{n}.json")))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or(Value::Null)
+        })
+        .collect();
+    assert!(
+        answers.iter().all(|a| !a.is_null()),
+        "{answers:?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(answers[0]["content"], "one\ntwo\n");
+    assert_eq!(answers[1]["files"].as_array().map(Vec::len), Some(2));
+    for a in &answers[2..] {
+        assert_eq!(code(a), "IO_ERROR", "{a}");
+        let hint = a["error"]["hint"].as_str().unwrap_or("");
+        assert!(hint.contains("read-only"), "the hint names the cause: {a}");
+    }
+    assert_eq!(snapshot(&root), before);
+    let history = crate::util::bin()
+        .args(["--root"])
+        .arg(&root)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["history", "--json"])
+        .output()
+        .unwrap();
+    let entries: Vec<Value> = serde_json::from_slice(&history.stdout).unwrap_or_default();
+    // No change was made, so none is settled; none is left pending either.
+    assert!(entries.is_empty(), "{entries:?}");
+}
+
+/// A real full filesystem (a 1 MiB tmpfs): an edit that needs more room than is left
+/// fails with IO_ERROR and leaves the file whole; a state directory on a full
+/// filesystem refuses the change rather than making it without its backup.
+#[test]
+fn a_real_full_filesystem_loses_nothing() {
+    let (_t, base) = tempdir();
+    let (root, state) = (base.join("ws"), base.join("state"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    let script = r#"
+        mount -t tmpfs -o size=1m none "$1"
+        head -c 400000 /dev/zero | tr '\0' a > "$1/big.txt"
+        echo MARK >> "$1/big.txt"
+        # The fill: what is left is less than a second copy of big.txt.
+        head -c 500000 /dev/zero > "$1/fill" 2>/dev/null || true
+        "$FERRET" --root "$1" --state-dir "$2" --allow-write call edit '{"path": "big.txt", "old_string": "MARK", "new_string": "DONE"}' > "$3/1.json" || true
+        sha256sum "$1/big.txt"
+        ls -a "$1"
+        # Now the state directory full instead, the workspace with room.
+        rm "$1/fill"
+        mount -t tmpfs -o size=64k none "$2"
+        head -c 200000 /dev/zero > "$2/fill" 2>/dev/null || true
+        "$FERRET" --root "$1" --state-dir "$2" --allow-write call edit '{"path": "big.txt", "old_string": "MARK", "new_string": "DONE"}' > "$3/2.json" || true
+        sha256sum "$1/big.txt"
+    "#;
+    let answers_dir = base.join("answers");
+    std::fs::create_dir_all(&answers_dir).unwrap();
+    let Some(out) = in_mount_namespace(script, &[&root, &state, &answers_dir]) else {
+        eprintln!("skipped: no mount namespace on this machine");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    for n in ["1", "2"] {
+        let a: Value = std::fs::read(answers_dir.join(format!("{n}.json")))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or(Value::Null);
+        assert_eq!(
+            code(&a),
+            "IO_ERROR",
+            "{n}: {a}\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let sums: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("big.txt") && l.len() > 64)
+        .map(|l| &l[..64])
+        .collect();
+    let mut want = "a".repeat(400_000);
+    want.push_str("MARK\n");
+    let want = ferret::history::sha256(want.as_bytes());
+    assert_eq!(sums, vec![want.as_str(), want.as_str()], "{text}");
+    assert!(
+        !text.lines().any(|l| l.starts_with(".ferret-")),
+        "a temporary file was left: {text}"
+    );
+}

@@ -1,6 +1,7 @@
 //! The integration tests, one binary (as ripgrep does): one build, one link, shared
 //! helpers in `util`, a module per area.
 
+mod adversarial;
 mod changes;
 mod cli;
 mod crash;
