@@ -9,9 +9,27 @@ use serde_json::json;
 
 /// The files a glob may ever list (links are listed as themselves, not followed out).
 const LISTABLE: &[&str] = &[
-    "a.txt", "dir", "dir/b.rs", "dir/deep", "dir/deep/c.md", ".gitignore", "ignored.txt",
-    "l_out_abs", "l_out_rel", "l_out_file", "l_chain", "l_back", "l_dev", "l_loop1",
-    "l_loop2", "l_dangling", "l_in", "fifo", "keys", "l_keys", "l_secret",
+    "a.txt",
+    "dir",
+    "dir/b.rs",
+    "dir/deep",
+    "dir/deep/c.md",
+    ".gitignore",
+    "ignored.txt",
+    "l_out_abs",
+    "l_out_rel",
+    "l_out_file",
+    "l_chain",
+    "l_back",
+    "l_dev",
+    "l_loop1",
+    "l_loop2",
+    "l_dangling",
+    "l_in",
+    "fifo",
+    "keys",
+    "l_keys",
+    "l_secret",
 ];
 
 fuzz_target!(|data: &[u8]| {
@@ -27,7 +45,9 @@ fuzz_target!(|data: &[u8]| {
                 let rel = path.strip_prefix("./").unwrap_or(path);
                 let rel = rel.trim_end_matches('/');
                 assert!(
-                    LISTABLE.contains(&rel) || rel.starts_with("l_in/") || rel.starts_with("l_back/"),
+                    LISTABLE.contains(&rel)
+                        || rel.starts_with("l_in/")
+                        || rel.starts_with("l_back/"),
                     "glob {p:?} listed {path:?}"
                 );
             }

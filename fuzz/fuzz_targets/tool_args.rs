@@ -18,6 +18,9 @@ fuzz_target!(|data: &[u8]| {
     let tool = names[pick as usize % names.len()];
     if let Err(e) = f.call(tool, args) {
         // Every error names its stable code first.
-        assert!(e.contains(char::is_uppercase), "an error without a code: {e}");
+        assert!(
+            e.contains(char::is_uppercase),
+            "an error without a code: {e}"
+        );
     }
 });

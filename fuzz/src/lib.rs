@@ -47,7 +47,10 @@ fn make() -> Fixture {
     std::fs::create_dir_all(&out).expect("fixture dirs");
     w(&out.join("out.txt"), &format!("{OUTSIDE}\nMARK outside\n"));
     w(&root.join("a.txt"), "hello MARK\nsecond line\n");
-    w(&root.join("dir/b.rs"), "fn main() { let mark = \"MARK\"; }\n");
+    w(
+        &root.join("dir/b.rs"),
+        "fn main() { let mark = \"MARK\"; }\n",
+    );
     w(&root.join("dir/deep/c.md"), "# c\n\nMARK in markdown\n");
     w(&root.join(".env"), &format!("TOKEN={SECRET}\n"));
     w(&root.join("keys/id_rsa"), &format!("{SECRET}\n"));
