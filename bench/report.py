@@ -270,10 +270,23 @@ def load_section():
         ("0 protocol errors", r["protocol_error_count"] == 0, f"{r['protocol_error_count']}"),
         ("0 lost edits", r["lost_count"] == 0, f"{r['lost_count']}"),
         ("every undo consistent", r["bad_undos"] == 0, f"{r['bad_undos']} inconsistent"),
-        ("server RSS flat (end ≤ 1.25× the RSS at 10 s)", grown <= 1.25,
+        ("server RSS, end ≤ 1.25× the RSS at 10 s (warm-up included)", grown <= 1.25,
          f"{r['rss_kib_at_10s'] / 1024:.0f} MB at 10 s, {r['rss_kib_at_end'] / 1024:.0f} MB at the end "
          f"({grown:.2f}×), {r['rss_kib_max'] / 1024:.0f} MB peak"),
     ]
+    every = r.get("rss_kib_every_5s", [])
+    half = every[len(every) // 2] if every else 0
+    if half:
+        # Flat once warm: all sessions open and the bounded caches (journal window, audit
+        # memory) full by half time; a leak would go on growing in the second half.
+        warm = r["rss_kib_at_end"] / half
+        checks.append(("server RSS flat once warm (end ≤ 1.10× the RSS at half time)", warm <= 1.10,
+                       f"{half / 1024:.0f} MB at half time, {r['rss_kib_at_end'] / 1024:.0f} MB at the end "
+                       f"({warm:.2f}×)"))
+    if r.get("rss_kib_after_close"):
+        checks.append(("memory handed back once sessions close (≤ 1.0× the RSS at the end)",
+                       r["rss_kib_after_close"] <= r["rss_kib_at_end"],
+                       f"{r['rss_kib_after_close'] / 1024:.0f} MB 11 s after the last session closed"))
     lines = ["## HTTP load: concurrent sessions", "",
              f"Machine: {machine()}; client: the official MCP Python SDK {sdk}, in one process on the same "
              "machine (it shares the 2 cores with the server).", "",
@@ -301,8 +314,14 @@ def load_section():
               "- History of this section: on 8a7cb09, where every change re-read the whole undo journal (1.5 MB "
               "after 2 500 edits), the same load made 8 371 calls, edit p50 677 ms and p99 3.1 s, and the server "
               "grew from 48 to 245 MB; side runs (50 sessions, 25 s) grew 33 → 39 MB read-only and 47 → 84 MB "
-              "edit-only. 43e9a64 reads the journal incrementally. The growth that remains is not yet "
-              "explained: it is the open item of this section."]
+              "edit-only. 43e9a64 reads the journal incrementally; it still grew 39 → 112 MB. heaptrack then "
+              "showed the live heap peaking under 30 MB while the resident size drifted past 85 MB: the "
+              "allocator's, not ferret's. The server now fixes glibc's mmap threshold (large blocks in their own "
+              "mappings, given back on free), trims every 10 s under load, runs at most 32 calls at once, and "
+              "keeps bounded windows of the journal (the last 1 000 changes, 2 000 at most) and of the audit "
+              "records (2 000) in memory.",
+              "- The 10 s row includes the warm-up: 100 sessions connecting and those windows filling. The "
+              "once-warm row compares the end with half time, when both are done; a leak grows there."]
     met = sum(ok for _, ok, _ in checks)
     lines += ["", f"Verdict (from the rows above): {met} of {len(checks)} checks met."]
     return "\n".join(lines) + "\n"

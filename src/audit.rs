@@ -57,7 +57,7 @@ pub struct AuditEntry {
 }
 
 /// How many records the in-memory log keeps across all sessions.
-const MEMORY_CAP: usize = 10_000;
+const MEMORY_CAP: usize = 2_000;
 
 #[derive(Debug, Default)]
 pub struct AuditLogger {

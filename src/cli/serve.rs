@@ -32,8 +32,13 @@ pub fn serve(ferret: Ferret, a: ServeArgs) -> anyhow::Result<i32> {
     if !a.no_index {
         build_index_in_background(&ferret);
     }
+    // Tool calls run on the blocking pool. Past a few dozen at once they only queue
+    // for the cores anyway; tokio's default (512 threads) let 100 sessions grow the
+    // server by a thread stack and an allocator arena per concurrent call.
+    crate::search::index::steady_allocator();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(MAX_CALLS_AT_ONCE)
         .build()?;
     rt.block_on(async move {
         match http {
@@ -88,3 +93,6 @@ fn build_index_in_background(ferret: &Arc<Ferret>) {
         tracing::warn!("index: not built (no thread: {e}); searches scan");
     }
 }
+
+/// Tool calls that run at once in a server (more wait their turn).
+const MAX_CALLS_AT_ONCE: usize = 32;

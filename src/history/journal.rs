@@ -261,6 +261,7 @@ impl Locked<'_> {
         self.next_id += 1;
         let id = entry.id;
         self.entries.push(entry);
+        trim(self.entries);
         Ok(id)
     }
 
@@ -282,6 +283,28 @@ impl Locked<'_> {
             .and_then(|()| self.file.sync_data())
             .map_err(|e| io_err("journal", &e))
     }
+}
+
+/// Settled entries a process keeps in memory: the most recent ones. An undo reaches
+/// back this far at most (each file keeps 50 backups anyway); everything older stays in
+/// the file, unread. Without a bound a long-lived server grew by about 2 KB per change.
+pub const KEEP_ENTRIES: usize = 1000;
+
+/// Drops the oldest settled entries once there are twice [`KEEP_ENTRIES`] (amortized: one
+/// drain per [`KEEP_ENTRIES`] changes). Pending and staged ones stay whatever their age:
+/// recovery needs them. What is kept is a suffix of the history, so every entry kept has
+/// every later change (the undo of it, a later change of its file) kept with it.
+fn trim(entries: &mut Vec<Entry>) {
+    if entries.len() <= 2 * KEEP_ENTRIES {
+        return;
+    }
+    let cut = entries.len() - KEEP_ENTRIES;
+    let mut kept: Vec<Entry> = entries
+        .drain(..cut)
+        .filter(|e| e.pending || e.staged)
+        .collect();
+    kept.append(entries);
+    *entries = kept;
 }
 
 /// What a mark line does to the entries read so far. Entries are in id order (ids are
@@ -405,6 +428,7 @@ fn read_tail(file: &File, c: &mut Cache) -> ToolResult<()> {
             Ok(Line::Entry(e)) => {
                 c.max_id = c.max_id.max(e.id);
                 c.entries.push(*e);
+                trim(&mut c.entries);
             }
             Ok(Line::Mark(m)) => apply_mark(&mut c.entries, m.id, m.outcome),
             Err(e) => tracing::warn!(error = %e, "skipping a damaged journal line"),
@@ -433,6 +457,38 @@ mod tests {
     fn seen(j: &Journal) -> Vec<(u64, bool)> {
         j.with(|l| Ok(l.entries.iter().map(|e| (e.id, e.pending)).collect()))
             .unwrap()
+    }
+
+    #[test]
+    fn memory_keeps_a_bounded_suffix_of_the_history_and_every_pending_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let j = Journal::new(path.clone());
+        let old_pending = begin(&j, "pending.txt");
+        let n = 3 * KEEP_ENTRIES as u64;
+        j.with(|l| {
+            for i in 0..n {
+                let id = l.begin(
+                    Entry::new(Action::Edit, format!("f{i}"), 0, Path::new("f")),
+                    "t",
+                )?;
+                l.settle(id, Outcome::Committed, None)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        let check = |j: &Journal| {
+            let s = seen(j);
+            assert!(s.len() <= 2 * KEEP_ENTRIES + 1, "{} kept", s.len());
+            assert!(s.len() > KEEP_ENTRIES, "{} kept", s.len());
+            assert_eq!(s[0], (old_pending, true), "the pending change stays");
+            assert_eq!(s.last().unwrap().0, old_pending + n, "the newest stays");
+            // A suffix: ids run on without a gap after the pending one.
+            assert!(s[1..].windows(2).all(|w| w[1].0 == w[0].0 + 1));
+        };
+        check(&j);
+        // Another process reading the whole file keeps the same bound.
+        check(&Journal::new(path));
     }
 
     #[test]

@@ -430,18 +430,22 @@ impl Rejections {
     }
 }
 
-/// Hands memory back once sessions have ended: 20 000 sessions opened and closed must
-/// not leave the server at its peak.
+/// Hands memory back once sessions have ended (20 000 sessions opened and closed must
+/// not leave the server at its peak), and every 10 s while sessions are open: under
+/// steady load the allocator kept what calls had freed, and the server's size went on
+/// growing past what it held (live heap ~30 MB, resident 90 MB after 60 s).
 async fn trim_after_sessions_end(sessions: Arc<LocalSessionManager>, stop: CancellationToken) {
     let mut peak = 0usize;
+    let mut ticks = 0u32;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(Duration::from_secs(5)) => {}
         }
+        ticks += 1;
         let now = sessions.sessions.read().await.len();
         peak = peak.max(now);
-        if peak >= now + 16 || (now == 0 && peak > 0) {
+        if peak >= now + 16 || (now == 0 && peak > 0) || (now > 0 && ticks.is_multiple_of(2)) {
             crate::search::index::give_back_memory();
             peak = now;
         }

@@ -988,6 +988,19 @@ pub fn give_back_memory() {
     }
 }
 
+/// Sets the allocator up for a long-lived server. glibc raises its mmap threshold each
+/// time a large block is freed, so later large blocks (results, journal copies) come
+/// from the arenas and leave holes there: under 100 sessions the server's resident size
+/// drifted up for the whole minute while its live heap stayed under 30 MB. A fixed
+/// threshold keeps blocks of 256 KiB and more in their own mappings, given back on free.
+pub fn steady_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets a tuning parameter of the allocator.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+    }
+}
+
 /// True when the opened file is the listed one with the very content indexed, and the
 /// query rules it out: reading it cannot find a match.
 pub fn rules_out(files: &Files, c: &Candidates, found: &Found, file: &std::fs::File) -> bool {

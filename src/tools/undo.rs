@@ -540,7 +540,10 @@ current content.",
                         ErrorCode::NotFound,
                         format!("no change with id {id} in the journal"),
                     )
-                    .with_hint("list the changes with `ferret history`")
+                    .with_hint(format!(
+                        "list the changes with `ferret history`; undo reaches the last {} changes",
+                        crate::history::journal::KEEP_ENTRIES
+                    ))
                 })?,
             None => entries
                 .iter()
