@@ -19,6 +19,9 @@ pub fn version_of(bytes: &[u8]) -> String {
 const KEEP_BYTES: usize = 64 * 1024 * 1024;
 /// A content over this is not kept.
 const KEEP_ONE_AT_MOST: usize = 4 * 1024 * 1024;
+/// Contents kept at most, however small: each costs its version and bookkeeping on top
+/// of its bytes, so small ones were bounded only by a byte count they barely touched.
+const KEEP_COUNT: usize = 4096;
 
 /// Contents recently returned, by version.
 #[derive(Default)]
@@ -41,6 +44,9 @@ impl Seen {
             return;
         }
         kept.push_back((version.to_string(), Arc::from(text)));
+        while kept.len() > KEEP_COUNT {
+            kept.pop_front();
+        }
         let mut total: usize = kept.iter().map(|(_, t)| t.len()).sum();
         while total > KEEP_BYTES {
             match kept.pop_front() {
@@ -86,5 +92,12 @@ mod tests {
         }
         assert_eq!(s.get("v1"), None, "the oldest went first");
         assert!(s.get("c1").is_some());
+        // Small contents are bounded by their count.
+        for i in 0..KEEP_COUNT + 10 {
+            s.remember(&format!("s{i}"), "tiny");
+        }
+        assert_eq!(crate::error::lock(&s.kept).len(), KEEP_COUNT);
+        assert_eq!(s.get("s0"), None);
+        assert!(s.get(&format!("s{}", KEEP_COUNT + 9)).is_some());
     }
 }
