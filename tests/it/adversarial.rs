@@ -98,30 +98,13 @@ impl Lab {
 
     /// Everything below `outside` and the secrets' content: must never change.
     fn guarded(&self) -> Vec<(PathBuf, Vec<u8>)> {
-        let mut out = Vec::new();
-        let mut stack = vec![self.outside.clone()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap().flatten() {
-                let p = e.path();
-                let ft = e.file_type().unwrap();
-                if ft.is_dir() {
-                    stack.push(p.clone());
-                }
-                let body = if ft.is_file() {
-                    std::fs::read(&p).unwrap()
-                } else {
-                    Vec::new()
-                };
-                out.push((p, body));
-            }
-        }
+        let mut out = crate::util::snapshot(&self.outside);
         for s in [".env", ".ssh/id_rsa"] {
             out.push((
                 s.into(),
                 std::fs::read(self.root.join(s)).unwrap_or_default(),
             ));
         }
-        out.sort();
         out
     }
 

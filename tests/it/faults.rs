@@ -211,10 +211,16 @@ fn an_unusable_state_directory_refuses_changes() {
     assert_eq!(rc, 0, "{v}");
 }
 
-/// Runs `script` (sh) in a private mount namespace, with `$FERRET` the binary: as root
-/// a plain one, otherwise as root of a new user namespace. Mounts made there are gone
-/// when it ends. `None` when this machine allows neither.
-fn in_mount_namespace(script: &str, args: &[&Path]) -> Option<std::process::Output> {
+/// Runs `script` (sh) in a private mount namespace, with `$FERRET` the binary and
+/// arguments `$1` = root, `$2` = state, `$3` = a directory for answers (`N.json`): as
+/// root a plain namespace, otherwise as root of a new user namespace. Mounts made there
+/// are gone when it ends. Returns what it printed and the answers in order; `None` when
+/// this machine allows neither namespace.
+fn in_mount_namespace(
+    script: &str,
+    root: &Path,
+    state: &Path,
+) -> Option<(std::process::Output, Vec<Value>)> {
     let root_user = rustix::process::geteuid().is_root();
     let ns = if root_user { "-m" } else { "-rm" };
     let probe = Command::new("unshare")
@@ -223,19 +229,27 @@ fn in_mount_namespace(script: &str, args: &[&Path]) -> Option<std::process::Outp
         .status()
         .ok()?;
     if !probe.success() {
+        eprintln!("skipped: no mount namespace on this machine");
         return None;
     }
-    Some(
-        Command::new("unshare")
-            .args([ns, "sh", "-ec", script, "sh"])
-            .args(args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("FERRET", env!("CARGO_BIN_EXE_ferret"))
-            .env("XDG_STATE_HOME", scratch_state())
-            .output()
-            .unwrap(),
-    )
+    let answers = root.with_file_name("answers");
+    std::fs::create_dir_all(&answers).unwrap();
+    let out = Command::new("unshare")
+        .args([ns, "sh", "-ec", script, "sh"])
+        .arg(root)
+        .arg(state)
+        .arg(&answers)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("FERRET", env!("CARGO_BIN_EXE_ferret"))
+        .env("XDG_STATE_HOME", scratch_state())
+        .output()
+        .unwrap();
+    let read: Vec<Value> = (1..)
+        .map_while(|n| std::fs::read(answers.join(format!("{n}.json"))).ok())
+        .map(|b| serde_json::from_slice(&b).unwrap_or(Value::Null))
+        .collect();
+    Some((out, read))
 }
 
 /// A workspace on a read-only mount: reads and searches work; an edit, a new file, a
@@ -261,22 +275,12 @@ fn a_read_only_filesystem_refuses_every_change_and_loses_nothing() {
         f "$1" "$2" "$3" move '{"source": "a.txt", "destination": "z.txt"}'
         f "$1" "$2" "$3" apply_patch '{"changes": [{"path": "a.txt", "edits": [{"old_string": "two", "new_string": "dos"}]}, {"path": "c.txt", "create": "x"}]}'
     "#;
-    let answers_dir = base.join("answers");
-    std::fs::create_dir_all(&answers_dir).unwrap();
-    let Some(out) = in_mount_namespace(script, &[&root, &state, &answers_dir]) else {
-        eprintln!("skipped: no mount namespace on this machine");
+    let Some((out, answers)) = in_mount_namespace(script, &root, &state) else {
         return;
     };
-    let answers: Vec<Value> = (1..=7)
-        .map(|n| {
-            std::fs::read(answers_dir.join(format!("{n}.json")))
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok())
-                .unwrap_or(Value::Null)
-        })
-        .collect();
-    assert!(
-        answers.iter().all(|a| !a.is_null()),
+    assert_eq!(
+        answers.len(),
+        7,
         "{answers:?}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -326,24 +330,18 @@ fn a_real_full_filesystem_loses_nothing() {
         "$FERRET" --root "$1" --state-dir "$2" --allow-write call edit '{"path": "big.txt", "old_string": "MARK", "new_string": "DONE"}' > "$3/2.json" || true
         sha256sum "$1/big.txt"
     "#;
-    let answers_dir = base.join("answers");
-    std::fs::create_dir_all(&answers_dir).unwrap();
-    let Some(out) = in_mount_namespace(script, &[&root, &state, &answers_dir]) else {
-        eprintln!("skipped: no mount namespace on this machine");
+    let Some((out, answers)) = in_mount_namespace(script, &root, &state) else {
         return;
     };
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    for n in ["1", "2"] {
-        let a: Value = std::fs::read(answers_dir.join(format!("{n}.json")))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or(Value::Null);
-        assert_eq!(
-            code(&a),
-            "IO_ERROR",
-            "{n}: {a}\n{text}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    assert_eq!(
+        answers.len(),
+        2,
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for a in &answers {
+        assert_eq!(code(a), "IO_ERROR", "{a}\n{text}");
     }
     let sums: Vec<&str> = text
         .lines()

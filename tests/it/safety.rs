@@ -86,24 +86,7 @@ impl Ws {
 
     /// Everything below `outside`, with content: it must never change.
     fn outside_snapshot(&self) -> Vec<(PathBuf, Vec<u8>)> {
-        let mut out = Vec::new();
-        let mut stack = vec![self.outside.clone()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap().flatten() {
-                let p = e.path();
-                let ft = e.file_type().unwrap();
-                if ft.is_dir() {
-                    stack.push(p.clone());
-                    out.push((p, Vec::new()));
-                } else if ft.is_file() {
-                    out.push((p.clone(), std::fs::read(&p).unwrap()));
-                } else {
-                    out.push((p, b"link".to_vec()));
-                }
-            }
-        }
-        out.sort();
-        out
+        crate::util::snapshot(&self.outside)
     }
 
     fn journal(&self) -> Vec<Value> {

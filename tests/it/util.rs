@@ -66,3 +66,27 @@ pub fn code(r: Result<Value, ToolError>) -> ErrorCode {
         Err(e) => e.code,
     }
 }
+
+/// Everything below `dir`, sorted, with content: files by their bytes, directories empty,
+/// anything else (links, FIFOs) as `link`. Compared before and after to prove nothing
+/// changed.
+pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read dir").flatten() {
+            let p = e.path();
+            let ft = e.file_type().expect("file type");
+            if ft.is_dir() {
+                stack.push(p.clone());
+                out.push((p, Vec::new()));
+            } else if ft.is_file() {
+                out.push((p.clone(), std::fs::read(&p).expect("read")));
+            } else {
+                out.push((p, b"link".to_vec()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
