@@ -96,6 +96,8 @@ async def session(i, url, deadline, stats):
                 else:
                     cid, path, before, existed = history.pop()
                     r = await c.call_tool("undo", {"id": cid})
+                    # The undo's own time; the read back below is a second call.
+                    undo_ms = (time.perf_counter() - t0) * 1000
                     if r.is_error:
                         history.append((cid, path, before, existed))
                     else:
@@ -109,7 +111,8 @@ async def session(i, url, deadline, stats):
                             else (back.is_error and "NOT_FOUND" in back.content[0].text)
                         if not ok:
                             stats["bad_undos"] += 1
-                stats["lat"].setdefault(op, []).append((time.perf_counter() - t0) * 1000)
+                ms = undo_ms if op == "undo" else (time.perf_counter() - t0) * 1000
+                stats["lat"].setdefault(op, []).append(ms)
                 if r.is_error:
                     stats["tool_errors"].append(f"{op}: {r.content[0].text[:160]}")
             # The end state of every file this session touched.

@@ -29,13 +29,14 @@ pub fn serve(ferret: Ferret, a: ServeArgs) -> anyhow::Result<i32> {
              try `ferret grep PATTERN`, `ferret ls` or `ferret call TOOL '{{...}}'`. Ctrl-D or Ctrl-C ends it."
         );
     }
+    // Before any thread starts: the arena limit applies to arenas made after it.
+    crate::search::index::steady_allocator();
     if !a.no_index {
         build_index_in_background(&ferret);
     }
     // Tool calls run on the blocking pool. Past a few dozen at once they only queue
     // for the cores anyway; tokio's default (512 threads) let 100 sessions grow the
     // server by a thread stack and an allocator arena per concurrent call.
-    crate::search::index::steady_allocator();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(MAX_CALLS_AT_ONCE)
