@@ -5,7 +5,7 @@
 //! records (temporary file names, trash names, inodes, hashes) are what recovery and undo
 //! go by, never anything an agent could write.
 
-use super::journal::{Action, Entry, Outcome, TrashRecord};
+use super::journal::{Action, Entry, Locked, Outcome, TrashRecord};
 use super::trash::{Kind, Trash};
 use super::{History, stamp};
 use crate::error::{ErrorCode, ToolError, ToolResult};
@@ -31,13 +31,13 @@ impl History {
         like: Option<BorrowedFd<'_>>,
         content: &[u8],
         mut entry: Entry,
-        guard: impl FnOnce(&[Entry]) -> ToolResult<()>,
+        guard: impl FnOnce(&Locked) -> ToolResult<()>,
     ) -> ToolResult<u64> {
         let shown = entry.path.clone();
         let temp = format!(".ferret-{}.tmp", stamp());
         entry.temp = Some(temp.clone());
         let id = self.journal.with(|j| {
-            guard(j.entries)?;
+            guard(j)?;
             j.begin(entry, self.lease())
         })?;
         let temp = OsString::from(temp);
@@ -103,7 +103,7 @@ impl History {
         to_name: &OsStr,
         replace: bool,
         entry: Entry,
-        guard: impl FnOnce(&[Entry]) -> ToolResult<()>,
+        guard: impl FnOnce(&Locked) -> ToolResult<()>,
     ) -> ToolResult<u64> {
         let shown = entry.path.clone();
         let want = entry.moved.as_ref().map(|m| (m.dev, m.ino));
@@ -113,7 +113,7 @@ impl History {
             .map(|m| m.to_path.clone())
             .unwrap_or_default();
         let id = self.journal.with(|j| {
-            guard(j.entries)?;
+            guard(j)?;
             j.begin(entry, self.lease())
         })?;
         let moved = if replace {
@@ -167,11 +167,11 @@ impl History {
         dir: &Dir,
         name: &OsStr,
         entry: Entry,
-        guard: impl FnOnce(&[Entry]) -> ToolResult<()>,
+        guard: impl FnOnce(&Locked) -> ToolResult<()>,
     ) -> ToolResult<u64> {
         let shown = entry.path.clone();
         let id = self.journal.with(|j| {
-            guard(j.entries)?;
+            guard(j)?;
             j.begin(entry, self.lease())
         })?;
         let done = rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::empty())
@@ -315,7 +315,7 @@ impl History {
         target: &Entry,
         dir: &Dir,
         name: &OsStr,
-        guard: impl FnOnce(&[Entry]) -> ToolResult<()>,
+        guard: impl FnOnce(&Locked) -> ToolResult<()>,
     ) -> ToolResult<u64> {
         let rec = target.trash.as_ref().ok_or_else(|| {
             ToolError::new(
@@ -347,7 +347,7 @@ impl History {
         entry.undoes = Some(target.id);
         entry.trash = Some(rec.clone());
         let id = self.journal.with(|j| {
-            guard(j.entries)?;
+            guard(j)?;
             j.begin(entry, self.lease())
         })?;
         let moved = write::move_noreplace(&trash.files, tname, dir, name).map_err(|e| {

@@ -14,7 +14,7 @@
 //! is on disk, so each remaining rename is done); killed before it, rolled back. Either
 //! way a group is never left half-applied.
 
-use super::journal::{Entry, GroupOp, OpKind, Outcome};
+use super::journal::{Entry, GroupOp, Locked, OpKind, Outcome};
 use super::{History, stamp};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::workspace::{Workspace, write};
@@ -45,7 +45,7 @@ impl History {
         &self,
         mut planned: Vec<Planned>,
         mut entry: Entry,
-        guard: impl FnOnce(&[Entry]) -> ToolResult<()>,
+        guard: impl FnOnce(&Locked) -> ToolResult<()>,
     ) -> ToolResult<u64> {
         let base = stamp();
         for (i, p) in planned.iter_mut().enumerate() {
@@ -55,7 +55,7 @@ impl History {
         }
         entry.group = planned.iter().map(|p| p.op.clone()).collect();
         let id = self.journal.with(|j| {
-            guard(j.entries)?;
+            guard(j)?;
             j.begin(entry, self.lease())
         })?;
 

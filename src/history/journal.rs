@@ -272,6 +272,64 @@ impl Locked<'_> {
         Ok(())
     }
 
+    /// Whether change `id` was undone, or is being undone, by anyone. The window in
+    /// memory answers for a change it holds (it holds every later entry with it); an
+    /// older change is looked up in the file.
+    pub fn undone(&self, id: u64) -> ToolResult<bool> {
+        if self.entries.iter().any(|e| e.id == id && !e.pending) {
+            return Ok(self.entries.iter().any(|e| e.undoes == Some(id)));
+        }
+        Ok(self.find_in_file(id)?.1)
+    }
+
+    /// Change `id` read from the whole file, for one older than the window kept in
+    /// memory: the entry as its marks leave it (`None` if it was aborted or never
+    /// made), and whether an undo of it was begun and not aborted. Reads every line,
+    /// parsing only those that name `id` or one of its undos: an undo that far back is
+    /// rare, and paying for it then keeps every other call off the file's length.
+    pub fn find_in_file(&self, id: u64) -> ToolResult<(Option<Entry>, bool)> {
+        let mut f = self.file;
+        f.seek(SeekFrom::Start(0))
+            .map_err(|e| io_err("journal", &e))?;
+        let mut reader = BufReader::new(f);
+        let mut line = Vec::new();
+        let mut found: Option<Entry> = None;
+        // Undos of `id` begun, by their own ids, and those ids as text.
+        let mut undos: Vec<(u64, String)> = Vec::new();
+        let wanted = id.to_string();
+        loop {
+            line.clear();
+            let n = reader
+                .read_until(b'\n', &mut line)
+                .map_err(|e| io_err("journal", &e))?;
+            if n == 0 {
+                break;
+            }
+            let names = |digits: &str| memchr::memmem::find(&line, digits.as_bytes()).is_some();
+            if !names(&wanted) && !undos.iter().any(|(_, u)| names(u)) {
+                continue;
+            }
+            match serde_json::from_slice::<Line>(&line) {
+                Ok(Line::Entry(e)) if e.id == id => found = Some(*e),
+                Ok(Line::Entry(e)) if e.undoes == Some(id) => undos.push((e.id, e.id.to_string())),
+                Ok(Line::Mark(m)) if m.id == id => {
+                    if let Some(e) = found.as_mut() {
+                        match m.outcome {
+                            Outcome::Committed => e.pending = false,
+                            Outcome::Aborted => found = None,
+                            Outcome::Staged => e.staged = true,
+                        }
+                    }
+                }
+                Ok(Line::Mark(m)) if m.outcome == Outcome::Aborted => {
+                    undos.retain(|(u, _)| *u != m.id)
+                }
+                _ => {}
+            }
+        }
+        Ok((found, !undos.is_empty()))
+    }
+
     fn write(&self, value: &impl Serialize) -> ToolResult<()> {
         let mut line = serde_json::to_string(value)
             .map_err(|e| ToolError::new(ErrorCode::IoError, e.to_string()))?;
@@ -290,12 +348,17 @@ impl Locked<'_> {
 /// the file, unread. Without a bound a long-lived server grew by about 2 KB per change.
 pub const KEEP_ENTRIES: usize = 1000;
 
-/// Drops the oldest settled entries once there are twice [`KEEP_ENTRIES`] (amortized: one
-/// drain per [`KEEP_ENTRIES`] changes). Pending and staged ones stay whatever their age:
-/// recovery needs them. What is kept is a suffix of the history, so every entry kept has
-/// every later change (the undo of it, a later change of its file) kept with it.
+/// Entries past [`KEEP_ENTRIES`] before the oldest are dropped: one drain (a move of
+/// 1 000 entries) per 125 changes. Trimming only at twice the window made the server's
+/// memory a sawtooth of 1 000 entries, and took a busy server 20 s to fill.
+const TRIM_SLACK: usize = KEEP_ENTRIES / 8;
+
+/// Drops the oldest settled entries once there are [`TRIM_SLACK`] more than
+/// [`KEEP_ENTRIES`]. Pending and staged ones stay whatever their age: recovery needs
+/// them. What is kept is a suffix of the history, so every entry kept has every later
+/// change (the undo of it, a later change of its file) kept with it.
 fn trim(entries: &mut Vec<Entry>) {
-    if entries.len() <= 2 * KEEP_ENTRIES {
+    if entries.len() <= KEEP_ENTRIES + TRIM_SLACK {
         return;
     }
     let cut = entries.len() - KEEP_ENTRIES;
@@ -479,7 +542,7 @@ mod tests {
         .unwrap();
         let check = |j: &Journal| {
             let s = seen(j);
-            assert!(s.len() <= 2 * KEEP_ENTRIES + 1, "{} kept", s.len());
+            assert!(s.len() <= KEEP_ENTRIES + TRIM_SLACK + 1, "{} kept", s.len());
             assert!(s.len() > KEEP_ENTRIES, "{} kept", s.len());
             assert_eq!(s[0], (old_pending, true), "the pending change stays");
             assert_eq!(s.last().unwrap().0, old_pending + n, "the newest stays");
@@ -535,5 +598,55 @@ mod tests {
         let other = Journal::new(path.clone());
         begin(&other, "y");
         assert_eq!(seen(&j), vec![(1, true), (2, true)]);
+    }
+
+    #[test]
+    fn an_old_change_is_found_in_the_file_with_its_marks_and_its_undos() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::new(dir.path().join("journal.jsonl"));
+        let undo_of = |l: &mut Locked, id: u64, outcome: Outcome| {
+            let mut e = Entry::new(Action::Undo, "a".into(), 0, Path::new("a"));
+            e.undoes = Some(id);
+            let u = l.begin(e, "t")?;
+            l.settle(u, outcome, None)
+        };
+        let (kept, dropped, undone) = j
+            .with(|l| {
+                let mk = |l: &mut Locked, outcome| {
+                    let id =
+                        l.begin(Entry::new(Action::Edit, "a".into(), 0, Path::new("a")), "t")?;
+                    l.settle(id, outcome, None).map(|()| id)
+                };
+                let kept = mk(l, Outcome::Committed)?;
+                let dropped = mk(l, Outcome::Aborted)?;
+                let undone = mk(l, Outcome::Committed)?;
+                // An undo that failed does not count; one that landed does.
+                undo_of(l, kept, Outcome::Aborted)?;
+                undo_of(l, undone, Outcome::Committed)?;
+                // Enough later changes that these fall out of the window in memory; ids
+                // with the same digits inside (10, 110, …) must not confuse the lookup.
+                for _ in 0..KEEP_ENTRIES + TRIM_SLACK + 10 {
+                    mk(l, Outcome::Committed)?;
+                }
+                Ok((kept, dropped, undone))
+            })
+            .unwrap();
+        j.with(|l| {
+            assert!(l.entries.iter().all(|e| e.id > undone), "out of the window");
+            let (e, was) = l.find_in_file(kept)?;
+            assert_eq!(e.map(|e| (e.id, e.pending)), Some((kept, false)));
+            assert!(!was, "its only undo was aborted");
+            assert!(!l.undone(kept)?);
+            assert_eq!(
+                l.find_in_file(dropped)?.0,
+                None,
+                "an aborted change is none"
+            );
+            assert!(l.find_in_file(undone)?.1);
+            assert!(l.undone(undone)?);
+            assert_eq!(l.find_in_file(99_999)?.0, None);
+            Ok(())
+        })
+        .unwrap();
     }
 }

@@ -23,7 +23,7 @@ pub mod trash;
 use crate::config::Config;
 use crate::error::{SetupError, ToolResult};
 use crate::workspace::Workspace;
-pub use journal::{Action, Entry, GroupOp, MoveRecord, OpKind, TrashRecord};
+pub use journal::{Action, Entry, GroupOp, Locked, MoveRecord, OpKind, TrashRecord};
 use journal::{Journal, Outcome, io_err};
 pub use seen::{Seen, version_of};
 use sha2::{Digest, Sha256};
@@ -189,6 +189,37 @@ impl History {
     /// included, marked `pending`).
     pub fn entries(&self) -> ToolResult<Vec<Entry>> {
         self.journal.with(|j| Ok(j.entries.clone()))
+    }
+
+    /// The change an undo is asked for, and whether it was already undone (or is being
+    /// undone). `Some(id)`: that change, looked up in the file when it is older than the
+    /// window kept in memory, so every change the journal holds can be undone. `None`:
+    /// the last change that can be undone and was not. Nothing is copied but the one
+    /// entry (cloning the window made every undo cost as much as 1 000 changes).
+    pub fn undo_target(&self, id: Option<u64>) -> ToolResult<Option<(Entry, bool)>> {
+        self.journal.with(|j| {
+            let undone = |id: u64| j.entries.iter().any(|e| e.undoes == Some(id));
+            match id {
+                Some(id) => {
+                    let near = j.entries.iter().find(|e| e.id == id).cloned();
+                    match near {
+                        Some(e) if !e.pending => Ok(Some((e.clone(), undone(e.id)))),
+                        // Pending in the window (another process is on it), or older.
+                        Some(e) => Ok(Some((e, false))),
+                        None => {
+                            let (e, undone) = j.find_in_file(id)?;
+                            Ok(e.map(|e| (e, undone)))
+                        }
+                    }
+                }
+                None => Ok(j
+                    .entries
+                    .iter()
+                    .rev()
+                    .find(|e| e.undoable() && !e.pending && !undone(e.id))
+                    .map(|e| (e.clone(), false))),
+            }
+        })
     }
 
     /// Saves `content` as the backup of `rel` (named `{filename}.{timestamp}.bak`, in a

@@ -11,7 +11,7 @@
 //! undos, in any number of processes, never restore one change twice.
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::history::{Action, Entry, History, sha256};
+use crate::history::{Action, Entry, History, Locked, sha256};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -54,9 +54,9 @@ pub struct Undo;
 
 /// Refuses when `target` was undone, or is being undone, by anyone (run with the
 /// journal locked, just before the undo begins).
-fn not_undone(target: u64) -> impl FnOnce(&[Entry]) -> ToolResult<()> {
-    move |entries| {
-        if entries.iter().any(|e| e.undoes == Some(target)) {
+fn not_undone(target: u64) -> impl FnOnce(&Locked) -> ToolResult<()> {
+    move |journal| {
+        if journal.undone(target)? {
             return Err(already_undone(target));
         }
         Ok(())
@@ -529,29 +529,21 @@ current content.",
     fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
         let history = ctx.history()?;
         let dry_run = p.dry_run || ctx.config().dry_run;
-        let entries = history.entries()?;
-        let undone: Vec<u64> = entries.iter().filter_map(|e| e.undoes).collect();
-        let target = match p.id {
-            Some(id) => entries
-                .iter()
-                .find(|e| e.id == id && e.action != Action::Undo)
-                .ok_or_else(|| {
-                    ToolError::new(
+        let (target, undone) = match history.undo_target(p.id)? {
+            Some((e, undone)) if e.action != Action::Undo || p.id.is_none() => (e, undone),
+            _ => {
+                return Err(match p.id {
+                    Some(id) => ToolError::new(
                         ErrorCode::NotFound,
                         format!("no change with id {id} in the journal"),
                     )
-                    .with_hint(format!(
-                        "list the changes with `ferret history`; undo reaches the last {} changes",
-                        crate::history::journal::KEEP_ENTRIES
-                    ))
-                })?,
-            None => entries
-                .iter()
-                .rev()
-                .find(|e| e.undoable() && !e.pending && !undone.contains(&e.id))
-                .ok_or_else(|| ToolError::new(ErrorCode::NotFound, "there is no change to undo"))?,
+                    .with_hint("list the changes with `ferret history`"),
+                    None => ToolError::new(ErrorCode::NotFound, "there is no change to undo"),
+                });
+            }
         };
-        if undone.contains(&target.id) {
+        let target = &target;
+        if undone {
             return Err(already_undone(target.id));
         }
         if target.pending {

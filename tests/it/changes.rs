@@ -357,6 +357,62 @@ fn undo_picks_the_last_change_and_survives_restarts() {
 }
 
 #[test]
+fn undo_reaches_a_change_older_than_the_window_kept_in_memory() {
+    let e = Env::new();
+    e.write("a.txt", "a0\n");
+    e.write("b.txt", "b0\n");
+    let f = e.ferret(true);
+    let edit = |f: &Ferret, path: &str, old: &str, new: &str| {
+        call(
+            f,
+            "edit",
+            json!({"path": path, "old_string": old, "new_string": new}),
+        )
+        .unwrap()["change_id"]
+            .as_u64()
+            .unwrap()
+    };
+    let (a, b) = (edit(&f, "a.txt", "a0", "a1"), edit(&f, "b.txt", "b0", "b1"));
+    // More changes since than a process keeps in memory (1 000, trimmed at 1 125).
+    for i in 0..1_200 {
+        call(
+            &f,
+            "write_file",
+            json!({"path": format!("n/{i}.txt"), "content": "x"}),
+        )
+        .unwrap();
+    }
+    let r = call(&f, "undo", json!({"id": a})).unwrap();
+    assert_eq!(r["undone"], a);
+    assert_eq!(e.read("a.txt"), b"a0\n");
+    // Already undone: refused, by this process and by a new one reading the file.
+    assert_eq!(
+        code(call(&f, "undo", json!({"id": a}))),
+        ErrorCode::Conflict
+    );
+    assert_eq!(
+        code(call(&e.ferret(true), "undo", json!({"id": a}))),
+        ErrorCode::Conflict
+    );
+    assert_eq!(
+        code(call(&f, "undo", json!({"id": 999_999}))),
+        ErrorCode::NotFound
+    );
+    // Two processes undoing the same old change at once: it is restored once.
+    let oks = std::thread::scope(|s| {
+        let runs: Vec<_> = (0..2)
+            .map(|_| s.spawn(|| call(&e.ferret(true), "undo", json!({"id": b})).is_ok()))
+            .collect();
+        runs.into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|&ok| ok)
+            .count()
+    });
+    assert_eq!(oks, 1, "exactly one undo restores it");
+    assert_eq!(e.read("b.txt"), b"b0\n");
+}
+
+#[test]
 fn the_last_50_backups_per_file_are_kept() {
     let e = Env::new();
     e.write("a.txt", "0\n");
