@@ -1001,13 +1001,18 @@ pub fn give_back_memory() {
 ///   33 → 39 MB and flat from 15 s, with as many calls answered; an index build took
 ///   the same time either way (7.1 s). Calls here wait on the disk far more than on
 ///   `malloc`'s lock.
+///
+/// glibc's own `MALLOC_ARENA_MAX`, when set, is left to rule: a machine with many cores
+/// may want more arenas, and bench/load.sh sets it to run glibc's default beside ours.
 pub fn steady_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets tuning parameters of the allocator; both are set before
     // the server starts its threads.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
-        libc::mallopt(libc::M_ARENA_MAX, 1);
+        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+            libc::mallopt(libc::M_ARENA_MAX, 1);
+        }
     }
 }
 
