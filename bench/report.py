@@ -343,9 +343,11 @@ def load_section():
               "showed the live heap peaking under 30 MB while the resident size drifted past 85 MB: the "
               "allocator's, not ferret's. The server now fixes glibc's mmap threshold (large blocks in their own "
               "mappings, given back on free), trims every 10 s under load, runs at most 32 calls at once, and "
-              "keeps bounded windows of the journal (the last 1 000 changes, 1 125 at most since this session; 2 000 before) and of the audit "
+              "keeps bounded windows of the journal (the last 1 000 changes, 1 125 at most) and of the audit "
               "records (2 000) in memory. On 22f3293 that still grew 36 → 57 MB (10 s to the end). cf32b12 "
-              "caps glibc at one arena (the allocator rows above). Tried and not taken, one run each beside "
+              "caps glibc at one arena (the allocator rows above); 65fb493 trims the journal window at 1 125 "
+              "entries rather than 2 000 (it had taken 20 s of this load to fill, then swung by 1 000 entries) "
+              "and stops copying it for every undo. Tried and not taken, one run each beside "
               "glibc's default (37 → 53 MB): jemalloc (tikv-jemallocator 0.7) grew 52 → 65 MB, mimalloc "
               "0.1.52 held 230–350 MB.",
               "- The 10 s row includes the warm-up: 100 sessions connecting and those windows filling. The "
