@@ -354,18 +354,17 @@ pub const KEEP_ENTRIES: usize = 1000;
 const TRIM_SLACK: usize = KEEP_ENTRIES / 8;
 
 /// Drops the oldest settled entries once there are [`TRIM_SLACK`] more than
-/// [`KEEP_ENTRIES`]. Pending and staged ones stay whatever their age: recovery needs
-/// them. What is kept is a suffix of the history, so every entry kept has every later
+/// [`KEEP_ENTRIES`]. Pending ones stay whatever their age: recovery needs them. A
+/// group's `staged` flag stays set once it is committed, so it is no reason to keep one:
+/// kept, every patch ever made stayed in memory, out of the suffix, and the check that
+/// it was not undone already looked for its undo in a window that had dropped it. What is kept is a suffix of the history, so every entry kept has every later
 /// change (the undo of it, a later change of its file) kept with it.
 fn trim(entries: &mut Vec<Entry>) {
     if entries.len() <= KEEP_ENTRIES + TRIM_SLACK {
         return;
     }
     let cut = entries.len() - KEEP_ENTRIES;
-    let mut kept: Vec<Entry> = entries
-        .drain(..cut)
-        .filter(|e| e.pending || e.staged)
-        .collect();
+    let mut kept: Vec<Entry> = entries.drain(..cut).filter(|e| e.pending).collect();
     kept.append(entries);
     *entries = kept;
 }
@@ -610,7 +609,7 @@ mod tests {
             let u = l.begin(e, "t")?;
             l.settle(u, outcome, None)
         };
-        let (kept, dropped, undone) = j
+        let (kept, dropped, undone, group) = j
             .with(|l| {
                 let mk = |l: &mut Locked, outcome| {
                     let id =
@@ -620,6 +619,13 @@ mod tests {
                 let kept = mk(l, Outcome::Committed)?;
                 let dropped = mk(l, Outcome::Aborted)?;
                 let undone = mk(l, Outcome::Committed)?;
+                // A group: staged, then committed; it must leave the window like the rest.
+                let group = l.begin(
+                    Entry::new(Action::Patch, "a".into(), 0, Path::new("a")),
+                    "t",
+                )?;
+                l.settle(group, Outcome::Staged, None)?;
+                l.settle(group, Outcome::Committed, None)?;
                 // An undo that failed does not count; one that landed does.
                 undo_of(l, kept, Outcome::Aborted)?;
                 undo_of(l, undone, Outcome::Committed)?;
@@ -628,11 +634,11 @@ mod tests {
                 for _ in 0..KEEP_ENTRIES + TRIM_SLACK + 10 {
                     mk(l, Outcome::Committed)?;
                 }
-                Ok((kept, dropped, undone))
+                Ok((kept, dropped, undone, group))
             })
             .unwrap();
         j.with(|l| {
-            assert!(l.entries.iter().all(|e| e.id > undone), "out of the window");
+            assert!(l.entries.iter().all(|e| e.id > group), "out of the window");
             let (e, was) = l.find_in_file(kept)?;
             assert_eq!(e.map(|e| (e.id, e.pending)), Some((kept, false)));
             assert!(!was, "its only undo was aborted");
