@@ -266,6 +266,16 @@ impl Gate {
             )
                 .into_response();
         }
+        if req.method() == Method::DELETE {
+            // rmcp answers a session's end with 202; the Python SDK takes anything but
+            // 200/204 for a failure and warns on every close. Nothing is pending after
+            // a DELETE, so 204 is the truthful answer.
+            let mut r = next.run(req).await;
+            if r.status() == StatusCode::ACCEPTED {
+                *r.status_mut() = StatusCode::NO_CONTENT;
+            }
+            return r;
+        }
         if req.method() != Method::POST {
             return next.run(req).await;
         }
