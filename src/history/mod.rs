@@ -198,26 +198,28 @@ impl History {
     /// entry (cloning the window made every undo cost as much as 1 000 changes).
     pub fn undo_target(&self, id: Option<u64>) -> ToolResult<Option<(Entry, bool)>> {
         self.journal.with(|j| {
-            let undone = |id: u64| j.entries.iter().any(|e| e.undoes == Some(id));
-            match id {
-                Some(id) => {
-                    let near = j.entries.iter().find(|e| e.id == id).cloned();
-                    match near {
-                        Some(e) if !e.pending => Ok(Some((e.clone(), undone(e.id)))),
-                        // Pending in the window (another process is on it), or older.
-                        Some(e) => Ok(Some((e, false))),
-                        None => {
-                            let (e, undone) = j.find_in_file(id)?;
-                            Ok(e.map(|e| (e, undone)))
-                        }
-                    }
-                }
-                None => Ok(j
+            let undone: std::collections::HashSet<u64> =
+                j.entries.iter().filter_map(|e| e.undoes).collect();
+            let Some(id) = id else {
+                return Ok(j
                     .entries
                     .iter()
                     .rev()
-                    .find(|e| e.undoable() && !e.pending && !undone(e.id))
-                    .map(|e| (e.clone(), false))),
+                    .find(|e| e.undoable() && !e.pending && !undone.contains(&e.id))
+                    .map(|e| (e.clone(), false)));
+            };
+            if id >= j.next_id {
+                // Never given: no need to read the file to say so.
+                return Ok(None);
+            }
+            match j.entries.iter().find(|e| e.id == id) {
+                Some(e) if !e.pending => Ok(Some((e.clone(), undone.contains(&id)))),
+                // Under way in another process: the caller says so.
+                Some(e) => Ok(Some((e.clone(), false))),
+                None => {
+                    let (e, was) = j.find_in_file(id)?;
+                    Ok(e.map(|e| (e, was)))
+                }
             }
         })
     }
