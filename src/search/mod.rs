@@ -333,13 +333,15 @@ pub fn grep(
             &capped,
         );
         let stop = stop.clone();
+        let mut skipped = Tally::new(searched);
         move |found: &Found| {
             // Listed, unwritten since indexed, and ruled out: it would open (it did when
             // indexed, and nothing touched it since), so it counts as searched, unread.
             if let (Some(l), Some(c)) = (found.listed, candidates)
                 && !c.may_match(l)
             {
-                searched.fetch_add(1, Ordering::Relaxed);
+                // A method, so the closure takes the whole tally (and its Drop) along.
+                skipped.one();
                 return !stop.is_cancelled();
             }
             let record = match q.mode {
@@ -432,6 +434,31 @@ pub fn grep(
         files_searched: searched.into_inner(),
         engine: if view.is_some() { "index" } else { "scan" },
     })
+}
+
+/// A count a search thread keeps to itself and adds to the shared one when it ends.
+/// Each of the kernel tree's 78 000 ruled-out files was counted on one atomic shared by
+/// the threads: an indexed search with no candidate took 2.7 ms through MCP, 1.5 ms with
+/// a count per thread (side by side, same index).
+struct Tally<'a> {
+    n: u64,
+    to: &'a AtomicU64,
+}
+
+impl<'a> Tally<'a> {
+    fn new(to: &'a AtomicU64) -> Tally<'a> {
+        Tally { n: 0, to }
+    }
+
+    fn one(&mut self) {
+        self.n += 1;
+    }
+}
+
+impl Drop for Tally<'_> {
+    fn drop(&mut self) {
+        self.to.fetch_add(self.n, Ordering::Relaxed);
+    }
 }
 
 /// A reader that stops a search when the call is cancelled or out of time, and refuses

@@ -312,13 +312,21 @@ fn searches_answer_from_the_list_and_say_the_index_answered() {
     .expect("grep");
     assert_eq!(b["engine"], "scan", "{b}");
     assert_eq!(indexed.index_status().expect("status").listed_searches, 1);
-    // The audit record says so too.
+    // The audit record says so too, and counts the files searched as a scan does
+    // (those ruled out unread included).
     let rec = indexed.audit().export();
     assert_eq!(
         rec.last().and_then(|r| r.engine.as_deref()),
         Some("index"),
         "{rec:?}"
     );
+    let scanned = scan.audit().export();
+    let (i, s) = (
+        rec.last().expect("a record"),
+        scanned.last().expect("a record"),
+    );
+    assert!(i.file_count > 10, "{i:?}");
+    assert_eq!(i.file_count, s.file_count, "{i:?} {s:?}");
 }
 
 /// Runs a shell command line in another process, to change the tree behind ferret.
