@@ -34,7 +34,7 @@
 //! [`Index`]: super::index::Index
 
 use super::collect::Key;
-use super::index::{Bounds, Candidates, Files, Index, Listed, Stats};
+use super::index::{Bounds, Candidates, Files, Index, Listed, Paths, Stats};
 use super::plan::Query;
 use super::store::{Fingerprint, Mapped, Unusable};
 use super::{Base, Found, Go, SearchEnv, WalkOptions};
@@ -490,7 +490,15 @@ where
     // The slice of the list each base covers, cut in chunks the threads take in turn;
     // each thread filters its chunks (hidden, globs) itself.
     const CHUNK: usize = 512;
-    let mut chunks: Vec<(&[Listed], &Path, &ignore::overrides::Override)> = Vec::new();
+    // (entries, the table of their paths, the first's index there, base, globs)
+    type Chunk<'a> = (
+        &'a [Listed],
+        &'a Paths,
+        usize,
+        &'a Path,
+        &'a ignore::overrides::Override,
+    );
+    let mut chunks: Vec<Chunk> = Vec::new();
     for (base, ov) in &plans {
         if base.is_file {
             let name = PathBuf::from(base.wp.rel().file_name().unwrap_or_default());
@@ -506,28 +514,27 @@ where
             continue;
         }
         let brel = base.wp.rel();
-        for c in files.below(base.wp.root_index(), brel).chunks(CHUNK) {
-            chunks.push((c, brel, ov));
-        }
+        let root = base.wp.root_index();
+        let mut parts = vec![files.below(root, brel)];
         if positive {
-            for c in files
-                .ignored_below(base.wp.root_index(), brel)
-                .chunks(CHUNK)
-            {
-                chunks.push((c, brel, ov));
+            parts.push(files.ignored_below(root, brel));
+        }
+        for (entries, paths, first) in parts {
+            for (n, c) in entries.chunks(CHUNK).enumerate() {
+                chunks.push((c, paths, first + n * CHUNK, brel, ov));
             }
         }
     }
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
-    let take = |l: &Listed, r: &Path, brel: &Path, ov: &ignore::overrides::Override| {
+    let take = |rel: &Path, l: &Listed, r: &Path, brel: &Path, ov: &ignore::overrides::Override| {
         if positive {
             // The file must match; its directory must be one the walk enters (no
             // directory is named by a positive glob: checked above).
             if !ov.matched(r, false).is_whitelist() {
                 return false;
             }
-            let parent = l.rel.parent().unwrap_or(Path::new(""));
+            let parent = rel.parent().unwrap_or(Path::new(""));
             if parent != brel && !files.entered(l.root, parent, opts.include_hidden) {
                 return false;
             }
@@ -559,7 +566,7 @@ where
                 let mut visit = mk();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((chunk, brel, ov)) = chunks.get(i) else {
+                    let Some(&(chunk, paths, first, brel, ov)) = chunks.get(i) else {
                         return;
                     };
                     if stop.load(Ordering::Relaxed) {
@@ -569,23 +576,24 @@ where
                         stop.store(true, Ordering::Relaxed);
                         return;
                     }
-                    for l in *chunk {
+                    for (n, l) in chunk.iter().enumerate() {
+                        let rel = paths.get(first + n);
                         let r = if brel.as_os_str().is_empty() {
-                            l.rel.as_path()
+                            rel
                         } else {
-                            match crate::workspace::strip(&l.rel, brel) {
+                            match crate::workspace::strip(rel, brel) {
                                 Some(r) => r,
                                 None => continue,
                             }
                         };
-                        if !take(l, r, brel, ov) {
+                        if !take(rel, l, r, brel, ov) {
                             continue;
                         }
-                        let known =
-                            view.dirty.is_empty() || !view.dirty.contains(&(l.root, l.rel.clone()));
+                        let known = view.dirty.is_empty()
+                            || !view.dirty.contains(&(l.root, rel.to_path_buf()));
                         let found = Found {
                             root: l.root,
-                            rel: &l.rel,
+                            rel,
                             rel_to_base: r,
                             is_dir: false,
                             listed: known.then_some(l),

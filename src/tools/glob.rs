@@ -68,6 +68,15 @@ pub struct Output {
 
 pub struct Glob;
 
+/// The last component of a listed path (normalised: no trailing `/`, no `.`): a byte
+/// search, where `Path::file_name` parses components (a tenth of a kernel-wide glob).
+fn name(p: &std::path::Path) -> &std::ffi::OsStr {
+    use std::os::unix::ffi::OsStrExt;
+    let b = p.as_os_str().as_bytes();
+    let from = memchr::memrchr(b'/', b).map_or(0, |i| i + 1);
+    std::ffi::OsStr::from_bytes(&b[from..])
+}
+
 /// One walker thread's matches, added to the shared ones when the thread ends.
 struct Mine<'a> {
     count: u64,
@@ -124,8 +133,11 @@ unless include_hidden.",
             _ => pattern,
         };
         let by_name = !pattern.contains('/');
+        // Matched against a name, which has no `/`, `*` cannot cross one either way;
+        // without literal_separator globset answers `*.c` by an extension lookup alone
+        // rather than a lookup and a regex per name.
         let glob = GlobBuilder::new(pattern)
-            .literal_separator(true)
+            .literal_separator(!by_name)
             .backslash_escape(true)
             .build()
             .map_err(|e| {
@@ -166,9 +178,7 @@ unless include_hidden.",
             };
             move |f: &Found| {
                 let hit = if by_name {
-                    f.rel_to_base
-                        .file_name()
-                        .is_some_and(|n| matcher.is_match(n))
+                    matcher.is_match(name(f.rel_to_base))
                 } else {
                     matcher.is_match(f.rel_to_base)
                 };
