@@ -1,9 +1,9 @@
 //! Regex parsing and query planning: for any pattern and text, when grep's matcher
-//! finds a match in the text, the trigram plan admits the text. A plan that left it
-//! out would make the index miss a file a scan finds.
+//! finds a match in the text, the trigram plan admits the text, and so does the text's
+//! 4-gram filter. A plan that left it out would make the index miss a file a scan finds.
 #![no_main]
 
-use ferret::search::{GrepMode, GrepQuery, matcher, plan};
+use ferret::search::{GrepMode, GrepQuery, matcher, plan, quads};
 use grep_matcher::Matcher;
 use libfuzzer_sys::fuzz_target;
 
@@ -39,6 +39,13 @@ fuzz_target!(|data: &[u8]| {
             q.admits(text),
             "pattern {pattern:?} (fixed {fixed}, icase {icase}, multiline {multi}) matches \
              {text:?} but its plan {q:?} leaves the text out"
+        );
+        // Nor may the 4-gram filter a large file gets ([`quads`]).
+        let mut f = quads::Builder::new(text.len() as u64);
+        f.add(text);
+        assert!(
+            q.admits_filter(&f.finish()),
+            "pattern {pattern:?} matches {text:?} but its filter rules it out"
         );
     }
 });

@@ -21,6 +21,7 @@
 //! [`Workspace::open_found`]: crate::workspace::Workspace::open_found
 
 use super::plan::{self, Query};
+use super::quads;
 use super::store;
 use super::{Base, Found, SearchEnv, WalkOptions};
 use crate::error::{ErrorCode, ToolError, ToolResult};
@@ -400,6 +401,8 @@ pub struct Index {
     stored: RwLock<Option<Arc<store::Mapped>>>,
     /// Posting lists of the files read since, in memory until the next save.
     postings: RwLock<HashMap<u32, RoaringBitmap>>,
+    /// The 4-gram filters of the large files read since ([`super::quads`]).
+    filters: RwLock<HashMap<u32, Box<[u8]>>>,
     next_id: AtomicU32,
     /// Ids no longer listed (their files changed or went): bits left in the postings
     /// until the next save drops them.
@@ -494,10 +497,21 @@ impl Grams {
     }
 }
 
-/// Reads a file whole (up to `limit` bytes; 0: no limit) into its trigrams; None when
-/// it is larger (the scan skips it too) or unreadable.
-fn file_grams(file: &mut std::fs::File, limit: u64, grams: &mut Grams) -> Option<(Vec<u32>, u64)> {
+/// What reading a file for the index gave: its trigrams, its length, and for a large
+/// file its 4-gram filter.
+type Indexed = (Vec<u32>, u64, Option<Box<[u8]>>);
+
+/// Reads a file whole (up to `limit` bytes; 0: no limit) into its trigrams, and into a
+/// 4-gram filter when its stamp says it is large; None when it is larger than the limit
+/// (the scan skips it too) or unreadable.
+fn file_grams(
+    file: &mut std::fs::File,
+    size: u64,
+    limit: u64,
+    grams: &mut Grams,
+) -> Option<Indexed> {
     let mut buf = vec![0u8; 256 * 1024];
+    let mut quads = (size >= quads::MIN_LEN).then(|| quads::Builder::new(size));
     // Two bytes carried over so trigrams across reads are seen.
     let mut keep = 0usize;
     let mut total = 0u64;
@@ -518,11 +532,14 @@ fn file_grams(file: &mut std::fs::File, limit: u64, grams: &mut Grams) -> Option
         }
         let end = keep + n;
         grams.add(&buf[..end]);
+        if let Some(q) = quads.as_mut() {
+            q.add(&buf[keep..end]);
+        }
         keep = end.min(2);
         let tail = end - keep;
         buf.copy_within(tail..end, 0);
     }
-    Some((grams.take(), total))
+    Some((grams.take(), total, quads.map(quads::Builder::finish)))
 }
 
 /// Contents changed this recently (by their change time) are indexed but not trusted:
@@ -533,6 +550,9 @@ const RACY_NS: i128 = 100_000_000;
 
 /// A whole build says how far it got every this many files (on stderr, at info).
 const PROGRESS_EVERY: u64 = 20_000;
+
+/// The most candidates whose 4-gram filters a query checks.
+const FILTER_CHECKS: u64 = 4096;
 
 /// Trigram occurrences a walker thread gathers before adding them to the postings.
 const BATCH: usize = 1 << 21;
@@ -545,6 +565,7 @@ type Gathered = (Vec<Listed>, Vec<(usize, PathBuf)>);
 struct Batch<'a> {
     index: &'a Index,
     pairs: Vec<(u32, u32)>,
+    filters: Vec<(u32, Box<[u8]>)>,
     listed: Vec<Listed>,
     dirs: Vec<(usize, PathBuf)>,
     out: &'a Mutex<Gathered>,
@@ -564,6 +585,8 @@ impl Batch<'_> {
                 .extend(run.iter().map(|p| p.1));
         }
         self.pairs.clear();
+        drop(postings);
+        write(&self.index.filters).extend(self.filters.drain(..));
     }
 }
 
@@ -588,6 +611,7 @@ impl Index {
             files: Mutex::new(Arc::new(Files::default())),
             stored: RwLock::new(None),
             postings: RwLock::new(HashMap::new()),
+            filters: RwLock::new(HashMap::new()),
             next_id: AtomicU32::new(0),
             orphans: AtomicU64::new(0),
             last_read: AtomicU64::new(0),
@@ -671,12 +695,25 @@ impl Index {
                 }
             });
             let listed: Vec<&Listed> = files.list.iter().collect();
+            let in_memory = read(&self.filters);
+            let mut filters: Vec<(u32, &[u8])> = live
+                .iter()
+                .filter_map(|id| {
+                    let f = in_memory
+                        .get(&id)
+                        .map(|f| &f[..])
+                        .or_else(|| stored.as_ref().and_then(|m| m.filter(id)))?;
+                    Some((id, f))
+                })
+                .collect();
+            filters.sort_unstable_by_key(|f| f.0);
             store::write(
                 path,
                 fingerprint,
                 self.next_id.load(Ordering::Relaxed),
                 &listed,
                 lists,
+                &filters,
             )?
         };
         let mapped = store::Mapped::open(path, fingerprint)
@@ -685,6 +722,7 @@ impl Index {
         // both, never neither.
         *write(&self.stored) = Some(Arc::new(mapped));
         *write(&self.postings) = HashMap::new();
+        *write(&self.filters) = HashMap::new();
         self.orphans.store(0, Ordering::Relaxed);
         self.read_since_save.store(0, Ordering::Relaxed);
         give_back_memory();
@@ -761,6 +799,7 @@ impl Index {
             let mut batch = Batch {
                 index: self,
                 pairs: Vec::new(),
+                filters: Vec::new(),
                 listed: Vec::new(),
                 dirs: Vec::new(),
                 out: &out,
@@ -794,8 +833,8 @@ impl Index {
                             listed.stamp = o.stamp;
                         }
                         _ => {
-                            if let Some((list, read)) =
-                                file_grams(&mut file, env.max_file_size, &mut grams)
+                            if let Some((list, read, filter)) =
+                                file_grams(&mut file, stamp.size(), env.max_file_size, &mut grams)
                             {
                                 read_files.fetch_add(1, Ordering::Relaxed);
                                 if past(read_n, read, bounds.bytes) {
@@ -804,6 +843,9 @@ impl Index {
                                 }
                                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                                 batch.pairs.extend(list.into_iter().map(|k| (k, id)));
+                                if let Some(f) = filter {
+                                    batch.filters.push((id, f));
+                                }
                                 listed.id = Some(id);
                                 listed.stamp = trusted.then_some(stamp);
                                 if batch.pairs.len() >= BATCH {
@@ -1005,7 +1047,29 @@ impl Index {
         };
         match eval(&get, q) {
             None => Candidates::All,
-            Some(b) => Candidates::Some(b),
+            Some(mut b) => {
+                // The 4-gram conditions, on the candidates' filters: a few hundred
+                // lookups that save reading the large files whose trigrams only
+                // happen to be there. Past a bound the lookups would cost more than
+                // they save (a common word's candidates are mostly real matches).
+                if q.has_4grams() && b.len() <= FILTER_CHECKS {
+                    let filters = read(&self.filters);
+                    let out: Vec<u32> = b
+                        .iter()
+                        .filter(|id| {
+                            let f = filters
+                                .get(id)
+                                .map(|f| &f[..])
+                                .or_else(|| stored.as_ref().and_then(|m| m.filter(*id)));
+                            f.is_some_and(|f| !q.admits_filter(f))
+                        })
+                        .collect();
+                    for id in out {
+                        b.remove(id);
+                    }
+                }
+                Candidates::Some(b)
+            }
         }
     }
 }
@@ -1015,6 +1079,8 @@ fn eval(get: &dyn Fn(u32) -> Option<RoaringBitmap>, q: &Query) -> Option<Roaring
     match q {
         Query::All => None,
         Query::Has(t) => get(key(*t)),
+        // Answered by the filters, afterwards.
+        Query::Has4(_) => None,
         Query::And(qs) => {
             let mut acc: Option<RoaringBitmap> = None;
             for q in qs {

@@ -25,6 +25,7 @@ pub mod collect;
 pub mod index;
 pub mod live;
 pub mod plan;
+pub mod quads;
 pub mod sink;
 pub mod store;
 mod walker;

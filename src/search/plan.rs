@@ -30,6 +30,10 @@ pub enum Query {
     All,
     /// Files containing this trigram.
     Has(Trigram),
+    /// Files containing these four bytes (folded), where a file's 4-gram filter can
+    /// tell (large files, [`super::quads`]); every file otherwise. The trigrams of the
+    /// four bytes are required beside it, so the posting lists still do the pruning.
+    Has4([u8; 4]),
     And(Vec<Query>),
     Or(Vec<Query>),
 }
@@ -42,15 +46,41 @@ impl Query {
     /// Whether a file holding `text` is a candidate: the index's decision, made on the
     /// text itself (for tests and the fuzz target that check plans never miss a match).
     pub fn admits(&self, text: &[u8]) -> bool {
-        fn go(q: &Query, g: &BTreeSet<Trigram>) -> bool {
+        fn go(q: &Query, g: &BTreeSet<Trigram>, g4: &BTreeSet<[u8; 4]>) -> bool {
             match q {
                 Query::All => true,
                 Query::Has(t) => g.contains(t),
-                Query::And(v) => v.iter().all(|q| go(q, g)),
-                Query::Or(v) => v.iter().any(|q| go(q, g)),
+                Query::Has4(t) => g4.contains(t),
+                Query::And(v) => v.iter().all(|q| go(q, g, g4)),
+                Query::Or(v) => v.iter().any(|q| go(q, g, g4)),
             }
         }
-        go(self, &trigrams(text).collect())
+        let folded: Vec<u8> = text.iter().map(|&b| fold(b)).collect();
+        let g4 = folded
+            .windows(4)
+            .map(|w| [w[0], w[1], w[2], w[3]])
+            .collect();
+        go(self, &trigrams(text).collect(), &g4)
+    }
+
+    /// Whether the query holds for a file whose 4-gram filter is `filter`, taking every
+    /// trigram as present (the posting lists decided those).
+    pub fn admits_filter(&self, filter: &[u8]) -> bool {
+        match self {
+            Query::All | Query::Has(_) => true,
+            Query::Has4(t) => super::quads::may_hold(filter, super::quads::key(*t)),
+            Query::And(v) => v.iter().all(|q| q.admits_filter(filter)),
+            Query::Or(v) => v.iter().any(|q| q.admits_filter(filter)),
+        }
+    }
+
+    /// Whether any part of the query is a 4-gram condition.
+    pub fn has_4grams(&self) -> bool {
+        match self {
+            Query::Has4(_) => true,
+            Query::And(v) | Query::Or(v) => v.iter().any(Query::has_4grams),
+            Query::All | Query::Has(_) => false,
+        }
     }
 
     fn and(self, other: Query) -> Query {
@@ -85,16 +115,26 @@ impl Query {
         }
     }
 
-    /// Files containing every trigram of `s` (all files when `s` is shorter than 3).
+    /// Files containing every trigram and 4-gram of `s` (all files when `s` is shorter
+    /// than 3).
     fn contains(s: &[u8]) -> Query {
         let grams: BTreeSet<Trigram> = trigrams(s).collect();
+        let quads: BTreeSet<[u8; 4]> = s
+            .windows(4)
+            .map(|w| [fold(w[0]), fold(w[1]), fold(w[2]), fold(w[3])])
+            .collect();
         // Any subset of necessary trigrams is still necessary: a very long literal is
         // checked by a sample, to keep the query small.
-        let step = grams.len().div_ceil(MAX_GRAMS_PER_STRING).max(1);
-        grams
+        let sample = |n: usize| n.div_ceil(MAX_GRAMS_PER_STRING).max(1);
+        let (step, step4) = (sample(grams.len()), sample(quads.len()));
+        let q = grams
             .into_iter()
             .step_by(step)
-            .fold(Query::All, |q, g| q.and(Query::Has(g)))
+            .fold(Query::All, |q, g| q.and(Query::Has(g)));
+        quads
+            .into_iter()
+            .step_by(step4)
+            .fold(q, |q, g| q.and(Query::Has4(g)))
     }
 
     /// Files containing one of `set`'s strings whole.
@@ -423,19 +463,34 @@ mod tests {
         Query::Has([b[0], b[1], b[2]])
     }
 
+    fn has4(s: &str) -> Query {
+        let b = s.as_bytes();
+        Query::Has4([b[0], b[1], b[2], b[3]])
+    }
+
     fn and(v: Vec<Query>) -> Query {
         Query::And(dedup(v))
     }
 
+    /// The index's decision on a file holding `text`: its trigrams, and the 4-gram
+    /// filter a large file would have (a match must get through both).
     fn eval(q: &Query, text: &str) -> bool {
-        q.admits(text.as_bytes())
+        let mut f = super::super::quads::Builder::new(text.len() as u64);
+        f.add(text.as_bytes());
+        q.admits(text.as_bytes()) && q.admits_filter(&f.finish())
     }
 
     #[test]
     fn a_literal_needs_all_its_trigrams() {
         assert_eq!(
             plan("hello", false, false, false),
-            and(vec![has("hel"), has("ell"), has("llo")])
+            and(vec![
+                has("hel"),
+                has("ell"),
+                has("llo"),
+                has4("hell"),
+                has4("ello")
+            ])
         );
         assert_eq!(
             plan("Hello", false, true, false),
@@ -443,7 +498,7 @@ mod tests {
         );
         assert_eq!(
             plan("a.b(", true, false, false),
-            and(vec![has("a.b"), has(".b(")])
+            and(vec![has("a.b"), has(".b("), has4("a.b(")])
         );
     }
 

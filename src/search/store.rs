@@ -7,11 +7,14 @@
 //! the old file — a reader's map is never truncated under it:
 //!
 //! ```text
-//! header  72 bytes: magic "FERRETIX", version, key count, fingerprint (16 bytes),
-//!         next id, file count, then the offsets of the sections and the total length
+//! header  88 bytes: magic "FERRETIX", version, key count, fingerprint (16 bytes),
+//!         next id, file count, the offsets of posts, table and files, the total
+//!         length, the offset of the filter table and the number of filters
 //! posts   the `roaring` serialization of each posting list, back to back
 //! table   per trigram, sorted: key u32, length u32, offset u64 (into posts)
 //! files   per file: root u32, id u32, name length u32, name bytes, stamp (7 × u64)
+//! filters per large file, sorted by id: id u32, length u32, offset u64 (into bits)
+//! bits    the 4-gram filters (`quads`), back to back
 //! ```
 //!
 //! The fingerprint covers what decides which files a walk takes and reads (roots, deny
@@ -28,8 +31,9 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"FERRETIX";
-const VERSION: u32 = 1;
-const HEADER: usize = 72;
+/// 2: the 4-gram filters.
+const VERSION: u32 = 2;
+const HEADER: usize = 88;
 const ENTRY: usize = 16;
 
 /// What the rules an index was built under hash to.
@@ -42,6 +46,8 @@ pub struct Mapped {
     table: usize,
     posts: usize,
     files_at: usize,
+    filters_at: usize,
+    filter_count: usize,
     pub next_id: u32,
     pub files: u32,
 }
@@ -115,12 +121,20 @@ impl Mapped {
         else {
             return Err(bad("header"));
         };
+        let (Some(filters_at), Some(filter_count)) = (field(72), u32_at(&map, 80)) else {
+            return Err(bad("header"));
+        };
+        let filter_count = filter_count as usize;
         let keys = keys as usize;
         if total != map.len()
             || posts != HEADER
             || table < posts
             || keys.checked_mul(ENTRY).and_then(|n| n.checked_add(table)) != Some(files_at)
-            || files_at > total
+            || files_at > filters_at
+            || filter_count
+                .checked_mul(ENTRY)
+                .and_then(|n| n.checked_add(filters_at))
+                .is_none_or(|end| end > total)
         {
             return Err(bad("sections out of bounds: cut short?"));
         }
@@ -132,9 +146,39 @@ impl Mapped {
             table,
             posts,
             files_at,
+            filters_at,
+            filter_count,
             next_id,
             files,
         })
+    }
+
+    /// The 4-gram filter stored for file `id`, if it has one. Bounds are checked: an
+    /// entry pointing outside the file is no filter (the file is then read).
+    pub fn filter(&self, id: u32) -> Option<&[u8]> {
+        let entry = |i: usize| {
+            let at = self.filters_at + i * ENTRY;
+            (
+                u32_at(&self.map, at).unwrap_or(u32::MAX),
+                u32_at(&self.map, at + 4).unwrap_or(0) as usize,
+                u64_at(&self.map, at + 8).unwrap_or(u64::MAX) as usize,
+            )
+        };
+        let (mut lo, mut hi) = (0, self.filter_count);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let (key, len, off) = entry(mid);
+            match key.cmp(&id) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => {
+                    let bits = self.filters_at + self.filter_count * ENTRY;
+                    let from = bits.checked_add(off)?;
+                    return self.map.get(from..from.checked_add(len)?);
+                }
+            }
+        }
+        None
     }
 
     /// Trigram keys stored.
@@ -202,7 +246,7 @@ impl Mapped {
     /// The files as indexed: each with its id and the stamp its content had.
     pub fn files(&self) -> Option<Vec<Listed>> {
         use std::os::unix::ffi::OsStrExt;
-        let b = &self.map[self.files_at..];
+        let b = self.map.get(self.files_at..self.filters_at)?;
         let mut out = Vec::with_capacity(self.files as usize);
         let mut at = 0;
         for _ in 0..self.files {
@@ -224,7 +268,7 @@ impl Mapped {
                 Stamp::from_words(s),
             ));
         }
-        (at == b.len()).then_some(out)
+        (at == self.filters_at - self.files_at).then_some(out)
     }
 }
 
@@ -235,6 +279,7 @@ pub fn write(
     next_id: u32,
     files: &[&Listed],
     lists: impl Iterator<Item = std::io::Result<(u32, RoaringBitmap)>>,
+    filters: &[(u32, &[u8])],
 ) -> std::io::Result<u64> {
     use std::os::unix::ffi::OsStrExt;
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -280,6 +325,18 @@ pub fn write(
             }
             end += 12 + name.len() as u64 + 56;
         }
+        let filters_at = end;
+        let mut off = 0u64;
+        for (id, f) in filters {
+            w.write_all(&id.to_le_bytes())?;
+            w.write_all(&(f.len() as u32).to_le_bytes())?;
+            w.write_all(&off.to_le_bytes())?;
+            off += f.len() as u64;
+        }
+        for (_, f) in filters {
+            w.write_all(f)?;
+        }
+        end += (filters.len() * ENTRY) as u64 + off;
         let mut header = Vec::with_capacity(HEADER);
         header.extend_from_slice(MAGIC);
         header.extend_from_slice(&VERSION.to_le_bytes());
@@ -291,9 +348,11 @@ pub fn write(
             .filter(|l| l.id().is_some() && l.stamp().is_some())
             .count() as u32;
         header.extend_from_slice(&stored.to_le_bytes());
-        for v in [HEADER as u64, table_at, files_at, end] {
+        for v in [HEADER as u64, table_at, files_at, end, filters_at] {
             header.extend_from_slice(&v.to_le_bytes());
         }
+        header.extend_from_slice(&(filters.len() as u32).to_le_bytes());
+        header.extend_from_slice(&0u32.to_le_bytes());
         w.seek(SeekFrom::Start(0))?;
         w.write_all(&header)?;
         let file = w.into_inner().map_err(|e| e.into_error())?;
@@ -332,12 +391,23 @@ mod tests {
             (3u32, RoaringBitmap::from_iter([0u32, 5])),
             (9u32, RoaringBitmap::from_iter([5u32])),
         ];
-        write(&path, &fp, 6, &refs, lists.into_iter().map(Ok)).expect("written");
+        let filter = [0b1010_0101u8, 1, 2, 3];
+        write(
+            &path,
+            &fp,
+            6,
+            &refs,
+            lists.into_iter().map(Ok),
+            &[(5, &filter[..])],
+        )
+        .expect("written");
         let m = Mapped::open(&path, &fp).expect("opens");
         assert_eq!((m.len(), m.next_id, m.files), (2, 6, 2));
         assert_eq!(m.get(3), Ok(Some(RoaringBitmap::from_iter([0u32, 5]))));
         assert_eq!(m.get(9), Ok(Some(RoaringBitmap::from_iter([5u32]))));
         assert_eq!(m.get(4), Ok(None));
+        assert_eq!(m.filter(5), Some(&filter[..]));
+        assert_eq!(m.filter(0), None);
         let back = m.files().expect("files decode");
         assert_eq!(back.len(), 2);
         assert_eq!(back[1].rel, PathBuf::from("d/b.rs"));

@@ -851,7 +851,8 @@ fn a_damaged_index_file_is_rebuilt_or_read_around_never_trusted() {
     // The posting lists overwritten with garbage, the rest intact: a list that does not
     // decode makes its query read every file.
     let mut bad = bytes.clone();
-    for b in &mut bad[72..bytes.len() / 3] {
+    // (From the end of the 88-byte header: the posting lists come first.)
+    for b in &mut bad[88..bytes.len() / 3] {
         *b = 0xa5;
     }
     std::fs::write(&stored, &bad).expect("garble");
@@ -1123,4 +1124,97 @@ fn searches_racing_a_save_answer_as_a_scan_does() {
         .sum();
     assert!(saves >= 8, "every round saved: {saves}");
     assert!(compared > 0);
+}
+
+/// About 60 kB of lines of words from [`WORDS`] (a file the 4-gram filters cover),
+/// then `extra`.
+fn large_text(seed: u64, extra: &str) -> String {
+    let mut rng = Lcg(seed);
+    let mut text = String::new();
+    while text.len() < 60_000 {
+        for _ in 0..(1 + rng.below(8)) {
+            text.push_str(WORDS[rng.below(WORDS.len())]);
+            text.push(if rng.below(4) == 0 { '_' } else { ' ' });
+        }
+        text.push('\n');
+    }
+    text.push_str(extra);
+    text
+}
+
+#[test]
+fn large_files_with_the_trigrams_but_not_the_string_are_ruled_out_unread() {
+    let (_t, root) = tempdir();
+    let lines = tree(&root);
+    // Every trigram (and most 4-grams) of kmalloc_array_node, never the string: the
+    // trigram lists admit these files, the 4-gram filters of the large ones do not.
+    let scattered = "p = kmalloc_array(n, 4);\nstruct display_node *d;\n";
+    write(&root, "big/scattered.c", large_text(1, scattered));
+    write(
+        &root,
+        "big/held.c",
+        large_text(2, "q = kmalloc_array_node(n, 4, 0);\n"),
+    );
+    write(&root, "small/scattered.c", scattered);
+    let (_s, state) = tempdir();
+    let (indexed, scan) = ferrets(&root);
+    let count = |f: &Ferret, p: &str, ic: bool| {
+        let live = f.index().expect("an index");
+        match live.candidates(&plan::plan(p, false, ic, false)) {
+            Candidates::All => u64::MAX,
+            Candidates::Some(b) => b.len(),
+        }
+    };
+    // The large file holding the string and the small one (no filter: cheap to read).
+    assert_eq!(count(&indexed, "kmalloc_array_node", false), 2);
+    assert_eq!(count(&indexed, "KMALLOC_ARRAY_NODE", true), 2);
+    // (The small file has no `e(n`.)
+    assert_eq!(count(&indexed, r"kmalloc_array_node\(n", false), 1);
+    // Trigrams alone would keep all three.
+    assert_eq!(count(&indexed, "kmalloc_array", false), 3);
+    let got = grep(
+        &indexed,
+        json!({ "pattern": "KMALLOC_ARRAY_NODE", "ignore_case": true, "output_mode": "content" }),
+    );
+    let want = grep(
+        &scan,
+        json!({ "pattern": "KMALLOC_ARRAY_NODE", "ignore_case": true, "output_mode": "content" }),
+    );
+    assert_eq!(got, want);
+    assert_eq!(paths(&got), strs(&["big/held.c"]), "{got}");
+    // Lines of the large files as patterns, and the tree's: the same answers as a scan.
+    let mut pats = patterns(&lines);
+    pats.truncate(40);
+    let big = large_text(1, scattered);
+    pats.extend(
+        big.lines()
+            .step_by(97)
+            .take(30)
+            .map(|l| l.trim().to_string()),
+    );
+    pats.retain(|p| !p.is_empty());
+    assert_parity(&indexed, &scan, &pats);
+
+    // Stored and mapped, the filters answer the same.
+    build_and_save(stored_config(&root, &state));
+    let again = Ferret::new(stored_config(&root, &state)).expect("open");
+    let stats = again.build_index(CancelToken::new(), true).expect("index");
+    assert_eq!(stats.read, 0, "{stats:?}");
+    assert_eq!(count(&again, "kmalloc_array_node", false), 2);
+    assert_eq!(count(&again, "kmalloc_array", false), 3);
+    assert_parity(&again, &scan, &pats);
+
+    // The held string moved into the scattered file while the index ran: found there.
+    write(
+        &root,
+        "big/scattered.c",
+        large_text(1, "kmalloc_array_node();\n"),
+    );
+    past_racy_window();
+    let got = grep(&again, json!({ "pattern": "kmalloc_array_node" }));
+    assert_eq!(
+        paths(&got),
+        strs(&["big/held.c", "big/scattered.c"]),
+        "{got}"
+    );
 }
