@@ -222,6 +222,9 @@ def index_section(corpus, official_version):
               "- The first search after a file is created, renamed or deleted pays a refresh: a walk of the "
               "changed directory's subtree that stats its files and re-reads only changed ones (the bench "
               "creates a file in drivers/net/ethernet/intel/e1000); a file written in place costs nothing extra.",
+              "- The build row: the client polls every 50 ms with a grep in one small directory (`usr/`) "
+              "until the answer says `index`. Until then each poll scans; runs before 2026-11-23 polled the "
+              "whole tree, so the build shared both cores with a scan of the tree twenty times a second.",
               "- Cold all-paths CLI glob vs fd is in the search section above.",
               f"- Page cache: the bench reads the whole tree (rg -uuu, no match) just before starting the servers: "
               f"{r['warm_s'][0]:.1f} s, then {r['warm_s'][1]:.1f} s for a second read. This VM runs DAMON with a "
