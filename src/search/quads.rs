@@ -21,6 +21,11 @@ use super::plan::fold;
 /// Files this long or longer get a filter.
 pub const MIN_LEN: u64 = 32 * 1024;
 
+/// The largest filter, in 64-bit words (1 MiB): a file's stamp sizes its filter before
+/// anything is read, and a stamp can say anything (a sparse file of terabytes). Past
+/// 8 MiB of content a filter only fills faster, which costs pruning, never a match.
+const MAX_WORDS: u64 = 1 << 17;
+
 /// Where a folded 4-gram goes in a filter of `words` 64-bit words: one word (a single
 /// memory access per 4-gram, which is what building the filters costs: the bytes of
 /// the large files are most of the tree), and two bits in it. Each half is the high
@@ -48,7 +53,7 @@ impl Builder {
     /// while it is read just fills its filter more).
     pub fn new(len: u64) -> Builder {
         Builder {
-            words: vec![0; len.div_ceil(64).max(1) as usize],
+            words: vec![0; len.div_ceil(64).clamp(1, MAX_WORDS) as usize],
             window: 0,
             seen: 0,
         }
@@ -182,6 +187,15 @@ mod tests {
             passed * 10 < absent,
             "{passed} of {absent} absent 4-grams passed"
         );
+    }
+
+    #[test]
+    fn a_huge_stamp_gets_a_bounded_filter() {
+        let mut b = Builder::new(1 << 40);
+        b.add(b"kmalloc_array_node");
+        let f = b.finish();
+        assert_eq!(f.len() as u64, MAX_WORDS * 8);
+        assert!(may_hold(&f, key(*b"node")));
     }
 
     #[test]
