@@ -357,8 +357,9 @@ const TRIM_SLACK: usize = KEEP_ENTRIES / 8;
 /// [`KEEP_ENTRIES`]. Pending ones stay whatever their age: recovery needs them. A
 /// group's `staged` flag stays set once it is committed, so it is no reason to keep one:
 /// kept, every patch ever made stayed in memory, out of the suffix, and the check that
-/// it was not undone already looked for its undo in a window that had dropped it. What is kept is a suffix of the history, so every entry kept has every later
-/// change (the undo of it, a later change of its file) kept with it.
+/// it was not undone already looked for its undo in a window that had dropped it. What
+/// is kept is a suffix of the history, so every entry kept has every later change (the
+/// undo of it, a later change of its file) kept with it.
 fn trim(entries: &mut Vec<Entry>) {
     if entries.len() <= KEEP_ENTRIES + TRIM_SLACK {
         return;
