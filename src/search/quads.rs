@@ -9,9 +9,10 @@
 //! positives at the tree's 0.1 distinct 4-grams per byte), and a query's 4-gram
 //! conditions are checked against the filters of its candidates before any is read. A
 //! small file has none: it costs little to read, and its filter would cost more in
-//! proportion. (Per-posting next-byte masks, Cursor's 2026 design, were weighed on this
-//! tree: they saturate in exactly these large files, and a mask per posting would cost
-//! more disk than one bit per byte of the large files.)
+//! proportion. (Cursor's 2026 per-posting masks were simulated on this tree first: the
+//! position mask saturates in exactly these large files, keeping 151 of 217 candidates;
+//! the next-byte mask kept 15, but costs a byte per posting of every file, about 122 MB,
+//! and changes every posting list.)
 //!
 //! A filter only ever answers "maybe" or "no": a 4-gram that was added is always found,
 //! so the filters never drop a file with a match, however full they get.
