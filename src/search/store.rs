@@ -434,6 +434,50 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    #[test]
+    fn a_filter_entry_pointing_outside_the_file_is_no_filter() {
+        let dir = tempfile_dir();
+        let path = dir.join("ix");
+        let fp = [3u8; 16];
+        let stamp = Stamp::from_words([1, 2, 3, 4, 5, 6, 7]);
+        let files = [Listed::stored(0, PathBuf::from("big.c"), 4, stamp)];
+        let refs: Vec<&Listed> = files.iter().collect();
+        let filter = [0xffu8; 16];
+        let lists = vec![(3u32, RoaringBitmap::from_iter([4u32]))];
+        write(
+            &path,
+            &fp,
+            5,
+            &refs,
+            lists.into_iter().map(Ok),
+            &[(4, &filter[..])],
+        )
+        .expect("written");
+        let bytes = std::fs::read(&path).expect("read");
+        let filters_at = u64_at(&bytes, 72).expect("header") as usize;
+        assert_eq!(
+            Mapped::open(&path, &fp).expect("opens").filter(4),
+            Some(&filter[..])
+        );
+        // Its offset, then its length, made to point past the end: no filter (the
+        // file is read), no panic.
+        for (at, value) in [(filters_at + 8, u64::MAX / 2), (filters_at + 4, 1 << 30)] {
+            let mut bad = bytes.clone();
+            let v = value.to_le_bytes();
+            let n = if at == filters_at + 4 { 4 } else { 8 };
+            bad[at..at + n].copy_from_slice(&v[..n]);
+            std::fs::write(&path, &bad).expect("write");
+            let m = Mapped::open(&path, &fp).expect("header intact");
+            assert_eq!(m.filter(4), None, "entry field at {at}");
+        }
+        // A filter count past the end of the file: refused whole.
+        let mut bad = bytes.clone();
+        bad[80..84].copy_from_slice(&1000u32.to_le_bytes());
+        std::fs::write(&path, &bad).expect("write");
+        assert!(matches!(Mapped::open(&path, &fp), Err(Unusable::Stale(_))));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     fn tempfile_dir() -> PathBuf {
         let d = std::env::temp_dir().join(format!(
             "ferret-store-{}-{:?}",
