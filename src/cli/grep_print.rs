@@ -14,6 +14,7 @@
 
 use crate::search::{self, GrepQuery};
 use crate::tools::grep::{FileResult, Output, OutputMode, Params};
+use crate::workspace::{shown, shown_in_line};
 use anstyle::{AnsiColor, Style};
 use grep_matcher::Matcher;
 use grep_regex::RegexMatcher;
@@ -78,12 +79,17 @@ pub fn print(
     match o.mode {
         OutputMode::FilesWithMatches => {
             for f in &o.files {
-                writeln!(out, "{path}{}{path:#}", f.path)?;
+                writeln!(out, "{path}{}{path:#}", shown(&f.path))?;
             }
         }
         OutputMode::Count => {
             for f in &o.files {
-                writeln!(out, "{path}{}{path:#}:{}", f.path, f.count.unwrap_or(0))?;
+                writeln!(
+                    out,
+                    "{path}{}{path:#}:{}",
+                    shown(&f.path),
+                    f.count.unwrap_or(0)
+                )?;
             }
         }
         OutputMode::Content => {
@@ -92,7 +98,7 @@ pub fn print(
                     if i > 0 {
                         writeln!(out)?;
                     }
-                    writeln!(out, "{path}{}{path:#}", f.path)?;
+                    writeln!(out, "{path}{}{path:#}", shown(&f.path))?;
                 }
                 lines(
                     out,
@@ -146,7 +152,7 @@ fn lines(
         prev = Some(l.line);
         let sep = if l.is_match { ':' } else { '-' };
         if !layout.heading {
-            write!(out, "{path}{}{path:#}{sep}", f.path)?;
+            write!(out, "{path}{}{path:#}{sep}", shown_in_line(&f.path))?;
         }
         write!(out, "{line}{}{line:#}{sep}", l.line)?;
         match matcher.filter(|_| l.is_match) {

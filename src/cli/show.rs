@@ -59,6 +59,8 @@ struct ConfigShown<'a> {
     config: &'a config::Config,
     sources: &'a BTreeMap<String, config::Source>,
     roots: Vec<RootShown<'a>>,
+    /// What the workspace's own ferret.toml tried and was refused.
+    refused: &'a [String],
 }
 
 pub fn config(loaded: &config::Loaded, ferret: &Ferret, json: bool) -> anyhow::Result<i32> {
@@ -77,6 +79,7 @@ pub fn config(loaded: &config::Loaded, ferret: &Ferret, json: bool) -> anyhow::R
             config: &loaded.config,
             sources: &loaded.sources,
             roots,
+            refused: &loaded.refused,
         })?;
         return Ok(0);
     }
@@ -94,6 +97,12 @@ pub fn config(loaded: &config::Loaded, ferret: &Ferret, json: bool) -> anyhow::R
                 v => format!("{k} = {v}"),
             };
             out.push_str(&format!("{line:<60} # {src}\n"));
+        }
+    }
+    if !loaded.refused.is_empty() {
+        out.push_str("\n# refused from the workspace's own ferret.toml (it may only narrow):\n");
+        for r in &loaded.refused {
+            out.push_str(&format!("#   {r}\n"));
         }
     }
     out.push_str("\n# roots served:\n");

@@ -37,6 +37,9 @@ impl fmt::Display for Source {
 pub struct Loaded {
     pub config: Config,
     pub sources: BTreeMap<String, Source>,
+    /// What a workspace's own `ferret.toml` tried and was refused, each naming its key
+    /// (`ferret config` shows them; they were printed on stderr too).
+    pub refused: Vec<String>,
 }
 
 /// The inputs to [`load`]: what the command line said, and the environment to read.
@@ -136,13 +139,24 @@ pub fn load(
 
     let mut config: Config = serde_json::from_value(Value::Object(map))
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    let mut refused = Vec::new();
     if let Some(path) = &workspace_file {
         let layer = read_file_layer(path, &defaults)?;
-        for k in narrow(&mut config, &layer, path)? {
+        let n = narrow(&mut config, &layer, path)?;
+        for k in n.applied {
             sources.insert(k, Source::File(path.clone()));
         }
+        refused = n
+            .refused
+            .into_iter()
+            .map(|r| format!("{}: {r}", path.display()))
+            .collect();
     }
-    Ok(Loaded { config, sources })
+    Ok(Loaded {
+        config,
+        sources,
+        refused,
+    })
 }
 
 /// `FERRET_*` variables that are not settings (a typo would otherwise be ignored in

@@ -17,6 +17,7 @@ use crate::history::{Action, Entry, GroupOp, OpKind, sha256};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::human_size;
 use crate::workspace::WsPath;
+use crate::workspace::shown;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -177,9 +178,9 @@ the whole patch; dry_run shows the diffs.",
         s.push_str(":\n");
         for f in &o.files {
             let fuzzy: Vec<&str> = f.matches.iter().filter_map(|r| r.describe()).collect();
-            s.push_str(&format!("- {} {}", f.action, f.path));
+            s.push_str(&format!("- {} {}", f.action, shown(&f.path)));
             if let Some(to) = &f.moved_to {
-                s.push_str(&format!(" -> {to}"));
+                s.push_str(&format!(" -> {}", shown(to)));
             }
             if !fuzzy.is_empty() {
                 s.push_str(&format!(" (matched {})", fuzzy.join("; ")));

@@ -12,6 +12,7 @@ use crate::history::{Action, Entry, sha256};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::human_size;
 use crate::tools::locate::{self, Miss, Rule};
+use crate::workspace::shown;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
@@ -136,7 +137,10 @@ set dry_run to preview. Keeps line endings, BOM and permissions.",
         let diff = similar::TextDiff::from_lines(text, after_text.as_str())
             .unified_diff()
             .context_radius(3)
-            .header(&format!("a/{shown}"), &format!("b/{shown}"))
+            .header(
+                &format!("a/{}", crate::workspace::shown(&shown)),
+                &format!("b/{}", crate::workspace::shown(&shown)),
+            )
             .to_string();
         let dry_run = p.dry_run || ctx.config().dry_run;
         if dry_run {
@@ -172,14 +176,14 @@ set dry_run to preview. Keeps line endings, BOM and permissions.",
         let head = if o.dry_run {
             format!(
                 "Would edit {} ({} replacement{}{how}):\n",
-                o.path,
+                shown(&o.path),
                 o.replacements,
                 plural(o.replacements)
             )
         } else {
             format!(
                 "Edited {} ({} replacement{}{how}; backup: {}; change {}, undo with undo):\n",
-                o.path,
+                shown(&o.path),
                 o.replacements,
                 plural(o.replacements),
                 o.backup

@@ -13,6 +13,7 @@ use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::history::trash::Kind;
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::workspace::EntryType;
+use crate::workspace::shown;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -145,17 +146,17 @@ permanent: true deletes for good and needs the user's confirmation. dry_run show
         match (o.dry_run, o.permanent) {
             (true, _) => format!(
                 "Would delete: {}{}",
-                o.path,
+                shown(&o.path),
                 if o.permanent { " (permanently)" } else { "" }
             ),
             (false, true) => format!(
                 "Deleted {} permanently (change {}).",
-                o.path,
+                shown(&o.path),
                 o.change_id.unwrap_or_default()
             ),
             (false, false) => format!(
                 "Moved {} to the {} trash (change {}; undo brings it back).",
-                o.path,
+                shown(&o.path),
                 if o.trash.as_deref() == Some("os") {
                     "system"
                 } else {

@@ -6,6 +6,7 @@
 use crate::error::ToolResult;
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::workspace::EntryType;
+use crate::workspace::shown;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -57,10 +58,10 @@ directory. Cheaper than reading it or listing its parent.",
 
     fn render(&self, o: &Output) -> String {
         match o.kind {
-            Some(EntryType::Directory) => format!("{} exists (directory)", o.path),
-            Some(EntryType::File) => format!("{} exists (file)", o.path),
-            Some(_) => format!("{} exists (special file)", o.path),
-            None => format!("{} does not exist", o.path),
+            Some(EntryType::Directory) => format!("{} exists (directory)", shown(&o.path)),
+            Some(EntryType::File) => format!("{} exists (file)", shown(&o.path)),
+            Some(_) => format!("{} exists (special file)", shown(&o.path)),
+            None => format!("{} does not exist", shown(&o.path)),
         }
     }
 }

@@ -4,6 +4,7 @@ use crate::error::{ToolError, ToolResult};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::human_size;
 use crate::workspace::EntryType;
+use crate::workspace::shown;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -87,7 +88,7 @@ creation and access times (RFC 3339), permissions (\"0644\") and whether it is r
     fn render(&self, o: &Output) -> String {
         let mut s = format!(
             "{}\n  type: {}\n  size: {} ({} bytes)\n  modified: {}\n",
-            o.path,
+            shown(&o.path),
             o.kind.as_str(),
             human_size(o.size),
             o.size,
@@ -105,7 +106,7 @@ creation and access times (RFC 3339), permissions (\"0644\") and whether it is r
             if o.readonly { " (read-only)" } else { "" }
         ));
         if let Some(t) = &o.target {
-            s.push_str(&format!("  symlink to: {t}\n"));
+            s.push_str(&format!("  symlink to: {}\n", shown(t)));
         }
         s
     }

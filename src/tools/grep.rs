@@ -342,7 +342,7 @@ pub fn render(o: &Output) -> String {
         OutputMode::Content => {
             let mut first_group = true;
             for f in &o.files {
-                let path = shown(&f.path);
+                let path = crate::workspace::shown_in_line(&f.path);
                 let mut prev: Option<u64> = None;
                 for l in f.lines.iter().flatten() {
                     let gap = prev.is_none_or(|p| l.line != p + 1);

@@ -126,7 +126,13 @@ pattern use glob instead.",
     fn render(&self, o: &Output) -> String {
         let mut out = format!("{}:\n", shown(&o.path));
         for e in &o.entries {
-            let name = shown(&e.name);
+            // `x@` (a file) must not read as the symlink `x`, nor `a  (1 KB)` as `a`.
+            let name =
+                if !e.name.starts_with('"') && (e.name.ends_with('@') || e.name.contains("  (")) {
+                    crate::workspace::quote(e.name.as_bytes()).into()
+                } else {
+                    shown(&e.name)
+                };
             match (e.kind, e.size) {
                 (EntryType::Directory, _) => out.push_str(&format!("  {name}/\n")),
                 (EntryType::Symlink, _) => out.push_str(&format!("  {name}@\n")),
@@ -178,7 +184,7 @@ impl Walk<'_, '_> {
             Err(e) => {
                 self.unreadable.push(format!(
                     "{}: {}",
-                    rel.to_string_lossy().replace('\\', "/"),
+                    crate::workspace::reference(rel.as_os_str().as_encoded_bytes()),
                     if e.kind() == std::io::ErrorKind::PermissionDenied {
                         "permission denied".to_string()
                     } else {
@@ -216,7 +222,7 @@ impl Walk<'_, '_> {
             self.found.push((
                 rel_here.clone(),
                 Entry {
-                    name: rel_here.to_string_lossy().replace('\\', "/"),
+                    name: crate::workspace::reference(rel_here.as_os_str().as_encoded_bytes()),
                     kind,
                     size,
                 },

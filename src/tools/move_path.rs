@@ -12,6 +12,7 @@ use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::history::{Action, Entry, MoveRecord, sha256};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::workspace::EntryType;
+use crate::workspace::shown;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
@@ -214,14 +215,15 @@ replaces a file only, after backing it up. Undo moves it back. dry_run to previe
         let mut s = format!(
             "{verb} {} {} to {}",
             o.kind.as_str(),
-            o.source,
-            o.destination
+            shown(&o.source),
+            shown(&o.destination)
         );
         if let Some(b) = &o.backup {
             s.push_str(&format!(" (replacing a file, backed up at {b})"));
         }
         if !o.created_dirs.is_empty() {
-            s.push_str(&format!("; new directories: {}", o.created_dirs.join(", ")));
+            let dirs: Vec<_> = o.created_dirs.iter().map(|d| shown(d)).collect();
+            s.push_str(&format!("; new directories: {}", dirs.join(", ")));
         }
         if let Some(id) = o.change_id {
             s.push_str(&format!("; change {id}, undo with undo"));

@@ -8,6 +8,7 @@
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::human_size;
+use crate::workspace::shown;
 use base64::Engine;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -94,7 +95,12 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
     fn render(&self, o: &Output) -> String {
         if o.encoding == Encoding::Base64 {
             if o.offset == 0 && !o.truncated {
-                return format!("{} ({} bytes, base64):\n{}", o.path, o.size, o.content);
+                return format!(
+                    "{} ({} bytes, base64):\n{}",
+                    shown(&o.path),
+                    o.size,
+                    o.content
+                );
             }
             let pad = o.content.bytes().rev().take_while(|&b| b == b'=').count();
             let len = (o.content.len() / 4 * 3).saturating_sub(pad) as u64;
@@ -106,16 +112,22 @@ limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep
             };
             return format!(
                 "{} (bytes {}-{} of {}, base64{more}):\n{}",
-                o.path, o.offset, end, o.size, o.content
+                shown(&o.path),
+                o.offset,
+                end,
+                o.size,
+                o.content
             );
         }
         if o.total_lines == 0 {
-            return format!("{}: (empty file)", o.path);
+            return format!("{}: (empty file)", shown(&o.path));
         }
         if o.content.is_empty() {
             return format!(
                 "{}: offset {} is past the end; the file has {} lines",
-                o.path, o.offset, o.total_lines
+                shown(&o.path),
+                o.offset,
+                o.total_lines
             );
         }
         let mut out = String::with_capacity(o.content.len() + o.content.len() / 8 + 32);

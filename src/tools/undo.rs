@@ -13,6 +13,7 @@
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::history::{Action, Entry, History, Locked, sha256};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
+use crate::workspace::shown;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::os::fd::AsFd;
@@ -170,7 +171,10 @@ fn undo_create(
     out.diff = similar::TextDiff::from_lines(String::from_utf8_lossy(&current).as_ref(), "")
         .unified_diff()
         .context_radius(3)
-        .header(&format!("a/{} (now)", target.path), "/dev/null (removed)")
+        .header(
+            &format!("a/{} (now)", crate::workspace::shown(&target.path)),
+            "/dev/null (removed)",
+        )
         .to_string();
     let lost = format!(
         "{} was changed after change {} created it; removing it would lose that",
@@ -589,16 +593,25 @@ current content.",
         if o.dry_run {
             return format!(
                 "Would undo change {} ({} of {}):\n{}",
-                o.undone, o.action, o.path, o.diff
+                o.undone,
+                o.action,
+                shown(&o.path),
+                o.diff
             );
         }
         let mut s = if o.action == "delete" {
             format!(
                 "Undid change {}: {} is back from the trash.\n",
-                o.undone, o.path
+                o.undone,
+                shown(&o.path)
             )
         } else {
-            format!("Undid change {} ({} of {}).\n", o.undone, o.action, o.path)
+            format!(
+                "Undid change {} ({} of {}).\n",
+                o.undone,
+                o.action,
+                shown(&o.path)
+            )
         };
         if let Some(b) = &o.backup {
             s.push_str(&format!("The content it replaced is saved at {b}.\n"));

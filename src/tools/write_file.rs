@@ -14,6 +14,7 @@ use crate::history::{Action, Entry, sha256};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::human_size;
 use crate::tools::read_file::Encoding;
+use crate::workspace::shown;
 use base64::Engine;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -147,9 +148,10 @@ content; dry_run to preview.",
             (false, true) => "Created",
             (false, false) => "Replaced",
         };
-        let mut s = format!("{verb} {} ({} bytes", o.path, o.size);
+        let mut s = format!("{verb} {} ({} bytes", shown(&o.path), o.size);
         if !o.created_dirs.is_empty() {
-            s.push_str(&format!("; new directories: {}", o.created_dirs.join(", ")));
+            let dirs: Vec<_> = o.created_dirs.iter().map(|d| shown(d)).collect();
+            s.push_str(&format!("; new directories: {}", dirs.join(", ")));
         }
         if let Some(b) = &o.backup {
             s.push_str(&format!("; backup: {b}"));
@@ -243,7 +245,10 @@ fn replace(
             similar::TextDiff::from_lines(old, new)
                 .unified_diff()
                 .context_radius(3)
-                .header(&format!("a/{shown}"), &format!("b/{shown}"))
+                .header(
+                    &format!("a/{}", crate::workspace::shown(shown)),
+                    &format!("b/{}", crate::workspace::shown(shown)),
+                )
                 .to_string(),
         ),
         _ => None,

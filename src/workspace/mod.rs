@@ -169,12 +169,20 @@ impl Workspace {
                 message: e.message,
             }
         };
-        let deny = PatternSet::new(config.deny_patterns()).map_err(bad("deny"))?;
+        // ferret's own state and the OS trash, wherever they lie in a root: denied by
+        // their real (canonical) names, so also through a link or another spelling.
+        let protected = protected_patterns(config, &roots);
+        let deny_all = || {
+            config
+                .deny_patterns()
+                .chain(protected.iter().map(String::as_str))
+        };
+        let deny = PatternSet::new_caseless(deny_all()).map_err(bad("deny"))?;
         let skip = PatternSet::new(config.skip_patterns()).map_err(bad("skip"))?;
-        let walk_exclude = PatternSet::new(config.skip_patterns().chain(config.deny_patterns()))
-            .map_err(bad("skip/deny"))?;
-        let confirm =
-            PatternSet::new(config.confirm.iter().map(String::as_str)).map_err(bad("confirm"))?;
+        let walk_exclude =
+            PatternSet::mixed(config.skip_patterns(), deny_all()).map_err(bad("skip/deny"))?;
+        let confirm = PatternSet::new_caseless(config.confirm.iter().map(String::as_str))
+            .map_err(bad("confirm"))?;
         Ok(Workspace {
             roots,
             deny,
@@ -243,56 +251,294 @@ impl Workspace {
         self.deny.matches(&p.rel, is_dir)
     }
 
-    /// The name a result uses for `p` (in JSON: exact when the name is UTF-8, so it can be
-    /// passed back; see [`shown`] for text): relative to its root, `/`-separated, prefixed by the
-    /// root's name when there are several roots; `.` for the single root itself.
+    /// The name a result uses for `p`, in JSON (the text form is [`shown`] of it): relative
+    /// to its root, `/`-separated, prefixed by the root's name when there are several
+    /// roots; `.` for the single root itself. It is the exact name, except when that
+    /// could be read as something else: a name that is not UTF-8, or one with a
+    /// component starting with `"`, is given quoted ([`quote`]). Passed back to any tool
+    /// ([`Workspace::resolve`]), it names this same object and no other. A `\` is a
+    /// character of the name, never a separator.
     pub fn display(&self, p: &WsPath) -> String {
-        let rel = p.rel.to_string_lossy().replace('\\', "/");
+        let rel = p.rel.as_os_str().as_encoded_bytes();
+        let mut full: Vec<u8> = Vec::with_capacity(rel.len() + 16);
         if self.roots.len() > 1 {
-            if rel.is_empty() {
-                self.roots[p.root].name.clone()
-            } else {
-                format!("{}/{}", self.roots[p.root].name, rel)
+            full.extend_from_slice(self.roots[p.root].name.as_bytes());
+            if !rel.is_empty() {
+                full.push(b'/');
             }
         } else if rel.is_empty() {
-            ".".into()
-        } else {
-            rel
+            full.push(b'.');
+        }
+        full.extend_from_slice(rel);
+        reference(&full)
+    }
+}
+
+/// Directories no tool may see into, whatever the settings: ferret's state (backups,
+/// journals, its trash, indexes: `--state-dir`, `$XDG_STATE_HOME/ferret`,
+/// `~/.local/state/ferret`) and the freedesktop home trash (`$XDG_DATA_HOME/Trash`,
+/// `~/.local/share/Trash`), by their canonical names (a missing tail is appended to its
+/// nearest existing directory's canonical name).
+pub fn protected_dirs(config: &Config) -> Vec<PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let home = env("HOME");
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(d) = &config.state_dir {
+        dirs.extend(std::path::absolute(d).ok());
+    }
+    dirs.extend(env("XDG_STATE_HOME").map(|d| d.join("ferret")));
+    dirs.extend(env("XDG_DATA_HOME").map(|d| d.join("Trash")));
+    if let Some(h) = &home {
+        dirs.push(h.join(".local/state/ferret"));
+        dirs.push(h.join(".local/share/Trash"));
+    } else {
+        dirs.push(std::env::temp_dir().join("ferret"));
+    }
+    let mut out: Vec<PathBuf> = dirs.iter().map(|d| canonical_lenient(d)).collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The canonical name of `p`, resolving what exists of it and appending the rest.
+fn canonical_lenient(p: &Path) -> PathBuf {
+    let mut existing = p.to_path_buf();
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(&existing) {
+            return rest.iter().rev().fold(c, |acc, n| acc.join(n));
+        }
+        match (existing.file_name(), existing.parent()) {
+            (Some(n), Some(parent)) => {
+                rest.push(n.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => return p.to_path_buf(),
         }
     }
 }
 
-/// A path as the text a model reads shows it: as it is, unless it holds something that
-/// could pass for the text's own structure or hide what it is: a control character (a
-/// newline would start a line of its own: a file named `x\n[FILE] /etc/passwd`), a
-/// character changing the text's direction, or U+FFFD (a name that was not UTF-8).
-/// Those are shown quoted, escaped as Rust escapes a string: `"a\nb.txt"`. JSON
-/// results carry the exact name.
-pub fn shown(path: &str) -> std::borrow::Cow<'_, str> {
-    let odd = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{FFFD}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-    };
-    if path.chars().any(odd) {
-        let mut q = String::with_capacity(path.len() + 8);
-        q.push('"');
-        for c in path.chars() {
-            if odd(c) || c == '"' || c == '\\' {
+/// Deny patterns, anchored at a root, for each protected directory inside one. A root
+/// that lies inside a protected directory is denied whole (`*`).
+fn protected_patterns(config: &Config, roots: &[Root]) -> Vec<String> {
+    let mut out = Vec::new();
+    for dir in protected_dirs(config) {
+        for r in roots {
+            if let Ok(rel) = dir.strip_prefix(&r.canonical) {
+                if rel.as_os_str().is_empty() {
+                    out.push("*".to_string());
+                } else {
+                    out.push(format!("/{}/", glob_escape(&rel.to_string_lossy())));
+                }
+            } else if r.canonical.starts_with(&dir) {
+                out.push("*".to_string());
+            }
+        }
+    }
+    out
+}
+
+/// A literal name as a gitignore pattern: every glob metacharacter escaped.
+fn glob_escape(s: &str) -> String {
+    let mut e = String::with_capacity(s.len() + 4);
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\' | '!' | '#') {
+            e.push('\\');
+        }
+        e.push(c);
+    }
+    e
+}
+
+/// The JSON (reference) form of a `/`-separated name given as bytes: the exact name when
+/// it is UTF-8 and no component starts with `"`; otherwise [`quote`]d, so that it reads
+/// back ([`unquote_path`]) as these bytes and cannot be taken for another name.
+pub fn reference(name: &[u8]) -> String {
+    match std::str::from_utf8(name) {
+        Ok(s) if !starts_quoted(s) => s.to_string(),
+        _ => quote(name),
+    }
+}
+
+/// Whether some component of `s` starts with `"`: such a string is read as quoted.
+fn starts_quoted(s: &str) -> bool {
+    s.split('/').any(|c| c.starts_with('"'))
+}
+
+/// A character that is shown escaped in a quoted name: one that could pass for the
+/// text's structure or hide what the name is.
+fn odd(c: char) -> bool {
+    c.is_control()
+        || (c.is_whitespace() && c != ' ')
+        || matches!(
+            c,
+            // not UTF-8; direction marks and overrides; zero-width characters
+            '\u{FFFD}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{FEFF}'
+                // look-alikes of `/` and `\`
+                | '\u{2044}'
+                | '\u{2215}'
+                | '\u{2216}'
+                | '\u{2571}'
+                | '\u{2572}'
+                | '\u{29F5}'
+                | '\u{29F8}'
+                | '\u{29F9}'
+                | '\u{FE68}'
+                | '\u{FF0F}'
+                | '\u{FF3C}'
+                | '\u{1735}'
+                | '\u{2CC6}'
+                | '\u{3033}'
+                // look-alikes of `"`
+                | '\u{201C}'..='\u{201F}'
+                | '\u{FF02}'
+        )
+}
+
+/// Whether a name must be shown quoted in text: it could be taken for another name or
+/// for the text's own structure.
+fn needs_quotes(s: &str) -> bool {
+    s.contains('\\')
+        || s.chars().any(odd)
+        || s.split('/')
+            .any(|c| c.starts_with('"') || c.starts_with(' ') || c.ends_with(' '))
+}
+
+/// `name` quoted and escaped as a Rust string literal escapes (`\\`, `\"`, `\n`,
+/// `\u{202e}`), plus `\xNN` for each byte that is not UTF-8: `"a\\b.txt"`. Only `\`, `"`
+/// and [odd](odd) characters are escaped; the rest is as it is.
+pub fn quote(name: &[u8]) -> String {
+    let mut q = String::with_capacity(name.len() + 8);
+    q.push('"');
+    for chunk in name.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '\\' || c == '"' {
+                q.push('\\');
+                q.push(c);
+            } else if odd(c) {
                 q.extend(c.escape_default());
             } else {
                 q.push(c);
             }
         }
-        q.push('"');
-        q.into()
-    } else {
+        for b in chunk.invalid() {
+            q.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    q.push('"');
+    q
+}
+
+/// Reads a path as ferret writes names: `/`-separated components, where a component
+/// starting with `"` opens a quoted part ([`quote`]) running to its closing `"`, which
+/// must end the path or be followed by `/`. `None` when a quoted part is malformed.
+/// A path without a component starting with `"` is returned as it is.
+pub fn unquote_path(input: &str) -> Option<Vec<u8>> {
+    if !starts_quoted(input) {
+        return Some(input.as_bytes().to_vec());
+    }
+    let mut out = Vec::with_capacity(input.len());
+    let mut chars = input.chars().peekable();
+    let mut at_start = true;
+    while let Some(c) = chars.next() {
+        if c == '"' && at_start {
+            loop {
+                match chars.next()? {
+                    '"' => break,
+                    '\\' => match chars.next()? {
+                        '\\' => out.push(b'\\'),
+                        '"' => out.push(b'"'),
+                        '\'' => out.push(b'\''),
+                        'n' => out.push(b'\n'),
+                        'r' => out.push(b'\r'),
+                        't' => out.push(b'\t'),
+                        '0' => out.push(0),
+                        'x' => {
+                            let hex: String = [chars.next()?, chars.next()?].iter().collect();
+                            out.push(u8::from_str_radix(&hex, 16).ok()?);
+                        }
+                        'u' => {
+                            if chars.next()? != '{' {
+                                return None;
+                            }
+                            let mut hex = String::new();
+                            loop {
+                                match chars.next()? {
+                                    '}' => break,
+                                    h if h.is_ascii_hexdigit() && hex.len() < 6 => hex.push(h),
+                                    _ => return None,
+                                }
+                            }
+                            let c = char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?;
+                            out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+                        }
+                        _ => return None,
+                    },
+                    c => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+                }
+            }
+            // A quoted part ends its component.
+            match chars.peek() {
+                None | Some('/') => {}
+                Some(_) => return None,
+            }
+            at_start = false;
+            continue;
+        }
+        out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+        at_start = c == '/';
+    }
+    Some(out)
+}
+
+/// A path as the text a model reads shows it: as it is, unless it could be taken for
+/// another name or for the text's own structure: a `\` (a character of a name, never a
+/// separator: `a\b.txt` is not `a/b.txt`), a control character (a newline would start a
+/// line of its own: a file named `x\n[FILE] /etc/passwd`), a character changing the
+/// text's direction or of zero width, a look-alike of `/`, `\` or `"` (U+2215, U+FF0F…),
+/// whitespace other than a space, a space at either end of a component, a component
+/// starting with `"`, or U+FFFD. Those are shown [`quote`]d: `"a\\b.txt"`. `path` is a
+/// name as [`Workspace::display`] gives it; one already quoted is shown as it is. Either
+/// form, passed back, names the same object.
+pub fn shown(path: &str) -> std::borrow::Cow<'_, str> {
+    if path.starts_with('"') || !needs_quotes(path) {
         path.into()
+    } else {
+        quote(path.as_bytes()).into()
+    }
+}
+
+/// [`shown`] for a line that goes on with `:N:` or `-N-` (grep's `path:line:text`): a
+/// path that itself holds a `:` or `-` followed by digits and then `:`, `-` or its end
+/// (`b.rs:7:x`) is quoted as well, so that no line can be read as another file's hit.
+pub fn shown_in_line(path: &str) -> std::borrow::Cow<'_, str> {
+    let b = path.as_bytes();
+    let looks_numbered = b.iter().enumerate().any(|(i, &c)| {
+        if c != b':' && c != b'-' {
+            return false;
+        }
+        let digits = b[i + 1..].iter().take_while(|d| d.is_ascii_digit()).count();
+        digits > 0 && matches!(b.get(i + 1 + digits), None | Some(b':') | Some(b'-'))
+    });
+    if looks_numbered && !path.starts_with('"') {
+        quote(path.as_bytes()).into()
+    } else {
+        shown(path)
     }
 }
 
 #[cfg(test)]
 mod shown_tests {
-    use super::shown;
+    use super::{reference, shown, shown_in_line, unquote_path};
 
     #[test]
     fn plain_names_are_shown_as_they_are() {
@@ -301,7 +547,7 @@ mod shown_tests {
             "dir/b c.rs",
             "ünïcødé/日本.md",
             "a\"b",
-            "back\\slash",
+            "tab-less name.txt",
         ] {
             assert_eq!(shown(n), n);
         }
@@ -317,5 +563,73 @@ mod shown_tests {
         assert_eq!(shown("q\"\n"), "\"q\\\"\\n\"");
         // One line, whatever the name.
         assert!(!shown("a\nb\n\nc").contains('\n'));
+    }
+
+    #[test]
+    fn names_that_could_be_taken_for_another_are_quoted() {
+        assert_eq!(shown("a\\b.txt"), "\"a\\\\b.txt\"");
+        assert_eq!(shown("a\u{2215}b.txt"), "\"a\\u{2215}b.txt\"");
+        assert_eq!(shown("a\u{FF0F}b.txt"), "\"a\\u{ff0f}b.txt\"");
+        assert_eq!(shown("a.txt "), "\"a.txt \"");
+        assert_eq!(shown("dir /a.txt"), "\"dir /a.txt\"");
+        assert_eq!(shown("a\u{200B}.txt"), "\"a\\u{200b}.txt\"");
+        // already quoted (a reference form): as it is
+        assert_eq!(shown("\"\\\"x\\\"\""), "\"\\\"x\\\"\"");
+    }
+
+    #[test]
+    fn every_rendering_reads_back_as_its_name_and_no_other() {
+        let names: Vec<Vec<u8>> = [
+            &b"a\\b.txt"[..],
+            b"a/b.txt",
+            b"\"a\\\\b.txt\"",
+            b"\"a\\b.txt\"",
+            b"dir/\"x\"",
+            b"dir/\"x",
+            b"x\"",
+            b"a.txt ",
+            b" a.txt",
+            b"a\nb",
+            b"bad\xff\xfe.txt",
+            "a\u{2215}b.txt".as_bytes(),
+            "a\u{FF0F}b.txt".as_bytes(),
+            "a\u{FFFD}.txt".as_bytes(),
+            b"\\x41",
+            b"q\\u{41}",
+            b".",
+            b"plain/name.rs",
+        ]
+        .iter()
+        .map(|n| n.to_vec())
+        .collect();
+        let mut seen = std::collections::HashSet::new();
+        for n in &names {
+            let json = reference(n);
+            let text = shown(&json).into_owned();
+            assert_eq!(unquote_path(&json).as_deref(), Some(&n[..]), "{json}");
+            assert_eq!(unquote_path(&text).as_deref(), Some(&n[..]), "{text}");
+            assert!(seen.insert(json.clone()), "two names render as {json}");
+            if text != json {
+                assert!(seen.insert(text.clone()), "two names render as {text}");
+            }
+        }
+        for bad in [
+            "\"abc",
+            "\"a\\q\"",
+            "\"a\"b",
+            "\"\\u{110000}\"",
+            "\"\\xZZ\"",
+        ] {
+            assert_eq!(unquote_path(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn grep_lines_quote_paths_that_look_numbered() {
+        assert_eq!(shown_in_line("b.rs:7:x"), "\"b.rs:7:x\"");
+        assert_eq!(shown_in_line("a.txt-3-x"), "\"a.txt-3-x\"");
+        assert_eq!(shown_in_line("a:12"), "\"a:12\"");
+        assert_eq!(shown_in_line("file-2.txt"), "file-2.txt");
+        assert_eq!(shown_in_line("src/main.rs"), "src/main.rs");
     }
 }

@@ -4,6 +4,7 @@
 
 use super::{Workspace, WsPath, denied_error};
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 impl Workspace {
@@ -15,10 +16,20 @@ impl Workspace {
                 ToolError::invalid("path is empty").with_hint("use \".\" for the workspace root")
             );
         }
-        if input.contains('\0') {
+        // Names as ferret shows them: a component starting with `"` is quoted (see
+        // `super::quote`); everything below checks the name it stands for.
+        let unquoted = super::unquote_path(input).ok_or_else(|| {
+            ToolError::invalid(format!(
+                "{input}: a path component starting with `\"` is read as a quoted name, and this one does not end its quote or has an unknown escape"
+            ))
+            .with_hint(
+                "give the path exactly as ferret showed it (e.g. \"a\\\\b.txt\"); inside quotes escape `\\` and `\"` as \\\\ and \\\", other characters as \\u{..}",
+            )
+        })?;
+        if unquoted.contains(&0) {
             return Err(ToolError::invalid("path contains a NUL byte"));
         }
-        let path = Path::new(input);
+        let path: &Path = Path::new(std::ffi::OsStr::from_bytes(&unquoted));
         if path.components().any(|c| c == Component::ParentDir) {
             return Err(ToolError::new(
                 ErrorCode::PathTraversal,

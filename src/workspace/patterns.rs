@@ -1,4 +1,9 @@
 //! Deny and skip pattern sets, in gitignore syntax, matched against root-relative paths.
+//!
+//! Deny and confirm sets match without regard to case ([`PatternSet::new_caseless`]):
+//! on macOS and Windows volumes (and case-folding Linux directories) `.ENV`, `KEY.PEM`
+//! and `id_RSA` are the same files as `.env`, `key.pem` and `id_rsa`, and even where they
+//! are not, a secret by another case is still a secret. Skip rules keep their case.
 
 use crate::error::{ErrorCode, ToolError};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
@@ -22,6 +27,8 @@ struct Prefilter {
     suffixes: Vec<Vec<u8>>,
     /// Some pattern's last component is no simple shape: always run the matcher.
     always: bool,
+    /// Literals, prefixes and suffixes are ASCII-lowercased, and so is the name.
+    caseless: bool,
 }
 
 impl Prefilter {
@@ -33,6 +40,17 @@ impl Prefilter {
         let p = p.trim_end_matches('/');
         let last = p.rsplit('/').next().unwrap_or(p);
         let meta = |s: &str| s.contains(['*', '?', '[', '{', '\\']);
+        if self.caseless && !last.is_ascii() {
+            // Unicode case folding (the Kelvin sign is a `k`): no byte shortcut.
+            self.always = true;
+            return;
+        }
+        let owned = if self.caseless {
+            last.to_ascii_lowercase()
+        } else {
+            last.to_string()
+        };
+        let last = owned.as_str();
         if !meta(last) {
             self.literals.insert(last.as_bytes().to_vec());
         } else if let Some(rest) = last.strip_prefix('*').filter(|r| !meta(r)) {
@@ -51,7 +69,16 @@ impl Prefilter {
         let Some(name) = rel.file_name() else {
             return true;
         };
-        let name = name.as_encoded_bytes();
+        let lowered;
+        let name = if self.caseless {
+            if !name.is_ascii() {
+                return true; // folding beyond ASCII: let the matcher decide
+            }
+            lowered = name.as_encoded_bytes().to_ascii_lowercase();
+            &lowered[..]
+        } else {
+            name.as_encoded_bytes()
+        };
         self.literals.contains(name)
             || self.suffixes.iter().any(|s| name.ends_with(s))
             || self.prefixes.iter().any(|p| name.starts_with(p))
@@ -59,14 +86,45 @@ impl Prefilter {
 }
 
 impl PatternSet {
+    /// Case-sensitive patterns (skip rules).
     pub fn new<'a>(patterns: impl IntoIterator<Item = &'a str>) -> Result<Self, ToolError> {
+        Self::mixed(patterns, [])
+    }
+
+    /// Patterns that match whatever the case (deny and confirm rules): `.ENV`, `Id_Rsa`.
+    pub fn new_caseless<'a>(
+        patterns: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self, ToolError> {
+        Self::mixed([], patterns)
+    }
+
+    /// One matcher over case-sensitive patterns, then caseless ones (a walk's skip then
+    /// deny rules, one lookup per entry).
+    pub fn mixed<'a>(
+        sensitive: impl IntoIterator<Item = &'a str>,
+        caseless: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self, ToolError> {
         let mut b = GitignoreBuilder::new("");
         let mut prefilter = Prefilter::default();
-        for p in patterns {
-            prefilter.add(p);
-            b.add_line(None, p).map_err(|e| {
+        let add = |b: &mut GitignoreBuilder, p: &str| {
+            b.add_line(None, p).map(|_| ()).map_err(|e| {
                 ToolError::new(ErrorCode::InvalidGlob, format!("bad pattern {p:?}: {e}"))
-            })?;
+            })
+        };
+        let sensitive: Vec<&str> = sensitive.into_iter().collect();
+        let caseless: Vec<&str> = caseless.into_iter().collect();
+        // A lowered prefilter is still a necessary condition for case-sensitive
+        // patterns: one prefilter for both.
+        prefilter.caseless = !caseless.is_empty();
+        for p in sensitive {
+            prefilter.add(p);
+            add(&mut b, p)?;
+        }
+        b.case_insensitive(true)
+            .map_err(|e| ToolError::new(ErrorCode::InvalidGlob, e.to_string()))?;
+        for p in caseless {
+            prefilter.add(p);
+            add(&mut b, p)?;
         }
         let matcher = b
             .build()

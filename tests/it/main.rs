@@ -9,6 +9,7 @@ mod faults;
 mod index;
 mod layers;
 mod mcp_inprocess;
+mod names_r3;
 mod safety;
 mod sandbox;
 mod search;
