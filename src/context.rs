@@ -203,6 +203,8 @@ impl Ferret {
             .chain(c.deny_patterns().map(str::to_string))
             .chain(["\0skip".to_string()])
             .chain(c.skip_patterns().map(str::to_string))
+            .chain(["\0rules".to_string()])
+            .chain(self.workspace.rules_id())
             .chain(["\0ext".to_string()])
             .chain(c.allowed_extensions.iter().cloned())
             .chain([format!(

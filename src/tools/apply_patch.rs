@@ -508,12 +508,12 @@ fn diff(old: &str, new: &str, a: &str, b: &str) -> String {
     let a = if a == "/dev/null" {
         a.to_string()
     } else {
-        format!("a/{a}")
+        format!("a/{}", shown(a))
     };
     let b = if b == "/dev/null" {
         b.to_string()
     } else {
-        format!("b/{b}")
+        format!("b/{}", shown(b))
     };
     similar::TextDiff::from_lines(old, new)
         .unified_diff()

@@ -353,8 +353,8 @@ fn undo_group(
             .unified_diff()
             .context_radius(3)
             .header(
-                &format!("a/{} (now)", op.path),
-                &format!("b/{} (restored)", op.path),
+                &format!("a/{} (now)", shown(&op.path)),
+                &format!("b/{} (restored)", shown(&op.path)),
             )
             .to_string(),
         );
@@ -485,8 +485,8 @@ fn undo_edit(
     .unified_diff()
     .context_radius(3)
     .header(
-        &format!("a/{} (now)", target.path),
-        &format!("b/{} (restored)", target.path),
+        &format!("a/{} (now)", shown(&target.path)),
+        &format!("b/{} (restored)", shown(&target.path)),
     )
     .to_string();
     let what = if current.is_none() {

@@ -123,6 +123,9 @@ pub struct Workspace {
     confirm: PatternSet,
     allowed_extensions: Vec<String>,
     max_path_depth: usize,
+    /// Deny patterns for ferret's state and the OS trash inside a root (see
+    /// [`protected_dirs`]).
+    protected: Vec<String>,
 }
 
 impl Workspace {
@@ -195,7 +198,17 @@ impl Workspace {
                 .map(|e| e.trim_start_matches('.').to_ascii_lowercase())
                 .collect(),
             max_path_depth: config.max_path_depth,
+            protected,
         })
+    }
+
+    /// What decides, beyond the settings, which names are denied: the deny rules match
+    /// any case, and ferret's state and the OS trash are denied where they lie in a
+    /// root. A stored index made under other rules is not used (it may list them).
+    pub fn rules_id(&self) -> Vec<String> {
+        std::iter::once("deny-caseless".to_string())
+            .chain(self.protected.iter().cloned())
+            .collect()
     }
 
     pub fn roots(&self) -> &[Root] {
