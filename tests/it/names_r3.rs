@@ -812,3 +812,45 @@ fn a_root_inside_the_trash_shows_nothing() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     assert_eq!(v["files"].as_array().map(Vec::len), Some(0), "{v}");
 }
+
+#[test]
+fn an_index_stored_under_other_rules_does_not_bring_the_trash_back() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    let (_h, elsewhere) = tempdir();
+    write(&root, ".local/share/Trash/files/x.txt", "TRASHWORD\n");
+    write(&root, "a.txt", "TRASHWORD\n");
+    let ferret = |home: &Path, args: &[&str]| {
+        let out = bin()
+            .env("XDG_STATE_HOME", &state)
+            .env("HOME", home)
+            .arg("--root")
+            .arg(&root)
+            .args(args)
+            .output()
+            .expect("run");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let grep = r#"{"pattern":"TRASHWORD","include_hidden":true}"#;
+    // HOME elsewhere: the root holds no trash of the user's; the index lists the file.
+    ferret(&elsewhere, &["index"]);
+    let before = ferret(&elsewhere, &["call", "grep", grep]);
+    assert!(
+        before.contains("x.txt") && before.contains("\"index\""),
+        "{before}"
+    );
+    // HOME is the root: the same stored index must not answer for its trash
+    let after = ferret(&root, &["call", "grep", grep]);
+    assert!(
+        after.contains("a.txt") && !after.contains("x.txt"),
+        "{after}"
+    );
+    let glob = r#"{"pattern":"**/*","include_hidden":true}"#;
+    let before = ferret(&elsewhere, &["call", "glob", glob]);
+    assert!(before.contains("x.txt"), "{before}");
+    let after = ferret(&root, &["call", "glob", glob]);
+    assert!(
+        after.contains("a.txt") && !after.contains("x.txt"),
+        "{after}"
+    );
+}
