@@ -607,7 +607,7 @@ backing up the current content.",
                     .with_hint("list the changes with `ferret history`"),
                     None => ToolError::new(
                         ErrorCode::NotFound,
-                        "there is no change of yours to undo",
+                        "there is no change to undo among yours",
                     )
                     .with_hint(
                         "undo without an id reverts only this session's changes; to undo another's, pass its id \
