@@ -41,8 +41,10 @@ impl History {
             j.begin(entry, self.lease())
         })?;
         let temp = OsString::from(temp);
-        let done =
-            write::stage(dir, &temp, content, like).and_then(|()| write::commit(dir, &temp, name));
+        let done = write::stage(dir, &temp, content, like).and_then(|()| {
+            die_here_in_tests();
+            write::commit(dir, &temp, name)
+        });
         self.finish(
             id,
             done.map_err(|e| {
@@ -411,6 +413,15 @@ impl History {
                 Err(e)
             }
         }
+    }
+}
+
+/// Test hook: dies here, as a SIGKILL would, once a change's new content is staged and
+/// before it lands (recovery tests). Only the environment ferret was started with sets
+/// it; nothing an agent sends does.
+pub(super) fn die_here_in_tests() {
+    if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED").is_some() {
+        std::process::abort();
     }
 }
 

@@ -74,11 +74,7 @@ impl History {
             }
         }
         self.journal.with(|j| j.settle(id, Outcome::Staged, None))?;
-        // Test hook: die here, as a SIGKILL after the staged mark would (recovery tests).
-        // Only the environment ferret was started with sets it; nothing an agent sends does.
-        if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED").is_some() {
-            std::process::abort();
-        }
+        super::change::die_here_in_tests();
 
         // The renames and removals, in order; on a failure, back out what landed.
         for i in 0..planned.len() {

@@ -876,3 +876,76 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A single-file edit killed with its new content staged, the file then edited (or
+/// deleted, or made a link) by the person: recovery rolls it back by removing only its
+/// own temporary file; the person's bytes stay, and read-only commands touch nothing.
+#[test]
+fn a_killed_edit_is_rolled_back_without_touching_newer_content() {
+    for meddle in ["edited", "deleted", "link", "untouched"] {
+        let w = Ws::new();
+        write(&w.root, "f.txt", "old\n");
+        let outside = w.base.join("outside.txt");
+        std::fs::write(&outside, "outside\n").unwrap();
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(r#"ulimit -c 0; exec "$0" "$@""#)
+            .arg(env!("CARGO_BIN_EXE_ferret"))
+            .current_dir(&w.base)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("FERRET_TEST_DIE_AFTER_STAGED", "1")
+            .arg("--root")
+            .arg(&w.root)
+            .arg("--state-dir")
+            .arg(&w.state)
+            .args([
+                "--allow-write",
+                "edit",
+                "f.txt",
+                "--old",
+                "old",
+                "--new",
+                "new",
+            ])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{meddle}: the hook kills it");
+        assert_eq!(temps_left(&w), 1, "{meddle}: the new content is staged");
+        let f = w.root.join("f.txt");
+        match meddle {
+            "edited" => std::fs::write(&f, "person's\n").unwrap(),
+            "deleted" => std::fs::remove_file(&f).unwrap(),
+            "link" => {
+                std::fs::remove_file(&f).unwrap();
+                std::os::unix::fs::symlink(&outside, &f).unwrap();
+            }
+            _ => {}
+        }
+        let before = snapshot(&w.root);
+        for args in [&["history"][..], &["--allow-write", "read", "f.txt"]] {
+            w.cli(args);
+            assert_eq!(snapshot(&w.root), before, "{meddle}: {args:?}");
+        }
+        assert!(
+            w.cli(&["--allow-write", "history", "--recover"])
+                .status
+                .success()
+        );
+        assert_eq!(temps_left(&w), 0, "{meddle}");
+        match meddle {
+            "edited" => assert_eq!(w.read("f.txt").as_deref(), Some("person's\n")),
+            "deleted" => assert!(std::fs::symlink_metadata(&f).is_err()),
+            "link" => assert!(
+                std::fs::symlink_metadata(&f)
+                    .unwrap()
+                    .file_type()
+                    .is_symlink()
+            ),
+            _ => assert_eq!(w.read("f.txt").as_deref(), Some("old\n")),
+        }
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside\n");
+        let v: Value = serde_json::from_slice(&w.cli(&["history", "--json"]).stdout).unwrap();
+        assert!(v.as_array().unwrap().iter().all(|e| e["pending"] == false));
+    }
+}
