@@ -156,6 +156,27 @@ impl Workspace {
         self.holds(at, &self.confirm, check)
     }
 
+    /// Whether moving the directory `at` to `to` moves an entry on the confirm list: one
+    /// inside it now, or one its entries become at `to` (an anchored pattern).
+    pub fn move_holds_confirm_listed(
+        &self,
+        at: &Resolved,
+        to: &WsPath,
+        check: &dyn Fn() -> ToolResult<()>,
+    ) -> ToolResult<bool> {
+        if self.holds(at, &self.confirm, check)? {
+            return Ok(true);
+        }
+        let shown = self.display(&at.real);
+        let (Some(parent), Some(name)) = (&at.parent, at.name()) else {
+            return Ok(false);
+        };
+        let dir = parent
+            .open_dir_nofollow(name)
+            .map_err(|e| raced_or_io(&shown, &e))?;
+        self.tree_holds(dir, to.rel.clone(), &shown, &self.confirm, check)
+    }
+
     /// Whether the directory `dir` (anywhere: the trash), were it at `rel` in a root,
     /// would hold an entry on the confirm list: restoring it changes that entry.
     pub fn tree_holds_confirm_listed(

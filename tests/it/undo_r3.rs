@@ -949,3 +949,32 @@ fn a_killed_edit_is_rolled_back_without_touching_newer_content() {
         assert!(v.as_array().unwrap().iter().all(|e| e["pending"] == false));
     }
 }
+
+/// With an anchored confirm pattern, a directory whose entries only become listed at the
+/// destination: the move asks, and so does its undo (which moves them out again).
+#[test]
+fn moving_a_directory_whose_entries_become_confirm_listed_asks() {
+    let w = Ws::new();
+    write(&w.root, "stage/prod.yml", "replicas: 1\n");
+    let mut c = Config::defaults(Mode::Server);
+    c.roots = vec![w.root.clone()];
+    c.allow_write = true;
+    c.state_dir = Some(w.state.clone());
+    c.confirm.push("/deploy/prod.yml".into());
+    let f = Ferret::new(c).unwrap();
+    let s = agent("a");
+    let mv = json!({"source": "stage", "destination": "deploy"});
+    assert_eq!(
+        code(call(&f, &s, "move", mv.clone())),
+        ErrorCode::ConfirmationRequired
+    );
+    assert!(w.root.join("stage/prod.yml").exists());
+    call_yes(&f, &s, "move", mv).unwrap();
+    assert_eq!(
+        code(call(&f, &s, "undo", json!({}))),
+        ErrorCode::ConfirmationRequired
+    );
+    assert!(w.root.join("deploy/prod.yml").exists());
+    call_yes(&f, &s, "undo", json!({})).unwrap();
+    assert!(w.root.join("stage/prod.yml").exists());
+}
