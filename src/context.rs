@@ -79,11 +79,9 @@ impl Ferret {
             index: Default::default(),
             config,
         };
-        // A workspace with a history is recovered at start: a change a killed process
-        // left half-done is finished or rolled back before anything else looks at it.
-        ferret
-            .history
-            .recover_if_present(&ferret.config, &ferret.workspace);
+        // No recovery here: a change a killed process left half-done is settled just
+        // before this process's first change, and only if it may write (a read-only
+        // command changes nothing under the roots; see `HistoryCell`).
         Ok(ferret)
     }
 
@@ -233,9 +231,15 @@ impl Ferret {
         crate::error::lock(&self.index).clone()
     }
 
-    /// The state directory, backups and undo journal.
+    /// The state directory, backups and undo journal, for a change: changes a killed
+    /// process left half-done are settled first when writes are allowed.
     pub fn history(&self) -> ToolResult<&History> {
         self.history.get(&self.config, &self.workspace)
+    }
+
+    /// The same for showing it: nothing is settled (`history` changes nothing).
+    pub fn history_read(&self) -> ToolResult<&History> {
+        self.history.open(&self.config, &self.workspace)
     }
 
     fn services(&self) -> Services<'_> {
@@ -349,6 +353,8 @@ impl Ferret {
             audit_path,
         );
         let mut bytes_sent = 0;
+        // Every change the call makes is recorded as this session's.
+        let _as = crate::history::acting_as(session.owner());
         let result = self
             .limiter
             .begin_request(&session.id)

@@ -65,3 +65,4 @@ pub mod workspace;
 pub use context::{CallOptions, Ferret, Session};
 pub use control::{CancelToken, Progress};
 pub use error::{ErrorCode, SetupError, ToolError};
+pub use tool::Front;

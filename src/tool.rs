@@ -245,13 +245,53 @@ fn portable(v: &mut Value) {
 pub struct Session {
     pub id: String,
     pub agent_id: String,
+    /// The front end: an agent's (MCP, the default) or the person's (CLI, shell). Undo
+    /// without an id reverts only the caller's own changes, and that is decided by it.
+    pub front: Front,
+}
+
+/// Which front end a session is from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Front {
+    /// An agent (MCP, or a host embedding ferret): its changes are its session's.
+    Mcp,
+    /// The person, at the command line or in the shell: one owner across runs.
+    Cli,
+    Shell,
+}
+
+impl Front {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Front::Mcp => "mcp",
+            Front::Cli => "cli",
+            Front::Shell => "shell",
+        }
+    }
 }
 
 impl Session {
+    /// An agent's session.
     pub fn new(id: impl Into<String>, agent_id: impl Into<String>) -> Self {
         Session {
             id: id.into(),
             agent_id: agent_id.into(),
+            front: Front::Mcp,
+        }
+    }
+
+    /// The same session from another front end (`Front::Cli`, `Front::Shell`: the person).
+    pub fn from_front(mut self, front: Front) -> Self {
+        self.front = front;
+        self
+    }
+
+    /// Who the journal records as making this session's changes.
+    pub fn owner(&self) -> crate::history::Owner {
+        crate::history::Owner {
+            front: self.front.as_str().to_string(),
+            session: self.id.clone(),
+            agent: self.agent_id.clone(),
         }
     }
 }

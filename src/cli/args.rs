@@ -79,11 +79,15 @@ pub enum Command {
     Rm(RmArgs),
     /// Undo the last change, or change ID (needs --allow-write).
     Undo(UndoArgs),
-    /// List the changes in the undo journal.
+    /// List the changes in the undo journal, who made each, and any a killed process left.
     History {
         /// Print the journal entries as JSON.
         #[arg(long)]
         json: bool,
+        /// First settle the changes a killed process left half-done (needs --allow-write;
+        /// otherwise the next change does it).
+        #[arg(long)]
+        recover: bool,
     },
     /// An interactive shell: every subcommand as a command, `!cmd` for direct bash (asked
     /// about, blocklisted), `/undo`, `/history`, `/dry-run on|off`, `/help`. Without a
@@ -375,11 +379,14 @@ pub struct RmArgs {
 
 #[derive(Debug, Args)]
 pub struct UndoArgs {
-    /// The change to undo (default: the last one that can be).
+    /// The change to undo (default: your last one that can be, made from the CLI or shell).
     pub id: Option<u64>,
     /// Undo even if the file changed since (its content is backed up first).
     #[arg(long)]
     pub force: bool,
+    /// Confirm undoing an agent's change, or one that changes a confirm-listed path.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
     /// Print the structured result as JSON.
     #[arg(long)]
     pub json: bool,

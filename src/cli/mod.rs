@@ -134,7 +134,8 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
         Command::Serve(a) => serve::serve(ferret, a),
         Command::Shell(a) => shell::run(ferret, loaded, a),
         command => {
-            let session = Session::new(format!("cli-{}", std::process::id()), "cli");
+            let session = Session::new(format!("cli-{}", std::process::id()), "cli")
+                .from_front(crate::tool::Front::Cli);
             let caller = Caller {
                 ferret: &ferret,
                 session: &session,
@@ -167,7 +168,7 @@ fn dispatch(c: &Caller, loaded: &Loaded, command: Command) -> anyhow::Result<i32
             anyhow::bail!("`serve` and `shell` are not commands inside the shell")
         }
         Command::Call(a) => show::call(f, c.session, a),
-        Command::History { json } => show::history(f, json),
+        Command::History { json, recover } => show::history(f, json, recover),
         Command::Index(a) => show::index(f, c.cancel.clone(), a),
         Command::Config { json } => show::config(loaded, f, json),
         Command::Prompt => {
@@ -273,8 +274,8 @@ fn dispatch(c: &Caller, loaded: &Loaded, command: Command) -> anyhow::Result<i32
             bridge::run_confirmable(c, tool, a.into(), json, yes, Exit::Success)
         }
         Command::Undo(a) => {
-            let json = a.json;
-            bridge::run(c, &undo::Undo, a.into(), json, Exit::Success)
+            let (json, yes) = (a.json, a.yes);
+            bridge::run_confirmable(c, &undo::Undo, a.into(), json, yes, Exit::Success)
         }
     }
 }

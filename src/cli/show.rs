@@ -13,11 +13,22 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::PathBuf;
 
-pub fn history(ferret: &Ferret, json: bool) -> anyhow::Result<i32> {
-    let entries = ferret
-        .history()
-        .and_then(|h| h.entries())
+pub fn history(ferret: &Ferret, json: bool, recover: bool) -> anyhow::Result<i32> {
+    // Listing changes nothing: changes a killed process left are settled only on demand
+    // (`--recover`, with writes allowed) or by the next change.
+    if recover {
+        if !ferret.config().allow_write || ferret.config().dry_run {
+            anyhow::bail!(
+                "WRITE_DISABLED: --recover settles changes a killed process left, which writes; \
+                 pass --allow-write (and no --dry-run)"
+            );
+        }
+        ferret.history().map_err(|e| anyhow::anyhow!(e.render()))?;
+    }
+    let h = ferret
+        .history_read()
         .map_err(|e| anyhow::anyhow!(e.render()))?;
+    let entries = h.entries().map_err(|e| anyhow::anyhow!(e.render()))?;
     if json {
         print_json(&entries)?;
         return Ok(0);
@@ -28,19 +39,42 @@ pub fn history(ferret: &Ferret, json: bool) -> anyhow::Result<i32> {
     }
     let undone: Vec<u64> = entries.iter().filter_map(|e| e.undoes).collect();
     let mut out = String::new();
+    let mut interrupted = 0;
     for e in &entries {
-        let what = match e.undoes {
+        let mut what = match e.undoes {
             Some(id) => format!("undo of {id}"),
             None if undone.contains(&e.id) => format!("{} (undone)", e.action.as_str()),
+            None if e.pending && h.interrupted(e) => {
+                interrupted += 1;
+                format!("{} (interrupted)", e.action.as_str())
+            }
             None if e.pending => format!("{} (under way)", e.action.as_str()),
             None if e.action == crate::history::Action::Edit && !e.undoable() => {
                 "edit (not undoable: backups were off)".to_string()
             }
             None => e.action.as_str().to_string(),
         };
+        if !e.conflicted.is_empty() {
+            what.push_str(" (conflicted)");
+        }
+        let by =
+            e.by.as_ref()
+                .map_or_else(|| "unknown".to_string(), |o| o.describe());
         out.push_str(&format!(
-            "{:>4}  {}  {:<16} {}\n",
+            "{:>4}  {}  {:<16} {}  by {by}\n",
             e.id, e.timestamp, what, e.path
+        ));
+        if !e.conflicted.is_empty() {
+            out.push_str(&format!(
+                "      left as found by recovery (changed after the change was interrupted): {}\n",
+                e.conflicted.join(", ")
+            ));
+        }
+    }
+    if interrupted > 0 {
+        out.push_str(&format!(
+            "{interrupted} interrupted change(s) pending: a killed process left them; the next change settles them \
+             (or `ferret --allow-write history --recover`), never over content ferret did not write.\n"
         ));
     }
     print_text(&out)?;

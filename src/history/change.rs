@@ -41,8 +41,10 @@ impl History {
             j.begin(entry, self.lease())
         })?;
         let temp = OsString::from(temp);
-        let done =
-            write::stage(dir, &temp, content, like).and_then(|()| write::commit(dir, &temp, name));
+        let done = write::stage(dir, &temp, content, like).and_then(|()| {
+            die_here_in_tests();
+            write::commit(dir, &temp, name)
+        });
         self.finish(
             id,
             done.map_err(|e| {
@@ -370,6 +372,16 @@ impl History {
         Ok(id)
     }
 
+    /// The trashed directory `rec` names, opened without following a link (`None` for
+    /// a file, or one no longer there): what restoring it would bring back.
+    pub fn trashed_dir(&self, rec: &TrashRecord) -> Option<Dir> {
+        if !rec.is_dir {
+            return None;
+        }
+        let trash = self.open_trash(rec).ok()?;
+        cap_fs_ext::DirExt::open_dir_nofollow(&trash.files, &rec.name).ok()
+    }
+
     fn open_trash(&self, rec: &TrashRecord) -> ToolResult<Trash> {
         match rec.kind {
             Kind::Ferret => Trash::ferret(&self.dir),
@@ -404,15 +416,58 @@ impl History {
     }
 }
 
-/// Settles a change whose process died before marking it, from what is on disk.
-pub(super) fn settle_orphan(h: &History, ws: &Workspace, e: &Entry) -> (Outcome, String) {
+/// Test hook: dies here, as a SIGKILL would, once a change's new content is staged and
+/// before it lands (recovery tests). Only the environment ferret was started with sets
+/// it; nothing an agent sends does.
+pub(super) fn die_here_in_tests() {
+    if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED").is_some() {
+        std::process::abort();
+    }
+}
+
+/// Settles a change whose process died before marking it, from what is on disk, and
+/// names the files it left as they were because they held content ferret did not write.
+/// Nothing is ever written over such content: a group is rolled forward only for files
+/// still holding exactly what they held before it (see [`super::group`]); a single-file
+/// change is never rolled forward (only its temporary file is removed).
+pub(super) fn settle_orphan(
+    h: &History,
+    ws: &Workspace,
+    e: &Entry,
+) -> (Outcome, String, Vec<String>) {
+    if !e.group.is_empty() {
+        return super::group::settle_orphan_group(ws, e);
+    }
+    let (outcome, note) = settle_single(h, ws, e);
+    let conflicted = if note == LEFT_ALONE {
+        vec![e.path.clone()]
+    } else {
+        Vec::new()
+    };
+    (outcome, note, conflicted)
+}
+
+/// The note of a single-file change whose file holds neither its old nor its new
+/// content: kept (undoable, with `force`, from its backup), the file left as it is.
+const LEFT_ALONE: &str =
+    "recovered: the file holds content ferret did not write (changed since); left as it is";
+
+fn settle_single(h: &History, ws: &Workspace, e: &Entry) -> (Outcome, String) {
     let wp = ws.root_path(e.root).join(&e.rel);
-    let at = ws.entry(&wp, false).ok();
+    // Only the directory that really held the file: one swapped for a link since is
+    // not looked into.
+    let at = ws
+        .entry(&wp, false)
+        .ok()
+        .filter(|r| r.real.rel() == e.rel.as_path());
     let parent = at.as_ref().and_then(|r| r.parent.as_ref());
-    // A temporary file an edit (or an undo of one) left beside the file.
+    // A temporary file an edit (or an undo of one) left beside the file: the change had
+    // not landed (the rename consumes it).
+    let mut temp_left = false;
     if let (Some(dir), Some(temp)) = (parent, &e.temp)
         && write::is_temp_name(OsStr::new(temp))
     {
+        temp_left = write::identity_at(dir, OsStr::new(temp)).is_ok();
         write::discard(dir, OsStr::new(temp));
     }
     let here_identity = || {
@@ -420,9 +475,6 @@ pub(super) fn settle_orphan(h: &History, ws: &Workspace, e: &Entry) -> (Outcome,
             .zip(e.rel.file_name())
             .and_then(|(d, n)| write::identity_at(d, n).ok())
     };
-    if !e.group.is_empty() {
-        return super::group::settle_orphan_group(ws, e);
-    }
     match (e.action, &e.trash) {
         // A move, or the undo of one (which moves the object back): landed if the object
         // recorded stands at the destination.
@@ -453,21 +505,27 @@ pub(super) fn settle_orphan(h: &History, ws: &Workspace, e: &Entry) -> (Outcome,
             let now = parent
                 .zip(e.rel.file_name())
                 .and_then(|(d, n)| hash_at(d, n).ok());
-            // An undo of a create writes nothing: it landed if the file is gone.
-            let landed = match &e.sha256_after {
-                Some(after) => now.as_ref() == Some(after),
-                None => e.action == Action::Undo && here_identity().is_none(),
-            };
+            // An undo of a create writes nothing: it landed if the file is gone. Nothing
+            // is written either way: the file keeps whatever it holds now.
+            let landed = !temp_left
+                && match &e.sha256_after {
+                    Some(after) => now.as_ref() == Some(after),
+                    None => e.action == Action::Undo && here_identity().is_none(),
+                };
+            let as_before =
+                now == e.sha256_before || (e.action == Action::Create && here_identity().is_none());
             if landed {
                 (
                     Outcome::Committed,
                     "recovered: the change had landed".into(),
                 )
-            } else {
+            } else if temp_left || as_before || e.backup_path.is_none() {
                 (
                     Outcome::Aborted,
                     "recovered: the change had not landed; rolled back".into(),
                 )
+            } else {
+                (Outcome::Committed, LEFT_ALONE.into())
             }
         }
         (Action::Delete, Some(rec)) => {

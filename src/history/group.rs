@@ -74,6 +74,7 @@ impl History {
             }
         }
         self.journal.with(|j| j.settle(id, Outcome::Staged, None))?;
+        super::change::die_here_in_tests();
 
         // The renames and removals, in order; on a failure, back out what landed.
         for i in 0..planned.len() {
@@ -125,8 +126,15 @@ fn land(p: &Planned) -> ToolResult<()> {
     })
 }
 
-/// Undoes one landed file of a failed group, from the old content held in memory.
+/// Undoes one landed file of a failed group, from the old content held in memory, if
+/// the file still holds what the group wrote there (else it is left as it is).
 fn put_back(p: &Planned) -> std::io::Result<()> {
+    let now = super::change::hash_at(&p.dir, &p.name).ok();
+    if now != p.op.sha256_after {
+        return Err(std::io::Error::other(
+            "changed since the group wrote it; left as it is",
+        ));
+    }
     let temp = OsString::from(format!(".ferret-{}.tmp", stamp()));
     match (p.op.kind, &p.before) {
         (OpKind::Create, _) => rustix::fs::unlinkat(&p.dir, &p.name, rustix::fs::AtFlags::empty())
@@ -152,11 +160,20 @@ fn discard_temps(planned: &[Planned]) {
 }
 
 /// Settles a group whose process died before marking it: finished if every new content
-/// was staged, rolled back if not.
-pub(super) fn settle_orphan_group(ws: &Workspace, e: &Entry) -> (Outcome, String) {
+/// was staged, rolled back if not. Finishing never writes over content ferret did not
+/// write: a file is rolled forward only if it still holds exactly what it held before
+/// the group (or is already as the group leaves it); one changed since (edited, deleted,
+/// replaced by a link) is left as it is, and named in the third value, which the journal
+/// records and `history` shows.
+pub(super) fn settle_orphan_group(ws: &Workspace, e: &Entry) -> (Outcome, String, Vec<String>) {
     let mut opened = Vec::new();
     for op in &e.group {
-        let at = ws.entry(&ws.root_path(op.root).join(&op.rel), false).ok();
+        // Only the directory that really held the file: one swapped for a link since is
+        // not written through.
+        let at = ws
+            .entry(&ws.root_path(op.root).join(&op.rel), false)
+            .ok()
+            .filter(|r| r.real.rel() == op.rel.as_path());
         let place = at.and_then(|r| Some((r.parent?, op.rel.file_name()?.to_os_string())));
         opened.push((op, place));
     }
@@ -171,12 +188,13 @@ pub(super) fn settle_orphan_group(ws: &Workspace, e: &Entry) -> (Outcome, String
         return (
             Outcome::Aborted,
             "recovered: the group was not fully staged; nothing had landed, rolled back".into(),
+            Vec::new(),
         );
     }
-    let mut unfinished = 0;
+    let mut conflicted = Vec::new();
     for (op, place) in &opened {
         let Some((dir, name)) = place else {
-            unfinished += 1;
+            conflicted.push(op.path.clone());
             continue;
         };
         let temp = op
@@ -184,36 +202,55 @@ pub(super) fn settle_orphan_group(ws: &Workspace, e: &Entry) -> (Outcome, String
             .as_deref()
             .map(OsStr::new)
             .filter(|t| write::is_temp_name(t));
-        let done = match (op.kind, temp) {
-            // A temporary file still there is a rename not yet done.
-            (OpKind::Replace, Some(t)) if write::identity_at(dir, t).is_ok() => {
-                rustix::fs::renameat(dir, t, dir, name.as_os_str()).map_err(std::io::Error::from)
-            }
-            (OpKind::Create, Some(t)) if write::identity_at(dir, t).is_ok() => {
-                write::move_noreplace(dir, t, dir, name).inspect_err(|_| write::discard(dir, t))
-            }
-            (OpKind::Remove, _) => {
-                let still = super::change::hash_at(dir, name).ok();
-                if still.is_some() && still == op.sha256_before {
-                    rustix::fs::unlinkat(dir, name.as_os_str(), rustix::fs::AtFlags::empty())
-                        .map_err(std::io::Error::from)
-                } else {
-                    Ok(())
-                }
-            }
-            _ => Ok(()),
+        // What the file holds now: its hash (a regular file, not followed), `None` if
+        // nothing is there, or something else (a link, a directory, unreadable).
+        let now = match write::identity_at(dir, name) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(None),
+            _ => super::change::hash_at(dir, name).ok().map(Some),
         };
+        let after = Some(op.sha256_after.clone());
+        let before = Some(op.sha256_before.clone());
+        let staged_here = temp.is_some_and(|t| write::identity_at(dir, t).is_ok());
+        let done: Result<(), ()> =
+            if now == after || (op.kind == OpKind::Remove && now == Some(None)) {
+                // Already as the group leaves it.
+                Ok(())
+            } else if now != before || (op.kind != OpKind::Remove && !staged_here) {
+                // Changed since (or its new content is gone): not ferret's to overwrite.
+                Err(())
+            } else {
+                match (op.kind, temp) {
+                    (OpKind::Replace, Some(t)) => {
+                        rustix::fs::renameat(dir, t, dir, name.as_os_str()).map_err(|_| ())
+                    }
+                    (OpKind::Create, Some(t)) => {
+                        write::move_noreplace(dir, t, dir, name).map_err(|_| ())
+                    }
+                    (OpKind::Remove, _) => {
+                        rustix::fs::unlinkat(dir, name.as_os_str(), rustix::fs::AtFlags::empty())
+                            .map_err(|_| ())
+                    }
+                    _ => Err(()),
+                }
+            };
+        // The staged content, if still beside the file, is ferret's own: not kept.
+        if let Some(t) = temp {
+            write::discard(dir, t);
+        }
         if done.is_err() {
-            unfinished += 1;
+            conflicted.push(op.path.clone());
         }
         write::sync_dir(dir);
     }
-    let note = if unfinished == 0 {
+    let note = if conflicted.is_empty() {
         "recovered: the group was staged; finished it".to_string()
     } else {
         format!(
-            "recovered: the group was staged; finished it but for {unfinished} file(s) that could not be reached"
+            "recovered: the group was staged; finished it but for {} file(s) changed since (content ferret did \
+             not write), left as they are: {}",
+            conflicted.len(),
+            conflicted.join(", ")
         )
     };
-    (Outcome::Committed, note)
+    (Outcome::Committed, note, conflicted)
 }

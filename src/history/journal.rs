@@ -118,6 +118,46 @@ fn no_path(p: &Path) -> bool {
     p.as_os_str().is_empty()
 }
 
+/// Who made a change: the front end, its session and the agent's name. An entry written
+/// before this was recorded has none: its owner is unknown, and it is no caller's own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Owner {
+    /// `cli` or `shell` (the person at the terminal), or `mcp` (an agent: one session).
+    pub front: String,
+    pub session: String,
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub agent: String,
+}
+
+impl Owner {
+    /// The person's own front ends: every run of the CLI and the shell is one person.
+    pub fn is_person(&self) -> bool {
+        matches!(self.front.as_str(), "cli" | "shell")
+    }
+
+    /// Whether a change made by `self` is `caller`'s own: an agent owns its session's
+    /// changes, the person owns the changes of every CLI and shell run.
+    pub fn owned_by(&self, caller: &Owner) -> bool {
+        if caller.is_person() {
+            self.is_person()
+        } else {
+            self.front == caller.front && self.session == caller.session
+        }
+    }
+
+    /// `mcp session mcp-1234 (claude)`, `cli`: as `history` shows it.
+    pub fn describe(&self) -> String {
+        if self.is_person() {
+            return self.front.clone();
+        }
+        let mut s = format!("{} session {}", self.front, self.session);
+        if !self.agent.is_empty() {
+            s.push_str(&format!(" ({})", self.agent));
+        }
+        s
+    }
+}
+
 /// One change, as the journal records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Entry {
@@ -164,6 +204,13 @@ pub struct Entry {
     /// The lease of the process that made the change (for recovery).
     #[serde(skip_serializing_if = "String::is_empty", default)]
     pub lease: String,
+    /// Who made it (none in journals written before this was recorded: unknown).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub by: Option<Owner>,
+    /// Files recovery left as it found them because they held content ferret did not
+    /// write (a person's edit after the process making the change was killed).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub conflicted: Vec<String>,
     /// Whether the change is still under way (no mark yet).
     #[serde(default)]
     pub pending: bool,
@@ -207,6 +254,8 @@ impl Entry {
             created_dirs: Vec::new(),
             undoes: None,
             lease: String::new(),
+            by: None,
+            conflicted: Vec::new(),
             pending: true,
         }
     }
@@ -228,6 +277,9 @@ struct Mark {
     outcome: Outcome,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     note: Option<String>,
+    /// Files recovery left alone (see [`Entry::conflicted`]).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    conflicted: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -256,6 +308,9 @@ impl Locked<'_> {
     pub fn begin(&mut self, mut entry: Entry, lease: &str) -> ToolResult<u64> {
         entry.id = self.next_id;
         entry.lease = lease.to_string();
+        if entry.by.is_none() {
+            entry.by = super::caller();
+        }
         entry.pending = true;
         self.write(&entry)?;
         self.next_id += 1;
@@ -267,8 +322,24 @@ impl Locked<'_> {
 
     /// Appends the mark settling entry `id`.
     pub fn settle(&mut self, id: u64, outcome: Outcome, note: Option<String>) -> ToolResult<()> {
-        self.write(&Mark { id, outcome, note })?;
-        apply_mark(self.entries, id, outcome);
+        self.settle_conflicted(id, outcome, note, Vec::new())
+    }
+
+    /// The same, naming the files recovery left alone.
+    pub fn settle_conflicted(
+        &mut self,
+        id: u64,
+        outcome: Outcome,
+        note: Option<String>,
+        conflicted: Vec<String>,
+    ) -> ToolResult<()> {
+        self.write(&Mark {
+            id,
+            outcome,
+            note,
+            conflicted: conflicted.clone(),
+        })?;
+        apply_mark(self.entries, id, outcome, conflicted);
         Ok(())
     }
 
@@ -314,6 +385,7 @@ impl Locked<'_> {
                 Ok(Line::Entry(e)) if e.undoes == Some(id) => undos.push((e.id, e.id.to_string())),
                 Ok(Line::Mark(m)) if m.id == id => {
                     if let Some(e) = found.as_mut() {
+                        e.conflicted.extend(m.conflicted);
                         match m.outcome {
                             Outcome::Committed => e.pending = false,
                             Outcome::Aborted => found = None,
@@ -373,7 +445,7 @@ fn trim(entries: &mut Vec<Entry>) {
 /// What a mark line does to the entries read so far. Entries are in id order (ids are
 /// given under the lock, one more each time), so the entry is found by binary search;
 /// a journal out of order is still handled, by a scan.
-fn apply_mark(entries: &mut Vec<Entry>, id: u64, outcome: Outcome) {
+fn apply_mark(entries: &mut Vec<Entry>, id: u64, outcome: Outcome, conflicted: Vec<String>) {
     let at = match entries.binary_search_by_key(&id, |e| e.id) {
         Ok(i) if entries[i].id == id => Some(i),
         _ => entries.iter().position(|e| e.id == id),
@@ -381,6 +453,7 @@ fn apply_mark(entries: &mut Vec<Entry>, id: u64, outcome: Outcome) {
     let Some(i) = at else {
         return;
     };
+    entries[i].conflicted.extend(conflicted);
     match outcome {
         Outcome::Committed => entries[i].pending = false,
         Outcome::Aborted => {
@@ -493,7 +566,7 @@ fn read_tail(file: &File, c: &mut Cache) -> ToolResult<()> {
                 c.entries.push(*e);
                 trim(&mut c.entries);
             }
-            Ok(Line::Mark(m)) => apply_mark(&mut c.entries, m.id, m.outcome),
+            Ok(Line::Mark(m)) => apply_mark(&mut c.entries, m.id, m.outcome, m.conflicted),
             Err(e) => tracing::warn!(error = %e, "skipping a damaged journal line"),
         }
     }

@@ -23,7 +23,7 @@ pub mod trash;
 use crate::config::Config;
 use crate::error::{SetupError, ToolResult};
 use crate::workspace::Workspace;
-pub use journal::{Action, Entry, GroupOp, Locked, MoveRecord, OpKind, TrashRecord};
+pub use journal::{Action, Entry, GroupOp, Locked, MoveRecord, OpKind, Owner, TrashRecord};
 use journal::{Journal, Outcome, io_err};
 pub use seen::{Seen, version_of};
 use sha2::{Digest, Sha256};
@@ -69,11 +69,14 @@ impl Drop for Lease {
     }
 }
 
-/// The history, opened on the first change (read-only use never creates a state
-/// directory) and recovered as it opens.
+/// The history, opened on first use (read-only use never creates a state directory
+/// unless it lists the history). Changes a killed process left half-done are settled
+/// only by a process allowed to write, just before its first change: a read-only command
+/// changes nothing under the roots.
 #[derive(Default)]
 pub struct HistoryCell {
     cell: std::sync::OnceLock<Result<History, String>>,
+    recovered: std::sync::OnceLock<()>,
 }
 
 impl HistoryCell {
@@ -81,17 +84,27 @@ impl HistoryCell {
         Self::default()
     }
 
-    /// The history of `ws`'s roots, opened (and recovered) on the first call.
+    /// The history of `ws`'s roots, for a change: opened on the first call, and
+    /// recovered first when `config` allows writes.
     pub fn get(&self, config: &Config, ws: &Workspace) -> ToolResult<&History> {
-        self.cell
-            .get_or_init(|| {
-                let h =
-                    History::open(config, &ws.canonical_roots()).map_err(|e| format!("{e:#}"))?;
+        let h = self.open(config, ws)?;
+        if config.allow_write && !config.dry_run {
+            self.recovered.get_or_init(|| {
                 // Changes a killed process left half-done are settled before any new one.
                 if let Err(e) = h.recover(ws) {
                     tracing::warn!(error = %e.message, "recovery of the journal failed");
                 }
-                Ok(h)
+            });
+        }
+        Ok(h)
+    }
+
+    /// The history, opened but not recovered: for showing it. A change a killed process
+    /// left is shown as interrupted ([`History::interrupted`]).
+    pub fn open(&self, config: &Config, ws: &Workspace) -> ToolResult<&History> {
+        self.cell
+            .get_or_init(|| {
+                History::open(config, &ws.canonical_roots()).map_err(|e| format!("{e:#}"))
             })
             .as_ref()
             .map_err(|e| {
@@ -101,15 +114,33 @@ impl HistoryCell {
                 )
             })
     }
+}
 
-    /// Opens the history now if the workspace has one already (a journal exists), so
-    /// recovery runs at start.
-    pub fn recover_if_present(&self, config: &Config, ws: &Workspace) {
-        if state_dir(config, &ws.canonical_roots()).is_ok_and(|d| d.join("journal.jsonl").exists())
-        {
-            let _ = self.get(config, ws);
-        }
+thread_local! {
+    /// Who the call running on this thread is for (see [`acting_as`]).
+    static CALLER: std::cell::RefCell<Option<Owner>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Until the guard returned is dropped, changes begun on this thread are recorded as
+/// made by `owner`. The call path sets it around every tool call (a call runs on one
+/// thread); a change begun elsewhere is recorded with no owner: nobody's own.
+pub fn acting_as(owner: Owner) -> ActingAs {
+    ActingAs(CALLER.with(|c| c.replace(Some(owner))))
+}
+
+/// Restores the previous caller when dropped.
+pub struct ActingAs(Option<Owner>);
+
+impl Drop for ActingAs {
+    fn drop(&mut self) {
+        let prev = self.0.take();
+        CALLER.with(|c| *c.borrow_mut() = prev);
     }
+}
+
+/// The caller of the call running on this thread, if any.
+pub fn caller() -> Option<Owner> {
+    CALLER.with(|c| c.borrow().clone())
 }
 
 /// The base directory for state: `--state-dir`, else `$XDG_STATE_HOME/ferret`.
@@ -192,11 +223,15 @@ impl History {
     }
 
     /// The change an undo is asked for, and whether it was already undone (or is being
-    /// undone). `Some(id)`: that change, looked up in the file when it is older than the
+    /// undone). `Some(id)`: that change, whoever made it, looked up in the file when it is older than the
     /// window kept in memory, so every change the journal holds can be undone. `None`:
-    /// the last change that can be undone and was not. Nothing is copied but the one
+    /// the last change that can be undone and was not, among the caller's (`mine`). Nothing is copied but the one
     /// entry (cloning the window made every undo cost as much as 1 000 changes).
-    pub fn undo_target(&self, id: Option<u64>) -> ToolResult<Option<(Entry, bool)>> {
+    pub fn undo_target(
+        &self,
+        id: Option<u64>,
+        mine: impl Fn(&Entry) -> bool,
+    ) -> ToolResult<Option<(Entry, bool)>> {
         self.journal.with(|j| {
             let undone: std::collections::HashSet<u64> =
                 j.entries.iter().filter_map(|e| e.undoes).collect();
@@ -205,7 +240,7 @@ impl History {
                     .entries
                     .iter()
                     .rev()
-                    .find(|e| e.undoable() && !e.pending && !undone.contains(&e.id))
+                    .find(|e| e.undoable() && !e.pending && !undone.contains(&e.id) && mine(e))
                     .map(|e| (e.clone(), false)));
             };
             if id >= j.next_id {
@@ -277,13 +312,13 @@ impl History {
                     }
                     dead_leases.push(e.lease.clone());
                 }
-                let (outcome, note) = change::settle_orphan(self, ws, &e);
+                let (outcome, note, conflicted) = change::settle_orphan(self, ws, &e);
                 tracing::info!(
                     id = e.id,
                     ?outcome,
                     "recovered a change left by a killed process"
                 );
-                j.settle(e.id, outcome, Some(note))?;
+                j.settle_conflicted(e.id, outcome, Some(note), conflicted)?;
                 settled += 1;
             }
             // Leases of processes that are gone, whatever they left.
@@ -309,6 +344,12 @@ impl History {
             }
             Ok(settled)
         })
+    }
+
+    /// Whether `e` is a change left pending by a process that is gone: the next process
+    /// allowed to write settles it.
+    pub fn interrupted(&self, e: &Entry) -> bool {
+        e.pending && e.lease != self.lease.name && !self.lease_alive(&e.lease)
     }
 
     /// Whether the process holding lease `name` still runs (it keeps the lease locked).

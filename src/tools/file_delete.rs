@@ -6,8 +6,8 @@
 //! `renameat` between directory handles (see `history::trash`), and undo restores it by
 //! the journal's record. `permanent: true` removes it for good
 //! and needs the user's confirmation. A root is never deleted; secrets never match, a
-//! link to a secret is treated as the secret, and a directory holding denied entries is
-//! deleted only with the user's confirmation.
+//! link to a secret is treated as the secret, and a directory holding denied entries, or
+//! entries on the confirm list, is deleted only with the user's confirmation.
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::history::trash::Kind;
@@ -103,6 +103,14 @@ permanent: true deletes for good and needs the user's confirmation. dry_run show
         }
         if ws.needs_confirmation(&at.real, is_dir) {
             ctx.confirm(&format!("deleting {shown} (on the confirm list)"), false)?;
+        }
+        // A directory takes what it holds along: an entry on the confirm list inside
+        // asks as deleting it alone would.
+        if is_dir && ws.holds_confirm_listed(&at, &|| ctx.check())? {
+            ctx.confirm(
+                &format!("deleting {shown}, which holds entries on the confirm list"),
+                false,
+            )?;
         }
         if is_dir && ws.holds_denied(&at, &|| ctx.check())? {
             ctx.confirm(

@@ -139,7 +139,8 @@ replaces a file only, after backing it up. Undo moves it back. dry_run to previe
             return Ok(out);
         }
         let confirm_listed = ws.needs_confirmation(&from.real, meta.is_dir())
-            || ws.needs_confirmation(&to.real, meta.is_dir());
+            || ws.needs_confirmation(&to.real, meta.is_dir())
+            || (meta.is_dir() && ws.move_holds_confirm_listed(&from, &to.real, &|| ctx.check())?);
         if confirm_listed {
             ctx.confirm(
                 &format!("moving {src_shown} to {dst_shown} (on the confirm list)"),

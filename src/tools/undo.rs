@@ -18,11 +18,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::os::fd::AsFd;
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// The change to undo (its change_id); default: the last change that can still be
-    /// undone (permanent deletes cannot).
+    /// The change to undo (its change_id); default: your own last change that can still
+    /// be undone. Another's change needs its id and the user's confirmation.
     #[serde(default)]
     #[schemars(with = "u64")]
     pub id: Option<u64>,
@@ -75,6 +75,42 @@ fn conflict(msg: String) -> ToolError {
     ToolError::new(ErrorCode::Conflict, msg)
 }
 
+/// Asks as changing these paths directly would: an undo is a change like any other, so
+/// one that rewrites, removes or brings back an entry on the confirm list (a directory:
+/// or holding one) needs the user's confirmation as that change would. `paths`: root,
+/// real path, whether a directory, and the directory's handle (to look inside).
+fn ask_confirm_listed(
+    ctx: &Ctx,
+    target: &Entry,
+    paths: &[(usize, &std::path::Path, Option<&cap_std::fs::Dir>)],
+) -> ToolResult<()> {
+    let ws = ctx.workspace();
+    for (root, rel, dir) in paths {
+        let wp = ws.root_path(*root).join(rel);
+        let listed = ws.needs_confirmation(&wp, dir.is_some())
+            || match dir {
+                Some(d) => {
+                    let d = d.try_clone().map_err(|e| ToolError::io(&target.path, &e))?;
+                    ws.tree_holds_confirm_listed(d, rel, &target.path, &|| ctx.check())?
+                }
+                None => false,
+            };
+        if listed {
+            return ctx.confirm(
+                &format!(
+                    "undoing change {} ({} of {}), which changes {} (on the confirm list)",
+                    target.id,
+                    target.action.as_str(),
+                    target.path,
+                    ws.display(&wp)
+                ),
+                false,
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Brings a deleted entry back from the trash.
 fn undo_delete(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> ToolResult<()> {
     let ws = ctx.workspace();
@@ -103,6 +139,11 @@ fn undo_delete(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -
     if out.dry_run {
         return Ok(());
     }
+    let trashed = target
+        .trash
+        .as_ref()
+        .and_then(|rec| history.trashed_dir(rec));
+    ask_confirm_listed(ctx, target, &[(target.root, &target.rel, trashed.as_ref())])?;
     out.change_id = Some(history.restore(target, dir, name, not_undone(target.id))?);
     Ok(())
 }
@@ -183,6 +224,7 @@ fn undo_create(
     let Some(entry) = undo_entry(history, target, Some(&current), lost, force, out)? else {
         return Ok(());
     };
+    ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)])?;
     let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
         return Err(conflict(format!(
             "the directory that held {} is gone",
@@ -241,6 +283,22 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
     if out.dry_run {
         return Ok(());
     }
+    let moved_dir = if to.meta.as_ref().is_some_and(|m| m.is_dir()) {
+        Some(
+            cap_fs_ext::DirExt::open_dir_nofollow(to_dir, to_name)
+                .map_err(|e| ToolError::io(&m.to_path, &e))?,
+        )
+    } else {
+        None
+    };
+    ask_confirm_listed(
+        ctx,
+        target,
+        &[
+            (m.to_root, &m.to_rel, moved_dir.as_ref()),
+            (target.root, &target.rel, moved_dir.as_ref()),
+        ],
+    )?;
     let mut entry = Entry::new(Action::Undo, m.to_path.clone(), m.to_root, &m.to_rel);
     entry.undoes = Some(target.id);
     entry.moved = Some(crate::history::MoveRecord {
@@ -404,6 +462,12 @@ fn undo_group(
     if out.dry_run {
         return Ok(());
     }
+    let paths: Vec<_> = target
+        .group
+        .iter()
+        .map(|op| (op.root, op.rel.as_path(), None))
+        .collect();
+    ask_confirm_listed(ctx, target, &paths)?;
     let mut entry = Entry::new(Action::Undo, target.path.clone(), target.root, &target.rel);
     entry.undoes = Some(target.id);
     out.change_id = Some(history.apply_group(planned, entry, not_undone(target.id))?);
@@ -501,6 +565,7 @@ fn undo_edit(
     let Some(mut entry) = undo_entry(history, target, current, lost, force, out)? else {
         return Ok(());
     };
+    ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)])?;
     entry.sha256_after = Some(sha256(&restored));
     let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
         return Err(conflict(format!(
@@ -522,9 +587,9 @@ impl Tool for Undo {
         ToolMeta {
             name: "undo",
             title: "Undo a change",
-            description: "Undo the last change made through ferret (or the change with the given id). Refuses with \
-CONFLICT if the file was changed since, showing the difference; force: true undoes anyway after backing up the \
-current content.",
+            description: "Undo your session's last change (another's needs its id and the user's confirmation). \
+Refuses with CONFLICT if the file was changed since, showing the difference; force: true undoes anyway after \
+backing up the current content.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }
@@ -533,7 +598,9 @@ current content.",
     fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
         let history = ctx.history()?;
         let dry_run = p.dry_run || ctx.config().dry_run;
-        let (target, undone) = match history.undo_target(p.id)? {
+        let caller = ctx.session().owner();
+        let mine = |e: &Entry| e.by.as_ref().is_some_and(|o| o.owned_by(&caller));
+        let (target, undone) = match history.undo_target(p.id, mine)? {
             Some((e, undone)) if e.action != Action::Undo || p.id.is_none() => (e, undone),
             _ => {
                 return Err(match p.id {
@@ -542,7 +609,14 @@ current content.",
                         format!("no change with id {id} in the journal"),
                     )
                     .with_hint("list the changes with `ferret history`"),
-                    None => ToolError::new(ErrorCode::NotFound, "there is no change to undo"),
+                    None => ToolError::new(
+                        ErrorCode::NotFound,
+                        "there is no change to undo among yours",
+                    )
+                    .with_hint(
+                        "undo without an id reverts only this session's changes; to undo another's, pass its id \
+                         (`ferret history` lists them), which asks the user",
+                    ),
                 });
             }
         };
@@ -558,6 +632,23 @@ current content.",
             .with_hint("retry in a moment"));
         }
         ctx.set_audit_path(target.path.clone());
+        // Someone else's change (another session, the person, or unknown): only by its id,
+        // and only if the user says so.
+        if !dry_run && !mine(target) {
+            let who = target
+                .by
+                .as_ref()
+                .map_or_else(|| "an unknown caller".to_string(), |o| o.describe());
+            ctx.confirm(
+                &format!(
+                    "undoing change {} ({} of {}), made by {who}, not by this session",
+                    target.id,
+                    target.action.as_str(),
+                    target.path
+                ),
+                false,
+            )?;
+        }
         let mut out = Output {
             undone: target.id,
             action: target.action.as_str().to_string(),

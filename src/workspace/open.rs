@@ -143,6 +143,30 @@ impl Workspace {
         at: &Resolved,
         check: &dyn Fn() -> ToolResult<()>,
     ) -> ToolResult<bool> {
+        self.holds(at, &self.deny, check)
+    }
+
+    /// Whether the directory `at` holds, at any depth, an entry on the confirm list:
+    /// deleting or moving it changes that entry, which asks as changing it would.
+    pub fn holds_confirm_listed(
+        &self,
+        at: &Resolved,
+        check: &dyn Fn() -> ToolResult<()>,
+    ) -> ToolResult<bool> {
+        self.holds(at, &self.confirm, check)
+    }
+
+    /// Whether moving the directory `at` to `to` moves an entry on the confirm list: one
+    /// inside it now, or one its entries become at `to` (an anchored pattern).
+    pub fn move_holds_confirm_listed(
+        &self,
+        at: &Resolved,
+        to: &WsPath,
+        check: &dyn Fn() -> ToolResult<()>,
+    ) -> ToolResult<bool> {
+        if self.holds(at, &self.confirm, check)? {
+            return Ok(true);
+        }
         let shown = self.display(&at.real);
         let (Some(parent), Some(name)) = (&at.parent, at.name()) else {
             return Ok(false);
@@ -150,7 +174,47 @@ impl Workspace {
         let dir = parent
             .open_dir_nofollow(name)
             .map_err(|e| raced_or_io(&shown, &e))?;
-        let mut stack = vec![(dir, at.real.rel.clone())];
+        self.tree_holds(dir, to.rel.clone(), &shown, &self.confirm, check)
+    }
+
+    /// Whether the directory `dir` (anywhere: the trash), were it at `rel` in a root,
+    /// would hold an entry on the confirm list: restoring it changes that entry.
+    pub fn tree_holds_confirm_listed(
+        &self,
+        dir: Dir,
+        rel: &std::path::Path,
+        shown: &str,
+        check: &dyn Fn() -> ToolResult<()>,
+    ) -> ToolResult<bool> {
+        self.tree_holds(dir, rel.to_path_buf(), shown, &self.confirm, check)
+    }
+
+    fn holds(
+        &self,
+        at: &Resolved,
+        set: &super::PatternSet,
+        check: &dyn Fn() -> ToolResult<()>,
+    ) -> ToolResult<bool> {
+        let shown = self.display(&at.real);
+        let (Some(parent), Some(name)) = (&at.parent, at.name()) else {
+            return Ok(false);
+        };
+        let dir = parent
+            .open_dir_nofollow(name)
+            .map_err(|e| raced_or_io(&shown, &e))?;
+        self.tree_holds(dir, at.real.rel.clone(), &shown, set, check)
+    }
+
+    fn tree_holds(
+        &self,
+        dir: Dir,
+        rel: std::path::PathBuf,
+        shown: &str,
+        set: &super::PatternSet,
+        check: &dyn Fn() -> ToolResult<()>,
+    ) -> ToolResult<bool> {
+        let shown = shown.to_string();
+        let mut stack = vec![(dir, rel)];
         while let Some((dir, rel)) = stack.pop() {
             check()?;
             let entries = dir.entries().map_err(|e| ToolError::io(&shown, &e))?;
@@ -171,7 +235,7 @@ impl Workspace {
                     )
                     .with_hint("delete or move it outside ferret, or raise max_path_depth"));
                 }
-                if self.deny.matches(&here, ft.is_dir()) {
+                if set.matches(&here, ft.is_dir()) {
                     return Ok(true);
                 }
                 if ft.is_dir() {

@@ -68,7 +68,8 @@ impl Ws {
         let _ = child.wait();
     }
 
-    /// Starts ferret once (which recovers) and returns the journal.
+    /// Runs `history --recover` (recovery needs a process allowed to write: a plain
+    /// `history` changes nothing) and returns the journal.
     fn recover_and_read_journal(&self) -> Vec<Value> {
         let out = Command::new(env!("CARGO_BIN_EXE_ferret"))
             .env("XDG_DATA_HOME", &self.data)
@@ -76,7 +77,7 @@ impl Ws {
             .arg(&self.root)
             .arg("--state-dir")
             .arg(&self.state)
-            .args(["history", "--json"])
+            .args(["--allow-write", "history", "--recover", "--json"])
             .output()
             .unwrap();
         serde_json::from_slice(&out.stdout).unwrap_or_default()

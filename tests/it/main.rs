@@ -15,5 +15,6 @@ mod sandbox;
 mod search;
 mod security_doc;
 mod shell;
+mod undo_r3;
 mod util;
 mod walker;

@@ -877,3 +877,38 @@ def test_the_cli_asks_y_n_on_a_terminal(ws, tmp_path, answer):
     else:
         assert os.waitstatus_to_exitcode(status) == 2
         assert (ws / "a.txt").exists()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_agents_undo_never_reverts_a_persons_or_another_sessions_change(ws, tmp_path, mode):
+    """Issue #25 class 9: the person edits with `ferret edit`; two agent servers share the
+    state directory (the default). Each `undo {}` reverts only its own session's change; the
+    person's comes back only by its id, with the user's yes."""
+    state = str(tmp_path / "state")
+    (ws / "person.txt").write_text("person v1\n")
+    (ws / "one.txt").write_text("v1\n")
+    (ws / "two.txt").write_text("v1\n")
+    r = subprocess.run([FERRET, "--root", str(ws), "--state-dir", state, "--allow-write",
+                        "edit", "person.txt", "--old", "v1", "--new", "v2"], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    async with stdio(ws, "--allow-write", "--state-dir", state, mode=mode) as a, \
+            stdio(ws, "--allow-write", "--state-dir", state, mode=mode) as b:
+        tools = {t.name: t for t in (await a.list_tools()).tools}
+        assert "your session's" in tools["undo"].description
+        for c, f in [(a, "one.txt"), (b, "two.txt")]:
+            r = await c.call_tool("edit", {"path": f, "old_string": "v1", "new_string": "v2"})
+            assert not r.is_error, text(r)
+        r = await a.call_tool("undo", {})
+        assert not r.is_error, text(r)
+        assert (ws / "one.txt").read_text() == "v1\n"
+        assert (ws / "two.txt").read_text() == "v2\n", "b's change stays"
+        r = await a.call_tool("undo", {})
+        assert r.is_error and text(r).startswith("NOT_FOUND"), text(r)
+        assert (ws / "person.txt").read_text() == "person v2\n", "the person's change stays"
+        assert (ws / "two.txt").read_text() == "v2\n"
+        r = await a.call_tool("undo", {"id": 1})
+        assert r.is_error and "CONFIRMATION_REQUIRED" in text(r), text(r)
+        assert (ws / "person.txt").read_text() == "person v2\n"
+    r = subprocess.run([FERRET, "--root", str(ws), "--state-dir", state, "history"], capture_output=True, text=True)
+    assert "by cli" in r.stdout and "by mcp session" in r.stdout, r.stdout

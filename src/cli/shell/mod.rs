@@ -77,7 +77,8 @@ pub fn run(ferret: Ferret, loaded: Loaded, args: ShellArgs) -> anyhow::Result<i3
     let mut shell = Shell {
         ferret: Rc::new(RefCell::new(ferret)),
         loaded,
-        session: Session::new(format!("shell-{}", std::process::id()), "shell"),
+        session: Session::new(format!("shell-{}", std::process::id()), "shell")
+            .from_front(crate::tool::Front::Shell),
         answer: if args.yes {
             Answer::Yes
         } else if interactive {
