@@ -228,4 +228,3 @@ mod tests {
         assert_eq!(clip("abcdef", 4), "a…");
     }
 }
-

@@ -7,15 +7,27 @@
 //! [`Ferret`]: the undo journal, the limits and the audit log.
 //!
 //! Bounded under hostile load (each bound a test in `tests/mcp/test_interop.py`):
-//! - connections: at most `max_connections` at once (more are closed as accepted, so
-//!   descriptors cannot run out); a request's headers must arrive within `read_timeout`,
-//!   which also closes idle keep-alive connections (slowloris);
+//! - budgets: rounds are charged to a [`Principal`] the server established (the token,
+//!   else the peer address; every loopback address is one peer), never to a name the
+//!   client chose; names kept in memory or logs are cut to 256 bytes, and an
+//!   `initialize` (kept for its session's life) is at most [`MAX_INITIALIZE_BYTES`];
+//! - connections: at most `max_connections` at once; at the cap the oldest connection
+//!   doing nothing useful (sending its headers or body, idle, or else holding only a
+//!   standalone event stream) is closed to make room, and one peer holds at most half the
+//!   cap of idle ones; only when all are answering requests is a new one closed. The
+//!   open-file soft limit is raised to the hard one at start. A request's headers must
+//!   arrive within `read_timeout`, which also closes idle keep-alive connections
+//!   (slowloris), and a write the client accepts nothing of for as long fails (a stream
+//!   nobody reads);
 //! - bodies: at most `max_body_bytes` (413), arriving within `read_timeout` (408);
 //! - sessions: at most `max_sessions` live (503 to a new `initialize`), each closed
-//!   after [`SESSION_IDLE`] without requests, its memory handed back;
-//! - every rejection (401, 403, 408, 413, 503, and connections over the cap) is an
-//!   audit record, at most [`REJECTIONS_PER_WINDOW`] per [`REJECTION_WINDOW`], then one
-//!   record saying how many more there were.
+//!   after [`SESSION_IDLE`] without requests, its memory handed back; at most
+//!   [`STREAMS_PER_SESSION`] event streams each (429);
+//! - `Host` and `Origin`: sent twice (any spelling), as a list, or against a request
+//!   target naming another host: 400, before rmcp's allow-lists read only the first;
+//! - every rejection (400 for those, 401, 403, 408, 413, 429, 503, connections closed
+//!   for room or over the cap) is an audit record, at most [`REJECTIONS_PER_WINDOW`] per
+//!   [`REJECTION_WINDOW`], then one record saying how many more there were.
 
 use super::{FerretServer, Shared};
 use crate::audit::{AuditEntry, Outcome};
@@ -1054,6 +1066,213 @@ mod tests {
         ] {
             assert!(!well_formed_origin(bad.as_bytes()), "{bad}");
         }
+    }
+
+    #[test]
+    fn at_the_cap_idle_connections_go_first_then_streams_and_busy_ones_never() {
+        let t = Connections::new(4);
+        let a: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+        let b: std::net::IpAddr = "10.0.0.2".parse().unwrap();
+        let mut held = Vec::new();
+        for peer in [a, b, a, b] {
+            let Admitted::Yes {
+                id,
+                state,
+                kill,
+                evicted,
+            } = t.admit(peer)
+            else {
+                panic!("refused under the cap")
+            };
+            assert!(evicted.is_none());
+            held.push((id, state, kill));
+        }
+        // 0: answering; 1: a standalone stream; 2: reading a body; 3: answering.
+        let _answer0 = Busy::new(held[0].1.clone(), false);
+        let _stream1 = Busy::new(held[1].1.clone(), true);
+        let _body2 = Busy::new(held[2].1.clone(), false);
+        held[2].1.reading.fetch_add(1, Ordering::AcqRel);
+        let _answer3 = Busy::new(held[3].1.clone(), false);
+        let Admitted::Yes {
+            evicted,
+            state: new1,
+            ..
+        } = t.admit(b)
+        else {
+            panic!("refused while a connection was only reading a body")
+        };
+        assert_eq!(evicted, Some(a));
+        assert!(held[2].2.is_cancelled() && !held[1].2.is_cancelled());
+        let _answer_new1 = Busy::new(new1, false);
+        let Admitted::Yes {
+            evicted,
+            state: new2,
+            ..
+        } = t.admit(a)
+        else {
+            panic!("refused while a connection held only a stream")
+        };
+        assert_eq!(evicted, Some(b));
+        assert!(held[1].2.is_cancelled());
+        let _answer_new2 = Busy::new(new2, false);
+        // Everyone is answering a request: the newcomer is refused, nobody is cut.
+        assert!(matches!(t.admit(a), Admitted::No));
+        assert!(!held[0].2.is_cancelled() && !held[3].2.is_cancelled());
+        // A request ends: its connection is idle again, and goes first.
+        drop(_answer0);
+        assert!(matches!(
+            t.admit(b),
+            Admitted::Yes {
+                evicted: Some(_),
+                ..
+            }
+        ));
+        assert!(held[0].2.is_cancelled());
+    }
+
+    #[test]
+    fn one_peer_holds_at_most_half_the_cap_of_idle_connections() {
+        let t = Connections::new(8);
+        let flood: std::net::IpAddr = "10.0.0.9".parse().unwrap();
+        let other: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+        let Admitted::Yes { kill: theirs, .. } = t.admit(other) else {
+            panic!()
+        };
+        for i in 0..100 {
+            let Admitted::Yes { evicted, .. } = t.admit(flood) else {
+                panic!("flood connection {i} refused")
+            };
+            assert!(evicted.is_none() || evicted == Some(flood), "{i}");
+        }
+        assert!(
+            !theirs.is_cancelled(),
+            "one peer's flood closed another's connection"
+        );
+        assert!(crate::error::lock(&t.table).1.len() <= 5);
+    }
+
+    #[tokio::test]
+    async fn a_write_the_client_never_reads_fails_after_the_timeout() {
+        use tokio::io::AsyncWriteExt;
+        let (near, _far) = tokio::io::duplex(64);
+        let mut io = TimedIo::new(near, Duration::from_millis(200));
+        let started = Instant::now();
+        let e = io.write_all(&[b'x'; 4096]).await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert!(started.elapsed() < Duration::from_secs(2));
+        // A reader that keeps taking bytes is never cut, however long the whole takes.
+        let (near, mut far) = tokio::io::duplex(64);
+        let mut io = TimedIo::new(near, Duration::from_millis(200));
+        let reader = tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            let mut buf = [0u8; 16];
+            let mut n = 0;
+            while n < 4096 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                n += far.read(&mut buf).await.unwrap();
+            }
+        });
+        io.write_all(&[b'y'; 4096]).await.unwrap();
+        reader.await.unwrap();
+    }
+
+    #[test]
+    fn ambiguous_hosts_and_origins_are_told() {
+        let req = |headers: &[(&str, &str)], uri: &str| {
+            let mut b = Request::builder().method("POST").uri(uri);
+            for (k, v) in headers {
+                b = b.header(*k, *v);
+            }
+            b.body(Body::empty()).unwrap()
+        };
+        for (headers, uri) in [
+            (
+                vec![("Host", "localhost"), ("host", "evil.example")],
+                "/mcp",
+            ),
+            (vec![("HOST", "localhost"), ("Host", "localhost")], "/mcp"),
+            (vec![("Host", "localhost, evil.example")], "/mcp"),
+            (vec![("Host", "localhost,evil.example")], "/mcp"),
+            (
+                vec![
+                    ("Host", "localhost"),
+                    ("Origin", "http://localhost:1"),
+                    ("origin", "http://evil.example"),
+                ],
+                "/mcp",
+            ),
+            (
+                vec![
+                    ("Host", "localhost"),
+                    ("Origin", "http://localhost:1, http://evil.example"),
+                ],
+                "/mcp",
+            ),
+            (vec![("Host", "localhost")], "http://evil.example/mcp"),
+        ] {
+            assert!(
+                ambiguous_host_or_origin(&req(&headers, uri)).is_some(),
+                "{headers:?} {uri}"
+            );
+        }
+        for (headers, uri) in [
+            (vec![("Host", "localhost:8080")], "/mcp"),
+            (
+                vec![
+                    ("Host", "localhost:8080"),
+                    ("Origin", "http://localhost:3000"),
+                ],
+                "/mcp",
+            ),
+            (
+                vec![("Host", "LOCALHOST:8080")],
+                "http://localhost:8080/mcp",
+            ),
+        ] {
+            assert!(
+                ambiguous_host_or_origin(&req(&headers, uri)).is_none(),
+                "{headers:?} {uri}"
+            );
+        }
+    }
+
+    #[test]
+    fn client_names_in_initialize_are_clipped() {
+        let long = "n".repeat(10_000);
+        let body = serde_json::to_vec(
+            &serde_json::json!({"jsonrpc":"2.0","id":1,"method":"initialize",
+            "params":{"clientInfo":{"name": long, "version": "1", "title": "t".repeat(300)}}}),
+        )
+        .unwrap();
+        let out: serde_json::Value =
+            serde_json::from_slice(&clip_client_info(&body).unwrap()).unwrap();
+        let name = out["params"]["clientInfo"]["name"].as_str().unwrap();
+        assert!(name.len() <= crate::audit::MAX_NAME_BYTES && name.starts_with("nnn"));
+        assert!(out["params"]["clientInfo"]["title"].as_str().unwrap().len() <= 256);
+        assert_eq!(out["params"]["clientInfo"]["version"], "1");
+        assert!(
+            clip_client_info(br#"{"method":"initialize","params":{"clientInfo":{"name":"a"}}}"#)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn principals_are_what_the_server_established() {
+        let p = |addr: &str| Some(addr.parse::<SocketAddr>().unwrap());
+        assert_eq!(principal(true, p("10.1.2.3:5")).0, "http-token");
+        assert_eq!(principal(true, p("10.9.9.9:6")).0, "http-token");
+        assert_eq!(principal(false, p("127.0.0.1:5")).0, "http-loopback");
+        assert_eq!(principal(false, p("127.0.0.2:7")).0, "http-loopback");
+        assert_eq!(principal(false, p("[::1]:7")).0, "http-loopback");
+        assert_eq!(
+            principal(false, p("10.1.2.3:5")).0,
+            principal(false, p("10.1.2.3:9")).0
+        );
+        assert_eq!(
+            principal(false, p("[2001:db8:1:2::5]:5")).0,
+            principal(false, p("[2001:db8:1:2::6]:5")).0
+        );
+        assert_eq!(principal(false, None).0, "http-unknown");
     }
 
     #[test]
