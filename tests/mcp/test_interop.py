@@ -713,7 +713,7 @@ def test_http_slow_headers_slow_bodies_and_idle_connections_are_cut_off(ws):
         stop(proc)
 
 
-def test_http_connections_over_the_cap_close_the_oldest_idle_one_and_are_audited(ws, tmp_path):
+def test_http_connections_over_the_cap_are_closed_and_audited(ws, tmp_path):
     """At the connection cap a new connection is not refused while older ones do nothing:
     the oldest idle one is closed (one peer holds at most half the cap idle), the new one
     served, and every closing audited. (Refusal when every connection is answering a
