@@ -47,6 +47,9 @@ use std::time::{Duration, Instant};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
+/// At the connection cap, a connection younger than this that has not sent its request
+/// yet is closed only when no stream can be.
+pub const CONNECTION_GRACE: Duration = Duration::from_millis(500);
 /// The default for [`HttpOptions::read_timeout`].
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a finished request's events are kept for a client resuming its stream.
@@ -351,6 +354,8 @@ impl<G: Unpin> http_body::Body for Guarded<G> {
 /// The open connections, oldest first.
 struct Connections {
     max: usize,
+    /// How long a new connection is spared while streams can be closed instead.
+    grace: Duration,
     /// The most idle connections (class 0) one peer address may hold.
     per_peer_idle: usize,
     table: Mutex<(u64, std::collections::BTreeMap<u64, Open>)>,
@@ -358,6 +363,7 @@ struct Connections {
 
 struct Open {
     peer: std::net::IpAddr,
+    opened: Instant,
     state: Arc<ConnState>,
     kill: CancellationToken,
 }
@@ -378,6 +384,7 @@ impl Connections {
         let max = max.max(1);
         Connections {
             max,
+            grace: CONNECTION_GRACE,
             per_peer_idle: (max / 2).max(1),
             table: Mutex::new((0, std::collections::BTreeMap::new())),
         }
@@ -396,11 +403,19 @@ impl Connections {
             evict = idle_of_peer().next();
         }
         if evict.is_none() && open.len() >= self.max {
-            evict = [0, 1].into_iter().find_map(|class| {
+            // A connection just opened has not had the time to send its headers: it goes
+            // after the streams, and the oldest first (a flood's, not the newcomer's).
+            let grace = self.grace;
+            let pick = |class: u8, young: bool| {
                 open.iter()
-                    .find(|(_, c)| c.state.class() == class)
+                    .find(|(_, c)| {
+                        c.state.class() == class && (young || c.opened.elapsed() >= grace)
+                    })
                     .map(|(id, _)| *id)
-            });
+            };
+            evict = pick(0, false)
+                .or_else(|| pick(1, true))
+                .or_else(|| pick(0, true));
             if evict.is_none() {
                 return Admitted::No;
             }
@@ -417,6 +432,7 @@ impl Connections {
             id,
             Open {
                 peer,
+                opened: Instant::now(),
                 state: state.clone(),
                 kill: kill.clone(),
             },
@@ -1070,7 +1086,8 @@ mod tests {
 
     #[test]
     fn at_the_cap_idle_connections_go_first_then_streams_and_busy_ones_never() {
-        let t = Connections::new(4);
+        let mut t = Connections::new(4);
+        t.grace = Duration::ZERO;
         let a: std::net::IpAddr = "10.0.0.1".parse().unwrap();
         let b: std::net::IpAddr = "10.0.0.2".parse().unwrap();
         let mut held = Vec::new();
@@ -1128,6 +1145,34 @@ mod tests {
             }
         ));
         assert!(held[0].2.is_cancelled());
+    }
+
+    #[test]
+    fn a_connection_just_opened_goes_after_the_streams() {
+        let t = Connections::new(2);
+        let a: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+        let Admitted::Yes {
+            state: s0,
+            kill: k0,
+            ..
+        } = t.admit(a)
+        else {
+            panic!()
+        };
+        let _stream = Busy::new(s0, true);
+        let Admitted::Yes { kill: k1, .. } = t.admit(a) else {
+            panic!()
+        };
+        // The young idle connection is spared, the older stream goes.
+        let b: std::net::IpAddr = "10.0.0.2".parse().unwrap();
+        assert!(matches!(
+            t.admit(b),
+            Admitted::Yes {
+                evicted: Some(_),
+                ..
+            }
+        ));
+        assert!(k0.is_cancelled() && !k1.is_cancelled());
     }
 
     #[test]
