@@ -5,8 +5,9 @@ Starts the release server on 127.0.0.1 (loopback only, a free port), opens N slo
 connections (default 3,000) of three kinds in turn: nothing sent, half a request header,
 a whole header then a body that never comes. While an attacker thread keeps opening more
 (replacing the ones the server closed, up to N open from the client's side, for at most
---seconds), it times normal requests (an MCP initialize, a fresh connection each) and
-prints the figures. Everything stops by itself: the attacker after --seconds, the server
+--seconds), it times normal requests (an MCP initialize, a fresh connection each, one per
+quarter second) and prints the figures. (`slow_held_by_client_min` counts the sockets the
+attacker had open when a request was sent, closed-by-server ones replaced as found.) Everything stops by itself: the attacker after --seconds, the server
 with SIGTERM. Standard library only.
 
     CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo build --release
@@ -139,10 +140,14 @@ def main():
     while len(held) < a.slow and time.monotonic() < deadline:
         time.sleep(0.05)
     ramp = a.seconds - (deadline - time.monotonic())
-    times = []
+    # Spread the normal requests over a few seconds of sustained attack: the attacker
+    # keeps replacing what the server closes meanwhile.
+    times, alive = [], []
     for _ in range(a.requests):
         if time.monotonic() >= deadline:
             break
+        time.sleep(0.25)
+        alive.append(len(held))
         times.append(normal_request(port))
     stop.set()
     t.join(timeout=10)
@@ -161,6 +166,7 @@ def main():
         "seconds_to_open_target": round(ramp, 2),
         "serve_args": a.serve_args,
         "baseline_ms_median": round(statistics.median(base) * 1000, 1) if base else None,
+        "slow_held_by_client_min": min(alive) if alive else None,
         "normal_requests": len(times),
         "normal_answered": len(ok),
         "normal_ms_median": round(statistics.median(ok) * 1000, 1) if ok else None,
