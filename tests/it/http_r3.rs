@@ -120,7 +120,8 @@ fn session(port: u16, name: &str) -> String {
 fn distinct_client_names_and_sessions_share_one_budget() {
     let (_t, root) = util::tempdir();
     util::write(&root, "a.txt", "hello\n");
-    let audit = root.join("..").join("r3-audit.jsonl");
+    let (_logs, logs) = util::tempdir();
+    let audit = logs.join("audit.jsonl");
     let audit_arg = audit.to_string_lossy().to_string();
     let server = serve(
         &root,
@@ -162,7 +163,6 @@ fn distinct_client_names_and_sessions_share_one_budget() {
             r["agent_id"]
         );
     }
-    let _ = std::fs::remove_file(&audit);
 }
 
 #[test]
