@@ -56,6 +56,58 @@ pub struct AuditEntry {
     pub engine: Option<String>,
 }
 
+/// The most bytes a name kept in a record may take (session, agent, operation, code):
+/// these may be chosen by a client (an MCP client's name), and a record is kept in
+/// memory and written to the log.
+pub const MAX_NAME_BYTES: usize = 256;
+/// The most bytes a path, reason or command line kept in a record may take.
+pub const MAX_TEXT_BYTES: usize = 4096;
+
+/// `s` cut to at most `max` bytes at a character boundary; a cut string ends in `…`
+/// (counted in the `max`).
+pub fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mark = "…";
+    let mut end = max.saturating_sub(mark.len());
+    while end > 0 && !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{mark}", &s[..end])
+}
+
+fn clip_in_place(s: &mut String, max: usize) {
+    if s.len() > max {
+        *s = clip(s, max);
+    }
+}
+
+impl AuditEntry {
+    /// Cuts every string a client may have chosen to its bound.
+    fn clip(&mut self) {
+        for name in [
+            &mut self.session_id,
+            &mut self.agent_id,
+            &mut self.operation,
+        ] {
+            clip_in_place(name, MAX_NAME_BYTES);
+        }
+        for name in [&mut self.code, &mut self.decision, &mut self.engine]
+            .into_iter()
+            .flatten()
+        {
+            clip_in_place(name, MAX_NAME_BYTES);
+        }
+        for text in [&mut self.path, &mut self.reason, &mut self.command]
+            .into_iter()
+            .flatten()
+        {
+            clip_in_place(text, MAX_TEXT_BYTES);
+        }
+    }
+}
+
 /// How many records the in-memory log keeps across all sessions.
 const MEMORY_CAP: usize = 2_000;
 
@@ -91,7 +143,8 @@ impl AuditLogger {
         })
     }
 
-    pub fn log(&self, entry: AuditEntry) {
+    pub fn log(&self, mut entry: AuditEntry) {
+        entry.clip();
         if let Some(file) = &self.file {
             match serde_json::to_string(&entry) {
                 Ok(mut line) => {
@@ -130,3 +183,48 @@ impl AuditLogger {
 
 /// Now, as RFC 3339 with milliseconds.
 pub use crate::clock::now_rfc3339;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_client_strings_are_clipped_in_memory() {
+        let log = AuditLogger::in_memory();
+        let long = "é".repeat(100_000);
+        log.log(AuditEntry {
+            timestamp: String::new(),
+            session_id: long.clone(),
+            agent_id: long.clone(),
+            operation: long.clone(),
+            path: Some(long.clone()),
+            result: Outcome::Denied,
+            code: Some(long.clone()),
+            reason: Some(long.clone()),
+            bytes_read: 0,
+            bytes_sent: 0,
+            file_count: 0,
+            duration_ms: 0.0,
+            command: Some(long.clone()),
+            decision: Some(long.clone()),
+            exit_code: None,
+            engine: Some(long),
+        });
+        let e = &log.export()[0];
+        for s in [&e.session_id, &e.agent_id, &e.operation] {
+            assert!(s.len() <= MAX_NAME_BYTES && s.ends_with('…'), "{}", s.len());
+        }
+        for s in [&e.code, &e.decision, &e.engine].into_iter().flatten() {
+            assert!(s.len() <= MAX_NAME_BYTES, "{}", s.len());
+        }
+        for s in [&e.path, &e.reason, &e.command].into_iter().flatten() {
+            assert!(
+                s.len() <= MAX_TEXT_BYTES && s.starts_with("éé"),
+                "{}",
+                s.len()
+            );
+        }
+        assert_eq!(clip("short", 256), "short");
+        assert_eq!(clip("abcdef", 4), "a…");
+    }
+}

@@ -38,9 +38,20 @@ impl Limits {
 #[derive(Debug, Clone, Copy)]
 struct Round {
     started: Instant,
+    /// The session's last request or charge: the least recently used round goes first
+    /// when the map is full.
+    used: Instant,
     requests: u64,
     bytes: u64,
 }
+
+/// The most sessions whose rounds are kept at once. Sessions are named by what the
+/// server established (a connection, a token, a peer), never by a client's string, so
+/// a server rarely has more than a few; the bound holds whatever the caller names them.
+pub const MAX_TRACKED_SESSIONS: usize = 4096;
+/// A round untouched for this long is forgotten even when the window is off (when it is
+/// on, a round past its window is forgotten: it would restart anyway).
+pub const ROUND_IDLE: Duration = Duration::from_secs(3600);
 
 /// What a session has used of its current round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -72,16 +83,22 @@ impl ResourceLimiter {
         // A poisoned lock only means another call panicked mid-update of two counters;
         // the counters are still usable.
         let mut rounds = crate::error::lock(&self.rounds);
+        if !rounds.contains_key(session) && rounds.len() >= MAX_TRACKED_SESSIONS {
+            self.forget_stale(&mut rounds, now);
+        }
         let round = rounds.entry(session.to_string()).or_insert(Round {
             started: now,
+            used: now,
             requests: 0,
             bytes: 0,
         });
+        round.used = now;
         if !self.limits.round_window.is_zero()
             && now.duration_since(round.started) >= self.limits.round_window
         {
             *round = Round {
                 started: now,
+                used: now,
                 requests: 0,
                 bytes: 0,
             };
@@ -91,6 +108,28 @@ impl ResourceLimiter {
             .round_window
             .saturating_sub(now.duration_since(round.started));
         f(round, left)
+    }
+
+    /// Makes room for a new session in a full map: forgets the rounds past their window
+    /// or idle for [`ROUND_IDLE`], then, if none were, the least recently used quarter.
+    fn forget_stale(&self, rounds: &mut HashMap<String, Round>, now: Instant) {
+        let window = self.limits.round_window;
+        rounds.retain(|_, r| {
+            let ended = !window.is_zero() && now.duration_since(r.started) >= window;
+            !ended && now.duration_since(r.used) < ROUND_IDLE
+        });
+        if rounds.len() < MAX_TRACKED_SESSIONS {
+            return;
+        }
+        let mut used: Vec<Instant> = rounds.values().map(|r| r.used).collect();
+        used.sort_unstable();
+        let cut = used[used.len() / 4];
+        rounds.retain(|_, r| r.used > cut);
+    }
+
+    /// How many sessions' rounds are kept (at most [`MAX_TRACKED_SESSIONS`]).
+    pub fn tracked_sessions(&self) -> usize {
+        crate::error::lock(&self.rounds).len()
     }
 
     /// Counts one request against the session's round.
@@ -209,6 +248,37 @@ mod tests {
         assert!(l.begin_request("s").is_err());
         std::thread::sleep(Duration::from_millis(60));
         l.begin_request("s").unwrap();
+    }
+
+    #[test]
+    fn the_map_of_rounds_stays_bounded_and_keeps_recent_sessions() {
+        // A window that never ends within the test: only the size bound forgets.
+        let l = limiter(1, 0, Duration::from_secs(3600));
+        l.begin_request("kept").unwrap();
+        for i in 0..3 * MAX_TRACKED_SESSIONS {
+            l.begin_request(&format!("s{i}")).unwrap();
+            if i % 512 == 0 {
+                // A session in steady use is never the least recently used.
+                assert!(l.begin_request("kept").is_err());
+            }
+            assert!(l.tracked_sessions() <= MAX_TRACKED_SESSIONS);
+        }
+        assert!(l.tracked_sessions() > MAX_TRACKED_SESSIONS / 2);
+        assert!(
+            l.begin_request("kept").is_err(),
+            "a session in use lost its round"
+        );
+    }
+
+    #[test]
+    fn ended_rounds_are_forgotten_first() {
+        let l = limiter(0, 0, Duration::from_millis(20));
+        for i in 0..MAX_TRACKED_SESSIONS {
+            l.begin_request(&format!("old{i}")).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(30));
+        l.begin_request("new").unwrap();
+        assert_eq!(l.tracked_sessions(), 1);
     }
 
     #[test]

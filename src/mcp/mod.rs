@@ -45,12 +45,15 @@ pub struct Shared {
 /// arguments and client, within ten minutes, counts; a client cannot pre-fill one.
 struct Asked {
     tool: String,
-    args: Value,
+    /// A digest of the arguments (keys sorted), not the arguments: they can be megabytes.
+    args: [u8; 32],
     client: String,
     at: std::time::Instant,
 }
 
 const ASKED_TTL: std::time::Duration = std::time::Duration::from_secs(600);
+/// The most unanswered questions kept at once.
+const MAX_ASKED: usize = 256;
 
 impl Shared {
     pub fn new(ferret: Arc<Ferret>, http: bool) -> anyhow::Result<Arc<Shared>> {
@@ -83,11 +86,23 @@ impl Shared {
         let nonce = nonce();
         let mut asked = crate::error::lock(&self.asked);
         asked.retain(|_, a| a.at.elapsed() < ASKED_TTL);
+        // Each question keeps the call's arguments: a client asking and never answering
+        // must not grow the map without end. The oldest questions go first.
+        while asked.len() >= MAX_ASKED {
+            let Some(oldest) = asked
+                .iter()
+                .min_by_key(|(_, a)| a.at)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            asked.remove(&oldest);
+        }
         asked.insert(
             nonce.clone(),
             Asked {
                 tool: tool.to_string(),
-                args: args.clone(),
+                args: digest(args),
                 client: client.to_string(),
                 at: std::time::Instant::now(),
             },
@@ -102,12 +117,46 @@ impl Shared {
             Some(a) => {
                 a.at.elapsed() < ASKED_TTL
                     && a.tool == tool
-                    && a.args == *args
+                    && a.args == digest(args)
                     && a.client == client
             }
             None => false,
         }
     }
+}
+
+/// SHA-256 of a JSON value written with its object keys sorted, so that two equal values
+/// have one digest whatever their key order.
+fn digest(v: &Value) -> [u8; 32] {
+    use sha2::Digest;
+    fn canonical(v: &Value, out: &mut sha2::Sha256) {
+        match v {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.update(b"{");
+                for k in keys {
+                    out.update(Value::String(k.clone()).to_string().as_bytes());
+                    out.update(b":");
+                    canonical(&map[k.as_str()], out);
+                    out.update(b",");
+                }
+                out.update(b"}");
+            }
+            Value::Array(items) => {
+                out.update(b"[");
+                for i in items {
+                    canonical(i, out);
+                    out.update(b",");
+                }
+                out.update(b"]");
+            }
+            other => out.update(other.to_string().as_bytes()),
+        }
+    }
+    let mut h = sha2::Sha256::new();
+    canonical(v, &mut h);
+    h.finalize().into()
 }
 
 /// 128 bits from the operating system's random source, hex.
@@ -215,17 +264,21 @@ impl FerretServer {
     }
 
     fn session(&self, ctx: &RequestContext<RoleServer>) -> Session {
+        // The client's name is its own claim: it goes into the audit records (cut to a
+        // bound), never into the key of a budget.
         let agent = ctx
             .client_info()
-            .map(|i| i.name)
+            .map(|i| crate::audit::clip(&i.name, crate::audit::MAX_NAME_BYTES))
             .unwrap_or_else(|| "unknown".into());
-        // Budgets follow the client, not the connection: a stdio connection is one
-        // client; over HTTP every 2026-07-28 request is a fresh handler and a legacy client
-        // can open as many sessions as it likes, so rounds are kept per client identity
-        // (the bearer token is one per server, so the client's name is what tells clients
-        // apart).
+        // Budgets follow what the server established, not the connection nor what a
+        // client says: over HTTP every 2026-07-28 request is a fresh handler and a legacy
+        // client can open as many sessions as it likes, so rounds are kept per principal
+        // (the bearer token, or without one the peer), which the HTTP gate sets.
         let id = if self.shared.http {
-            format!("http-{agent}")
+            ctx.extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|p| p.extensions.get::<http::Principal>())
+                .map_or_else(|| "http-unknown".to_string(), |p| p.0.clone())
         } else {
             self.connection.clone()
         };

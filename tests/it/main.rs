@@ -6,6 +6,7 @@ mod changes;
 mod cli;
 mod crash;
 mod faults;
+mod http_r3;
 mod index;
 mod layers;
 mod mcp_inprocess;

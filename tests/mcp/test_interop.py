@@ -714,6 +714,10 @@ def test_http_slow_headers_slow_bodies_and_idle_connections_are_cut_off(ws):
 
 
 def test_http_connections_over_the_cap_are_closed_and_audited(ws, tmp_path):
+    """At the connection cap a new connection is not refused while older ones do nothing:
+    the oldest idle one is closed (one peer holds at most half the cap idle), the new one
+    served, and every closing audited. (Refusal when every connection is answering a
+    request: mcp::http::tests::at_the_cap_idle_connections_go_first_then_streams_and_busy_ones_never.)"""
     import socket
     audit = tmp_path / "audit.jsonl"
     proc, url = start_http(ws, "--audit-log", str(audit), serve=("--max-connections", "4", "--read-timeout", "30"))
@@ -722,15 +726,21 @@ def test_http_connections_over_the_cap_are_closed_and_audited(ws, tmp_path):
         held = [socket.create_connection((host, port)) for _ in range(4)]
         time.sleep(0.3)
         extra = socket.create_connection((host, port))
-        assert closed_within(extra, 3), "a fifth connection was served past a cap of four"
-        for s in held:
+        assert closed_within(held[0], 3), "the oldest idle connection was kept past the cap"
+        assert sum(closed_within(s, 0.5) for s in held) >= 3
+        body = json.dumps(INIT).encode()
+        extra.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\n"
+                       "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                       f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+        extra.settimeout(5)
+        assert extra.recv(4096).startswith(b"HTTP/1.1 200"), "the newest connection was not served"
+        for s in held + [extra]:
             s.close()
-        time.sleep(0.3)
         assert httpx2.post(url, json=INIT, headers={**HEADERS, **AUTH}).status_code == 200
     finally:
         stop(proc)
     codes = [r.get("code") for r in audit_records(audit)]
-    assert "TOO_MANY_CONNECTIONS" in codes, codes
+    assert "CONNECTION_EVICTED" in codes, codes
 
 
 def test_http_sessions_over_the_cap_get_503_until_one_closes(ws):
@@ -912,3 +922,266 @@ async def test_an_agents_undo_never_reverts_a_persons_or_another_sessions_change
         assert (ws / "person.txt").read_text() == "person v2\n"
     r = subprocess.run([FERRET, "--root", str(ws), "--state-dir", state, "history"], capture_output=True, text=True)
     assert "by cli" in r.stdout and "by mcp session" in r.stdout, r.stdout
+
+
+# --- HTTP, round 3: budgets on established identity, bounded maps, ambiguous headers,
+# never-read streams, slow clients ----------------------------------------------------
+
+
+def start_http_r3(ws, *extra, serve=(), token=True):
+    """start_http, with or without a token (without one, the peer is the principal)."""
+    auth = ("--token", TOKEN) if token else ()
+    proc = subprocess.Popen(
+        [FERRET, "--root", str(ws), *extra, "serve", "--http", "127.0.0.1:0", *auth, *serve],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        m = re.search(r"serving MCP at (http://\S+)", proc.stderr.readline())
+        if m:
+            return proc, m.group(1)
+    proc.kill()
+    raise AssertionError("server did not start")
+
+
+def named_client(url, name, mode, token=True):
+    from mcp import types
+    hc = httpx2.AsyncClient(headers=AUTH if token else {}, timeout=30)
+    return Client(streamable_http_client(url, http_client=hc), mode=mode,
+                  client_info=types.Implementation(name=name, version="0"))
+
+
+def rss_kib(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("token", [True, False])
+async def test_http_client_names_never_buy_a_fresh_budget(ws, tmp_path, token):
+    """The round budget is keyed on what the server established (the token, else the
+    peer), never on clientInfo.name: ten clients with ten names, over stateless requests,
+    legacy sessions and a pinned 2026 client, share one budget of six requests; the names
+    reach the audit log cut to 256 bytes."""
+    audit = tmp_path / "audit.jsonl"
+    proc, url = start_http_r3(ws, "--audit-log", str(audit), "--set", "max_requests_per_round=6",
+                              token=token)
+    long_name = "L" * 50_000
+    try:
+        outcomes = []
+        modes = ["auto", "legacy", "2026-07-28"]
+        for i in range(10):
+            name = long_name + str(i) if i % 4 == 1 else f"agent-{i}"
+            async with named_client(url, name, modes[i % 3], token=token) as c:
+                r = await c.call_tool("file_exists", {"path": "a.txt"})
+                outcomes.append(r.is_error and text(r).startswith("RATE_LIMIT_EXCEEDED"))
+        assert outcomes == [False] * 6 + [True] * 4, outcomes
+    finally:
+        stop(proc)
+    records = [r for r in audit_records(audit) if r["operation"] == "file_exists"]
+    assert len(records) == 10
+    assert {r["session_id"] for r in records} == {"http-token" if token else "http-loopback"}
+    for r in records:
+        assert len(r["agent_id"].encode()) <= 256, len(r["agent_id"])
+    assert any(r["agent_id"].startswith("LLLL") for r in records)
+    assert any(r["agent_id"] == "agent-0" for r in records)
+
+
+@pytest.mark.anyio
+async def test_http_thousands_of_client_names_keep_the_server_small(ws):
+    """300 requests with distinct 1 MiB client names took the server to 915 MB (each name a
+    budget entry, kept again by the audit window). Now names are cut and budgets keyed on
+    the token: the server grows by far less than the names it was sent."""
+    proc, url = start_http_r3(ws, "--set", "max_requests_per_round=0")
+    try:
+        # Warm up (the index, the allocator's arenas), then measure.
+        async with named_client(url, "warm", "2026-07-28") as c:
+            await c.call_tool("file_exists", {"path": "a.txt"})
+        before = rss_kib(proc.pid)
+        for i in range(120):
+            name = f"{i:04}" + "N" * (1 << 20)
+            async with named_client(url, name, "2026-07-28") as c:
+                r = await c.call_tool("file_exists", {"path": "a.txt"})
+                assert not r.is_error, text(r)
+        grown_mib = (rss_kib(proc.pid) - before) / 1024
+        # 120 MiB of names were sent; before the fix at least twice that stayed.
+        assert grown_mib < 60, f"the server grew by {grown_mib:.0f} MiB"
+        # A legacy session keeps its initialize: a huge one is refused outright.
+        big = {**INIT, "params": {**INIT["params"], "clientInfo": {"name": "N" * 100_000, "version": "0"}}}
+        r = httpx2.post(url, json=big, headers={**HEADERS, **AUTH})
+        assert r.status_code == 413 and "initialize" in r.text, r.status_code
+        # ...and a long name under the bound is cut, the session served.
+        ok = {**INIT, "params": {**INIT["params"], "clientInfo": {"name": "N" * 30_000, "version": "0"}}}
+        assert httpx2.post(url, json=ok, headers={**HEADERS, **AUTH}).status_code == 200
+    finally:
+        stop(proc)
+
+
+def raw_request(host, port, head, body=b"", timeout=5):
+    """Sends one raw HTTP/1.1 request; returns (status, body text)."""
+    import socket
+    s = socket.create_connection((host, port), timeout=timeout)
+    try:
+        s.sendall(head.encode() + body)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        head_part, _, rest = data.partition(b"\r\n\r\n")
+        status = int(head_part.split(b" ")[1]) if head_part.startswith(b"HTTP/1.1") else 0
+        m = re.search(rb"content-length: *(\d+)", head_part, re.I)
+        if m:
+            while len(rest) < int(m.group(1)):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                rest += chunk
+        return status, rest.decode(errors="replace")
+    finally:
+        s.close()
+
+
+def test_http_duplicate_or_listed_host_and_origin_are_refused(ws, tmp_path):
+    """A proxy and this server could each read a different Host or Origin when there are
+    two, in any spelling, or one holding a list: such requests are refused (400) and
+    audited, before rmcp's allow-lists read only the first."""
+    audit = tmp_path / "audit.jsonl"
+    proc, url = start_http_r3(ws, "--audit-log", str(audit))
+    try:
+        host, port = host_port(url)
+        body = json.dumps(INIT).encode()
+        good = f"127.0.0.1:{port}"
+        common = (f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+                  f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n")
+        variants = [
+            ("/mcp", f"Host: {good}\r\nhost: evil.example\r\n"),
+            ("/mcp", f"HOST: evil.example\r\nHost: {good}\r\n"),
+            ("/mcp", f"Host: {good}\r\nHost: {good}\r\n"),
+            ("/mcp", f"Host: {good}, evil.example\r\n"),
+            ("/mcp", f"Host: {good},evil.example\r\n"),
+            ("/mcp", f"Host: {good}\r\nOrigin: http://localhost:1\r\norigin: http://evil.example\r\n"),
+            ("/mcp", f"Host: {good}\r\nORIGIN: http://evil.example\r\nOrigin: http://localhost:1\r\n"),
+            ("/mcp", f"Host: {good}\r\nOrigin: http://localhost:1, http://evil.example\r\n"),
+            ("http://evil.example/mcp", f"Host: {good}\r\n"),
+        ]
+        for target, headers in variants:
+            status, text_ = raw_request(host, port, f"POST {target} HTTP/1.1\r\n{headers}{common}\r\n", body)
+            assert status == 400, (headers, status, text_)
+            assert "Host" in text_ or "Origin" in text_ or "host" in text_, text_
+        status, _ = raw_request(host, port, f"POST /mcp HTTP/1.1\r\nHost: {good}\r\n"
+                                f"Origin: http://localhost:1\r\n{common}\r\n", body)
+        assert status == 200
+    finally:
+        stop(proc)
+    refused = [r for r in audit_records(audit) if r.get("code") == "HTTP_400"]
+    assert len(refused) == len(variants), [r.get("reason") for r in refused]
+    assert all(r["result"] == "denied" for r in refused)
+    assert any("more than one Host" in r["reason"] and "evil.example" in r["reason"] for r in refused)
+
+
+def open_session(url):
+    r = httpx2.post(url, json=INIT, headers={**HEADERS, **AUTH})
+    assert r.status_code == 200
+    sid = r.headers["mcp-session-id"]
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    httpx2.post(url, json=note, headers={**HEADERS, **AUTH, "Mcp-Session-Id": sid,
+                                         "MCP-Protocol-Version": "2025-11-25"})
+    return sid
+
+
+def open_stream(host, port, sid):
+    """A standalone event stream (GET) that is never read; returns the socket and status."""
+    import socket
+    s = socket.create_connection((host, port), timeout=5)
+    s.sendall((f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\n"
+               f"Accept: text/event-stream\r\nMcp-Session-Id: {sid}\r\n"
+               f"MCP-Protocol-Version: 2025-11-25\r\n\r\n").encode())
+    head = b""
+    while b"\r\n" not in head:
+        chunk = s.recv(1)
+        if not chunk:
+            break
+        head += chunk
+    return s, int(head.split(b" ")[1]) if head.startswith(b"HTTP/1.1") else 0
+
+
+@pytest.mark.anyio
+async def test_http_never_read_streams_do_not_block_a_new_client(ws, tmp_path):
+    """Event streams nobody reads held every connection slot. A session may hold four
+    streams (the fifth is 429), and at the connection cap a stream is closed to make room
+    for a new client rather than the client being refused."""
+    audit = tmp_path / "audit.jsonl"
+    proc, url = start_http_r3(ws, "--audit-log", str(audit), serve=("--max-connections", "12"))
+    held = []
+    try:
+        host, port = host_port(url)
+        sessions = [open_session(url) for _ in range(3)]
+        for sid in sessions[:2]:
+            for _ in range(4):
+                s, status = open_stream(host, port, sid)
+                assert status == 200, status
+                held.append(s)
+        s, status = open_stream(host, port, sessions[0])
+        assert status == 429, status
+        s.close()
+        for _ in range(4):
+            s, status = open_stream(host, port, sessions[2])
+            assert status == 200, status
+            held.append(s)
+        # Every slot holds a never-read stream: a new client is still served, fast.
+        for mode in ("auto", "legacy"):
+            started = time.monotonic()
+            async with http_client(url, mode=mode) as c:
+                r = await c.call_tool("read_file", {"path": "a.txt"})
+                assert r.structured_content["content"] == "hello\nworld\n"
+            assert time.monotonic() - started < 5
+        assert sum(closed_within(s, 0.2) for s in held) >= 1, "no stream was closed for room"
+    finally:
+        for s in held:
+            s.close()
+        stop(proc)
+    codes = [r.get("code") for r in audit_records(audit)]
+    assert "CONNECTION_EVICTED" in codes and "HTTP_429" in codes, codes
+
+
+def test_http_slow_connections_do_not_block_a_normal_request(ws, tmp_path):
+    """~370 connections that never finished their headers got a normal request reset (the
+    cap of 256 was itself the denial of service). With 600 slow connections of three
+    kinds (nothing sent, half a header, a header then a trickled body) held open, a
+    normal request is answered within 5 s: the oldest idle connections make room."""
+    import resource
+    import socket
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    audit = tmp_path / "audit.jsonl"
+    proc, url = start_http_r3(ws, "--audit-log", str(audit), serve=("--read-timeout", "30"))
+    slow = []
+    try:
+        host, port = host_port(url)
+        for i in range(600):
+            s = socket.create_connection((host, port))
+            if i % 3 == 1:
+                s.sendall(b"POST /mcp HTTP/1.1\r\nHost: loc")
+            elif i % 3 == 2:
+                s.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\n"
+                           "Content-Type: application/json\r\nContent-Length: 500\r\n\r\n{").encode())
+            slow.append(s)
+        for _ in range(3):
+            started = time.monotonic()
+            r = httpx2.post(url, json=INIT, headers={**HEADERS, **AUTH}, timeout=10)
+            took = time.monotonic() - started
+            assert r.status_code == 200 and took < 5, (r.status_code, took)
+        # The cap still holds: most slow connections were closed to make room.
+        closed = sum(closed_within(s, 0.05) for s in slow[:300])
+        assert closed >= 200, closed
+    finally:
+        for s in slow:
+            s.close()
+        stop(proc)
+    codes = [r.get("code") for r in audit_records(audit)]
+    assert "CONNECTION_EVICTED" in codes, codes

@@ -1,0 +1,232 @@
+//! HTTP, round 3, on the real binary with raw sockets: budgets keyed on what the server
+//! established (never the client's name), ambiguous `Host`/`Origin` refused, slow
+//! connections never keeping a normal request out.
+
+use crate::util;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "r3-token";
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(root: &Path, global: &[&str], extra: &[&str]) -> Server {
+    let mut cmd = util::bin();
+    cmd.arg("--root").arg(root).args(global).args([
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--token",
+        TOKEN,
+        "--no-index",
+    ]);
+    cmd.args(extra).stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn ferret");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    let port = loop {
+        line.clear();
+        assert!(
+            lines.read_line(&mut line).expect("read stderr") > 0,
+            "server did not start"
+        );
+        if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
+            break rest.split('/').next().unwrap().parse::<u16>().unwrap();
+        }
+    };
+    // Keep draining stderr so the server never blocks on it.
+    std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
+    Server { child, port }
+}
+
+/// Sends raw bytes on a fresh connection; returns the status and the whole answer.
+fn exchange(port: u16, request: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    // Connection: close on every request here: read to the end.
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status = text
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|t| t.get(..3))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+fn post(port: u16, extra_headers: &str, session: Option<&str>, body: &str) -> (u16, String) {
+    let sid = session.map_or(String::new(), |s| {
+        format!("Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-11-25\r\n")
+    });
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\n{extra_headers}Authorization: Bearer {TOKEN}\r\n{sid}\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    exchange(port, req.as_bytes())
+}
+
+fn host(port: u16) -> String {
+    format!("Host: 127.0.0.1:{port}\r\n")
+}
+
+fn initialize(name: &str) -> String {
+    serde_json::json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},
+        "clientInfo":{"name":name,"version":"0"}}})
+    .to_string()
+}
+
+/// A legacy session under `name`; returns its id.
+fn session(port: u16, name: &str) -> String {
+    let (status, text) = post(port, &host(port), None, &initialize(name));
+    assert_eq!(status, 200, "{text}");
+    let sid = text
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .starts_with("mcp-session-id:")
+                .then(|| l.split(':').nth(1).unwrap().trim().to_string())
+        })
+        .expect("a session id");
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    post(port, &host(port), Some(&sid), note);
+    sid
+}
+
+#[test]
+fn distinct_client_names_and_sessions_share_one_budget() {
+    let (_t, root) = util::tempdir();
+    util::write(&root, "a.txt", "hello\n");
+    let (_logs, logs) = util::tempdir();
+    let audit = logs.join("audit.jsonl");
+    let audit_arg = audit.to_string_lossy().to_string();
+    let server = serve(
+        &root,
+        &[
+            "--set",
+            "max_requests_per_round=4",
+            "--audit-log",
+            &audit_arg,
+        ],
+        &[],
+    );
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"file_exists","arguments":{"path":"a.txt"}}}"#;
+    let mut limited = Vec::new();
+    for i in 0..7 {
+        // A fresh session and a fresh name each time, one of them 60 KB long.
+        let name = if i == 3 {
+            "X".repeat(60_000)
+        } else {
+            format!("agent-{i}")
+        };
+        let sid = session(server.port, &name);
+        let (status, text) = post(server.port, &host(server.port), Some(&sid), call);
+        assert_eq!(status, 200, "{text}");
+        limited.push(text.contains("RATE_LIMIT_EXCEEDED"));
+    }
+    assert_eq!(limited, [false, false, false, false, true, true, true]);
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &serde_json::Value| r["operation"] == "file_exists")
+        .collect();
+    assert_eq!(records.len(), 7);
+    for r in &records {
+        assert_eq!(r["session_id"], "http-token");
+        assert!(
+            r["agent_id"].as_str().unwrap().len() <= 256,
+            "{}",
+            r["agent_id"]
+        );
+    }
+}
+
+#[test]
+fn duplicate_or_listed_host_and_origin_are_refused() {
+    let (_t, root) = util::tempdir();
+    let server = serve(&root, &[], &[]);
+    let p = server.port;
+    let good = format!("127.0.0.1:{p}");
+    let init = initialize("dup");
+    for headers in [
+        format!("Host: {good}\r\nhost: evil.example\r\n"),
+        format!("HOST: evil.example\r\nHost: {good}\r\n"),
+        format!("Host: {good}\r\nHost: {good}\r\n"),
+        format!("Host: {good}, evil.example\r\n"),
+        format!("Host: {good}\r\nOrigin: http://localhost:1\r\nOrIgIn: http://evil.example\r\n"),
+        format!("Host: {good}\r\nOrigin: http://localhost:1,http://evil.example\r\n"),
+    ] {
+        let (status, text) = post(p, &headers, None, &init);
+        assert_eq!(status, 400, "{headers:?}: {text}");
+        assert!(text.contains("Host") || text.contains("Origin"), "{text}");
+    }
+    let (status, text) = post(
+        p,
+        &format!("Host: {good}\r\nOrigin: http://localhost:1\r\n"),
+        None,
+        &init,
+    );
+    assert_eq!(status, 200, "{text}");
+}
+
+#[test]
+fn slow_connections_do_not_block_a_normal_request() {
+    let (_t, root) = util::tempdir();
+    let server = serve(&root, &[], &["--read-timeout", "60"]);
+    let p = server.port;
+    let mut slow = Vec::new();
+    for i in 0..600 {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", p)) else {
+            // Out of descriptors on the test's side: enough are open.
+            break;
+        };
+        let _ = match i % 3 {
+            0 => Ok(()),
+            1 => s.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "),
+            _ => s.write_all(
+                format!(
+                    "POST /mcp HTTP/1.1\r\n{}Authorization: Bearer {TOKEN}\r\n\
+                     Content-Type: application/json\r\nContent-Length: 900\r\n\r\n{{",
+                    host(p)
+                )
+                .as_bytes(),
+            ),
+        };
+        slow.push(s);
+    }
+    assert!(slow.len() >= 300, "only {} connections opened", slow.len());
+    for _ in 0..3 {
+        let started = Instant::now();
+        let (status, text) = post(p, &host(p), None, &initialize("normal"));
+        assert_eq!(status, 200, "{text}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}
