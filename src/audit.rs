@@ -26,6 +26,10 @@ pub struct AuditEntry {
     /// RFC 3339, UTC, milliseconds.
     pub timestamp: String,
     pub session_id: String,
+    /// Over HTTP: the principal the server established (token or peer) that the
+    /// session's budgets are charged to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
     pub agent_id: String,
     pub operation: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -93,9 +97,14 @@ impl AuditEntry {
         ] {
             clip_in_place(name, MAX_NAME_BYTES);
         }
-        for name in [&mut self.code, &mut self.decision, &mut self.engine]
-            .into_iter()
-            .flatten()
+        for name in [
+            &mut self.principal,
+            &mut self.code,
+            &mut self.decision,
+            &mut self.engine,
+        ]
+        .into_iter()
+        .flatten()
         {
             clip_in_place(name, MAX_NAME_BYTES);
         }
@@ -195,6 +204,7 @@ mod tests {
         log.log(AuditEntry {
             timestamp: String::new(),
             session_id: long.clone(),
+            principal: None,
             agent_id: long.clone(),
             operation: long.clone(),
             path: Some(long.clone()),

@@ -357,13 +357,13 @@ impl Ferret {
         let _as = crate::history::acting_as(session.owner());
         let result = self
             .limiter
-            .begin_request(&session.id)
+            .begin_request(&session.budget)
             .and_then(|()| run(&ctx))
             .and_then(|out| {
                 // Every byte sent counts: the text and the structured result both go on
                 // the wire (MCP sends both).
                 bytes_sent = sent(&out);
-                self.limiter.charge_bytes(&session.id, bytes_sent)?;
+                self.limiter.charge_bytes(&session.budget, bytes_sent)?;
                 Ok(out)
             });
         let error = result.as_ref().err();
@@ -396,6 +396,7 @@ impl Ferret {
         self.audit.log(AuditEntry {
             timestamp: crate::clock::now_rfc3339(),
             session_id: session.id.clone(),
+            principal: (session.budget != session.id).then(|| session.budget.clone()),
             agent_id: session.agent_id.clone(),
             operation: tool.to_string(),
             path,

@@ -243,8 +243,14 @@ fn portable(v: &mut Value) {
 /// Who is calling: the session (one MCP connection, one CLI run) and the agent's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Session {
+    /// This session: an MCP connection or session, or a CLI/shell run. Undo ownership and
+    /// the audit record follow it.
     pub id: String,
     pub agent_id: String,
+    /// What budgets are charged to: the session itself, except over HTTP, where it is the
+    /// principal the server established (token or peer), so that a client cannot buy a
+    /// fresh budget with a fresh session or name.
+    pub budget: String,
     /// The front end: an agent's (MCP, the default) or the person's (CLI, shell). Undo
     /// without an id reverts only the caller's own changes, and that is decided by it.
     pub front: Front,
@@ -273,11 +279,19 @@ impl Front {
 impl Session {
     /// An agent's session.
     pub fn new(id: impl Into<String>, agent_id: impl Into<String>) -> Self {
+        let id = id.into();
         Session {
-            id: id.into(),
+            budget: id.clone(),
+            id,
             agent_id: agent_id.into(),
             front: Front::Mcp,
         }
+    }
+
+    /// The same session, its budgets charged to `key` (an HTTP principal).
+    pub fn with_budget(mut self, key: impl Into<String>) -> Self {
+        self.budget = key.into();
+        self
     }
 
     /// The same session from another front end (`Front::Cli`, `Front::Shell`: the person).

@@ -978,6 +978,7 @@ impl Rejections {
         self.ferret.audit().log(AuditEntry {
             timestamp: crate::clock::now_rfc3339(),
             session_id: "-".into(),
+            principal: None,
             agent_id: "-".into(),
             operation: operation.into(),
             path: None,

@@ -274,15 +274,19 @@ impl FerretServer {
         // client says: over HTTP every 2026-07-28 request is a fresh handler and a legacy
         // client can open as many sessions as it likes, so rounds are kept per principal
         // (the bearer token, or without one the peer), which the HTTP gate sets.
-        let id = if self.shared.http {
-            ctx.extensions
+        // The session itself (undo ownership, the audit record) is the connection or MCP
+        // session the server issued.
+        let session = Session::new(self.connection.clone(), agent);
+        if self.shared.http {
+            let principal = ctx
+                .extensions
                 .get::<axum::http::request::Parts>()
                 .and_then(|p| p.extensions.get::<http::Principal>())
-                .map_or_else(|| "http-unknown".to_string(), |p| p.0.clone())
+                .map_or_else(|| "http-unknown".to_string(), |p| p.0.clone());
+            session.with_budget(principal)
         } else {
-            self.connection.clone()
-        };
-        Session::new(id, agent)
+            session
+        }
     }
 }
 

@@ -156,7 +156,7 @@ fn distinct_client_names_and_sessions_share_one_budget() {
         .collect();
     assert_eq!(records.len(), 7);
     for r in &records {
-        assert_eq!(r["session_id"], "http-token");
+        assert_eq!(r["principal"], "http-token");
         assert!(
             r["agent_id"].as_str().unwrap().len() <= 256,
             "{}",

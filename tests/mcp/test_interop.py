@@ -983,7 +983,7 @@ async def test_http_client_names_never_buy_a_fresh_budget(ws, tmp_path, token):
         stop(proc)
     records = [r for r in audit_records(audit) if r["operation"] == "file_exists"]
     assert len(records) == 10
-    assert {r["session_id"] for r in records} == {"http-token" if token else "http-loopback"}
+    assert {r["principal"] for r in records} == {"http-token" if token else "http-loopback"}
     for r in records:
         assert len(r["agent_id"].encode()) <= 256, len(r["agent_id"])
     assert any(r["agent_id"].startswith("LLLL") for r in records)

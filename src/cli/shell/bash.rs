@@ -136,6 +136,7 @@ fn audit(d: &Direct, decision: &str, reason: Option<String>, code: Option<i32>, 
     c.ferret.audit().log(AuditEntry {
         timestamp: crate::clock::now_rfc3339(),
         session_id: c.session.id.clone(),
+        principal: None,
         agent_id: c.session.agent_id.clone(),
         operation: "direct_bash".to_string(),
         path: None,
