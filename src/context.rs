@@ -275,7 +275,7 @@ impl Ferret {
                 self.gate(&meta, dry_run)?;
                 t.call(ctx, args)
             },
-            |out| out.text.len() as u64 + json_len(&out.structured),
+            |out| out.text.len() as u64 + crate::tool::json_len(&out.structured),
         )
     }
 
@@ -404,21 +404,4 @@ impl Ferret {
             engine: ctx.engine().map(str::to_string),
         });
     }
-}
-
-/// The length of `v` serialized as compact JSON, counted without building the string.
-fn json_len(v: &Value) -> u64 {
-    struct Count(u64);
-    impl std::io::Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 += b.len() as u64;
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Count(0);
-    let _ = serde_json::to_writer(&mut c, v);
-    c.0
 }

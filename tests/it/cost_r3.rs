@@ -1,0 +1,494 @@
+//! Issue #25, round 3: the cost of a request is bounded before work starts (pattern,
+//! alternation, glob and brace caps; regex compile limits), hostile ignore files are
+//! read under byte and line caps with a warning in the result, long lines are reported
+//! rather than silently missed, and structured results are cut to the output budget.
+//!
+//! Memory is measured on the real binary: `ferret call TOOL -` reads the request from
+//! standard input, and `wait4` gives the child's peak RSS.
+
+use crate::util::{bin, tempdir, write};
+use ferret::config::{Config, Mode};
+use ferret::{CallOptions, ErrorCode, Ferret, Session};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// What one run of `ferret --root ROOT [extra] call TOOL -` gave.
+struct Run {
+    stdout: String,
+    stderr: String,
+    /// Peak resident memory, in MiB.
+    peak_mib: u64,
+    took: Duration,
+}
+
+// Waited for with wait4 (for its rusage), which clippy cannot see.
+#[allow(clippy::zombie_processes)]
+fn run_call(root: &Path, extra: &[&str], tool: &str, args: &Value) -> Run {
+    let mut cmd = bin();
+    cmd.arg("--root").arg(root).args(extra);
+    cmd.args(["call", tool, "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd.spawn().expect("spawn ferret");
+    let body = args.to_string();
+    let mut stdin = child.stdin.take().expect("stdin");
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(body.as_bytes());
+    });
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut out, &mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: pid is our own child, not waited for elsewhere; both pointers are valid.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4");
+    let took = started.elapsed();
+    let _ = feeder.join();
+    Run {
+        stdout: reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
+        peak_mib: usage.ru_maxrss as u64 / 1024,
+        took,
+    }
+}
+
+/// A small tree a normal search answers from.
+fn small_tree(root: &Path) {
+    write(
+        root,
+        "src/main.rs",
+        "fn main() { println!(\"NEEDLE here\"); }\n",
+    );
+    write(root, "src/lib.rs", "pub fn f() {}\n");
+    write(root, "docs/a.md", "NEEDLE in docs\n");
+}
+
+fn in_process(root: &Path, budget: u64) -> Ferret {
+    let mut c = Config::defaults(Mode::Cli);
+    c.roots = vec![root.to_path_buf()];
+    c.max_output_chars = budget;
+    Ferret::new(c).expect("open workspace")
+}
+
+fn call(
+    f: &Ferret,
+    tool: &str,
+    args: Value,
+) -> Result<ferret::tool::CallOutput, ferret::ToolError> {
+    f.call(
+        &Session::new("t", "test"),
+        tool,
+        args,
+        CallOptions::default(),
+    )
+}
+
+/// Every hostile shape, as (tool, arguments, the code it must be refused with).
+fn hostile_shapes() -> Vec<(&'static str, Value, ErrorCode)> {
+    let big = "x".repeat(4 << 20);
+    let braces = format!(
+        "*.{{{}}}",
+        (0..300_000)
+            .map(|i| format!("e{i}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let alternation = (0..5000)
+        .map(|i| format!("w{i}"))
+        .collect::<Vec<_>>()
+        .join("|");
+    let many_globs: Vec<String> = (0..100_000).map(|i| format!("!d{i}/**")).collect();
+    vec![
+        // grep: a literal, a regex, an alternation, nested repetition, globs
+        (
+            "grep",
+            json!({"pattern": big, "fixed_strings": true}),
+            ErrorCode::InvalidArgument,
+        ),
+        ("grep", json!({"pattern": big}), ErrorCode::InvalidArgument),
+        (
+            "grep",
+            json!({"pattern": alternation}),
+            ErrorCode::InvalidRegex,
+        ),
+        (
+            "grep",
+            json!({"pattern": "(a{1000}){1000}"}),
+            ErrorCode::InvalidRegex,
+        ),
+        (
+            "grep",
+            json!({"pattern": "(?:\\w{200}){200}"}),
+            ErrorCode::InvalidRegex,
+        ),
+        (
+            "grep",
+            json!({"pattern": "NEEDLE", "glob": braces}),
+            ErrorCode::InvalidGlob,
+        ),
+        (
+            "grep",
+            json!({"pattern": "NEEDLE", "glob": many_globs}),
+            ErrorCode::InvalidGlob,
+        ),
+        (
+            "grep",
+            json!({"pattern": "NEEDLE", "glob": format!("src/{}*", "a".repeat(8000))}),
+            ErrorCode::InvalidGlob,
+        ),
+        // glob: a brace bomb, a long pattern, many alternatives in a short one
+        ("glob", json!({"pattern": braces}), ErrorCode::InvalidGlob),
+        ("glob", json!({"pattern": big}), ErrorCode::InvalidGlob),
+        (
+            "glob",
+            json!({"pattern": format!("{{{}}}", vec!["a"; 1500].join(","))}),
+            ErrorCode::InvalidGlob,
+        ),
+        // the seed-shaped search tools
+        (
+            "file_search",
+            json!({"query": big}),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            "file_search",
+            json!({"query": "NEEDLE", "include": braces}),
+            ErrorCode::InvalidGlob,
+        ),
+        (
+            "search_files",
+            json!({"pattern": big}),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            "search_files",
+            json!({"pattern": alternation}),
+            ErrorCode::InvalidRegex,
+        ),
+        (
+            "search_files",
+            json!({"pattern": "NEEDLE", "file_pattern": braces}),
+            ErrorCode::InvalidGlob,
+        ),
+    ]
+}
+
+/// Each hostile shape is refused with its own code and a hint, and requests of a
+/// normal size next to the caps still answer.
+#[test]
+fn hostile_request_shapes_are_refused_with_a_code_and_a_hint() {
+    let (_t, root) = tempdir();
+    small_tree(&root);
+    let f = in_process(&root, 0);
+    for (tool, args, want) in hostile_shapes() {
+        let started = Instant::now();
+        let e = call(&f, tool, args).expect_err(tool);
+        let said: String = e.message.chars().take(300).collect();
+        assert_eq!(e.code, want, "{tool}: {said}");
+        assert!(
+            e.hint.as_deref().is_some_and(|h| !h.is_empty()),
+            "{tool}: no hint: {said}"
+        );
+        // Refused before work: no search took place.
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{tool} took {:?}",
+            started.elapsed()
+        );
+        assert!(e.message.len() < 4096, "{tool}: the error quotes it all");
+    }
+    // Just under the caps: answered.
+    let near: String = "NEEDLE here".to_string() + &" ".repeat(0);
+    let r = call(&f, "grep", json!({"pattern": near, "fixed_strings": true})).unwrap();
+    assert_eq!(r.structured["file_count"], 1);
+    let alts = (0..1000)
+        .map(|i| format!("w{i}x"))
+        .chain(["NEEDLE".to_string()])
+        .collect::<Vec<_>>()
+        .join("|");
+    let r = call(&f, "grep", json!({"pattern": alts})).unwrap();
+    assert_eq!(r.structured["file_count"], 2);
+    let r = call(
+        &f,
+        "glob",
+        json!({"pattern": format!("*.{{{}}}", (0..500).map(|i| format!("q{i}")).chain(["rs".into()]).collect::<Vec<_>>().join(","))}),
+    )
+    .unwrap();
+    assert_eq!(r.structured["count"], 2);
+    let long_literal = format!("{}NEEDLE", "z".repeat(60_000));
+    let r = call(
+        &f,
+        "grep",
+        json!({"pattern": long_literal, "fixed_strings": true}),
+    )
+    .unwrap();
+    assert_eq!(r.structured["file_count"], 0);
+}
+
+/// The same shapes against the binary: each run stays small in memory. Unbounded, a
+/// 300 000-alternative glob took ~400 MB and a 3 MB literal ~340 MB.
+#[test]
+fn hostile_request_shapes_keep_the_process_small() {
+    let (_t, root) = tempdir();
+    small_tree(&root);
+    for (tool, args, want) in hostile_shapes() {
+        let r = run_call(&root, &[], tool, &args);
+        assert!(
+            r.stdout.contains(want.as_str()),
+            "{tool}: {}",
+            &r.stdout[..r.stdout.len().min(400)]
+        );
+        assert!(r.peak_mib < 150, "{tool}: peak {} MiB", r.peak_mib);
+    }
+}
+
+/// The compile caps hold for shapes the length caps let through: each is refused or
+/// answered, never built beyond the limits.
+#[test]
+fn regex_shapes_under_the_length_cap_stay_small() {
+    let (_t, root) = tempdir();
+    small_tree(&root);
+    for pattern in [
+        "(a{1000}){1000}",
+        "((a{100}){100}){100}",
+        "[\\p{L}\\p{N}]{1000}",
+        "(?i)(\\w+\\s*){500}",
+        "(x|y|z){1000}(x|y|z){1000}",
+    ] {
+        let r = run_call(&root, &[], "grep", &json!({"pattern": pattern}));
+        assert!(r.peak_mib < 150, "{pattern}: peak {} MiB", r.peak_mib);
+        assert!(
+            r.stdout.contains("INVALID_REGEX") || r.stdout.contains("file_count"),
+            "{pattern}: {}",
+            r.stdout
+        );
+    }
+}
+
+/// An ignore file's lines, each a distinct glob the matcher must compile.
+fn ignore_lines(n: usize, tag: &str) -> String {
+    (0..n)
+        .map(|i| format!("*{tag}{i}*/**/x{i}?.log\n"))
+        .collect()
+}
+
+/// A huge ignore file (by bytes, or by lines under the byte cap, of each kind) is not
+/// used at all: its rules do not apply, and the result and stderr name it. An ignore
+/// file under the caps is used.
+#[test]
+fn an_ignore_file_over_its_caps_is_not_used_and_the_result_says_so() {
+    // (where, content): over the byte cap; under it but over the line cap
+    let huge = format!("hidden.txt\n{}", ignore_lines(60_000, "b"));
+    assert!(huge.len() > 1 << 20);
+    let many_lines = format!("hidden.txt\n{}", "#\n".repeat(30_000));
+    assert!(many_lines.len() < 1 << 20);
+    for (kind, content) in [
+        (".gitignore", &huge),
+        (".ignore", &huge),
+        (".gitignore", &many_lines),
+        (".git/info/exclude", &huge),
+    ] {
+        let (_t, root) = tempdir();
+        write(&root, "hidden.txt", "NEEDLE\n");
+        write(&root, "shown.txt", "NEEDLE\n");
+        write(&root, kind, content.as_bytes());
+        let r = run_call(&root, &[], "grep", &json!({"pattern": "NEEDLE"}));
+        let v: Value = serde_json::from_str(&r.stdout).expect("json");
+        // Not used: the file it names is searched.
+        assert_eq!(v["file_count"], 2, "{kind}: {v}");
+        let warnings = v["warnings"].to_string();
+        assert!(
+            warnings.contains(kind) && warnings.contains("not used"),
+            "{kind}: {warnings}"
+        );
+        assert!(r.stderr.contains(kind), "{kind}: stderr: {}", r.stderr);
+        assert!(r.peak_mib < 200, "{kind}: peak {} MiB", r.peak_mib);
+        // The text an agent reads says it too, first.
+        let t = run_call(&root, &[], "glob", &json!({"pattern": "*.txt"}));
+        assert!(t.stdout.contains("not used"), "{kind}: {}", t.stdout);
+    }
+    // Under the caps: used.
+    let (_t, root) = tempdir();
+    write(&root, "hidden.txt", "NEEDLE\n");
+    write(&root, "shown.txt", "NEEDLE\n");
+    write(
+        &root,
+        ".gitignore",
+        format!("hidden.txt\n*.log\nbuild/\n{}", ignore_lines(500, "u")),
+    );
+    let r = run_call(&root, &[], "grep", &json!({"pattern": "NEEDLE"}));
+    let v: Value = serde_json::from_str(&r.stdout).expect("json");
+    assert_eq!(v["file_count"], 1, "{v}");
+    assert!(v.get("warnings").is_none(), "{v}");
+}
+
+/// Many ignore files, each under the caps, are one budget per call: past it further
+/// ones are not used, the result says so, and memory and time stay bounded.
+#[test]
+fn many_ignore_files_share_one_budget_per_call() {
+    // Wildcard patterns (each under the per-file cap), or plain names.
+    let wild = ignore_lines(900, "m");
+    let names: String = (0..15_000).map(|i| format!("name{i}.tmp\n")).collect();
+    for (each, tool) in [
+        (&wild, "grep"),
+        (&wild, "file_search"),
+        (&wild, "glob"),
+        (&names, "grep"),
+    ] {
+        let (_t, root) = tempdir();
+        assert!(each.len() < 1 << 20);
+        for d in 0..30 {
+            write(&root, &format!("d{d:02}/.gitignore"), each);
+            write(&root, &format!("d{d:02}/f.txt"), "NEEDLE\n");
+        }
+        let args = match tool {
+            "grep" => json!({"pattern": "NEEDLE"}),
+            "file_search" => json!({"query": "NEEDLE"}),
+            _ => json!({"pattern": "*.txt"}),
+        };
+        let r = run_call(&root, &[], tool, &args);
+        assert!(r.stdout.contains("in all"), "{tool}: {}", r.stdout);
+        assert!(r.peak_mib < 200, "{tool}: peak {} MiB", r.peak_mib);
+        assert!(r.took < Duration::from_secs(10), "{tool}: {:?}", r.took);
+    }
+}
+
+/// The request timeout covers reading and compiling ignore files too: a call on a tree
+/// of hostile ignore files ends by its deadline (with its answer or TIMEOUT).
+#[test]
+fn the_timeout_covers_ignore_parsing() {
+    let (_t, root) = tempdir();
+    let each = ignore_lines(950, "t");
+    for d in 0..12 {
+        write(&root, &format!("d{d:02}/.gitignore"), &each);
+        write(&root, &format!("d{d:02}/e/.ignore"), &each);
+        write(&root, &format!("d{d:02}/e/f.txt"), "NEEDLE\n");
+    }
+    write(&root, ".gitignore", ignore_lines(950, "r"));
+    let r = run_call(
+        &root,
+        &["--set", "request_timeout=1s"],
+        "grep",
+        &json!({"pattern": "NEEDLE"}),
+    );
+    assert!(r.took < Duration::from_secs(6), "took {:?}", r.took);
+    assert!(
+        r.stdout.contains("TIMEOUT") || r.stdout.contains("file_count"),
+        "{}",
+        r.stdout
+    );
+}
+
+/// A line longer than a search may hold is not a silent no-match: the file is named in
+/// the result as not searched, with the reason, in every mode; other files still answer.
+#[test]
+fn a_line_too_long_to_hold_is_reported_not_silently_missed() {
+    let (_t, root) = tempdir();
+    let mut line = vec![b'a'; 65 << 20];
+    line.extend_from_slice(b"NEEDLE\n");
+    write(&root, "huge.txt", &line);
+    write(&root, "small.txt", "NEEDLE\n");
+    drop(line);
+    for args in [
+        json!({"pattern": "NEEDLE"}),
+        json!({"pattern": "NEEDLE", "output_mode": "content"}),
+        json!({"pattern": "NEEDLE", "output_mode": "count"}),
+        json!({"pattern": "NEEDLE", "multiline": true}),
+    ] {
+        let r = run_call(&root, &[], "grep", &args);
+        let v: Value = serde_json::from_str(&r.stdout).expect("json");
+        let warnings = v["warnings"].to_string();
+        assert!(
+            warnings.contains("huge.txt") && warnings.contains("not searched"),
+            "{args}: {v}"
+        );
+        assert_eq!(v["file_count"], 1, "{args}: {v}");
+    }
+    let r = run_call(&root, &[], "file_search", &json!({"query": "needle"}));
+    assert!(r.stdout.contains("huge.txt"), "{}", r.stdout);
+    let r = run_call(
+        &root,
+        &["--set", "max_output_chars=0"],
+        "grep",
+        &json!({"pattern": "NEEDLE"}),
+    );
+    assert!(r.stdout.contains("huge.txt"));
+}
+
+/// Structured results are held to the output budget as the text is: every search tool
+/// asked for everything over a large tree returns at most the budget in JSON, says it
+/// was truncated, and keeps its true totals.
+#[test]
+fn structured_results_are_cut_to_the_output_budget() {
+    let (_t, root) = tempdir();
+    let long = "n".repeat(80);
+    for d in 0..40 {
+        for i in 0..100 {
+            write(
+                &root,
+                &format!("dir{d:02}/{long}{i:03}.txt"),
+                "NEEDLE one\nNEEDLE two\nNEEDLE three\n",
+            );
+        }
+    }
+    let budget = 20_000u64;
+    let f = in_process(&root, budget);
+    for (tool, args) in [
+        ("glob", json!({"pattern": "*.txt", "max_results": 0})),
+        ("grep", json!({"pattern": "NEEDLE", "max_results": 0})),
+        (
+            "grep",
+            json!({"pattern": "NEEDLE", "max_results": 0, "output_mode": "count"}),
+        ),
+        (
+            "grep",
+            json!({"pattern": "NEEDLE", "max_results": 0, "output_mode": "content"}),
+        ),
+        (
+            "search_files",
+            json!({"pattern": "NEEDLE", "max_results": 0}),
+        ),
+        ("file_search", json!({"query": "NEEDLE"})),
+        ("list_directory", json!({"path": "dir00"})),
+        ("read_file", json!({"path": format!("dir00/{long}000.txt")})),
+    ] {
+        let out = call(&f, tool, args.clone()).unwrap_or_else(|e| panic!("{tool}: {e:?}"));
+        let size = out.structured.to_string().len() as u64;
+        assert!(size <= budget, "{tool} {args}: {size} bytes");
+        assert!(
+            out.text.len() as u64 <= budget,
+            "{tool}: text {}",
+            out.text.len()
+        );
+        if tool == "glob" {
+            assert_eq!(out.structured["count"], 4000);
+            assert_eq!(out.structured["truncated"], true);
+            let files = out.structured["files"].as_array().unwrap();
+            assert!(files.len() > 10, "{}", files.len());
+            // a prefix of the answer, in order
+            let first = files[0].as_str().unwrap();
+            assert!(first.starts_with("dir00/"), "{first}");
+        }
+        if tool == "grep" && args.get("output_mode").is_none() {
+            assert_eq!(out.structured["file_count"], 4000);
+            assert_eq!(out.structured["truncated"], true);
+        }
+    }
+}
