@@ -44,9 +44,10 @@ pub const MAX_BRACE_ALTERNATIVES: usize = 1024;
 /// such as `(a{1000}){1000}` is refused when compiling it would pass this.
 pub const REGEX_SIZE_LIMIT: usize = 16 << 20;
 
-/// The lazy DFA's cache per search thread (grep-regex's `dfa_size_limit`); past it the
-/// cache is cleared and refilled, or a slower engine takes over: slower, never larger.
-pub const DFA_SIZE_LIMIT: usize = 8 << 20;
+/// The lazy DFA's cache per search thread (grep-regex's `dfa_size_limit`; the regex
+/// crate's own default is 2 MiB); past it the cache is cleared and refilled, or a slower
+/// engine takes over: slower, never larger.
+pub const DFA_SIZE_LIMIT: usize = 4 << 20;
 
 /// The memory all searches running at once may be admitted with, by their estimates.
 pub const SEARCH_BUDGET: u64 = 512 << 20;
@@ -256,11 +257,12 @@ pub static SEARCHES: Budget = Budget::new(SEARCH_BUDGET);
 /// The pool long lines are held from.
 pub static LINES: Budget = Budget::new(LINE_POOL);
 
-/// What a search with this shape is estimated to hold at most: its pattern and globs
-/// compiled (tens of bytes per byte given), the compiled regex, and each thread's lazy
-/// DFA caches (forward and reverse) and buffer.
+/// What a search with this shape is estimated to hold: its pattern and globs compiled
+/// (tens of bytes per byte given), half the regex size limit, and each thread's lazy
+/// DFA cache and buffer. On two cores a plain grep weighs ~20 MiB (25 at once before
+/// one waits), on twelve ~60 MiB.
 pub fn weight(pattern_bytes: usize, glob_bytes: usize, threads: usize) -> u64 {
-    let per_thread = 2 * DFA_SIZE_LIMIT as u64 + (256 << 10);
+    let per_thread = DFA_SIZE_LIMIT as u64 + (256 << 10);
     (2 << 20)
         + 64 * (pattern_bytes as u64 + glob_bytes as u64)
         + REGEX_SIZE_LIMIT as u64 / 2
@@ -271,4 +273,79 @@ pub fn weight(pattern_bytes: usize, glob_bytes: usize, threads: usize) -> u64 {
 /// call's deadline.
 pub fn admit(weight: u64, control: &Control) -> ToolResult<Permit<'static>> {
     SEARCHES.take(weight, control)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::CancelToken;
+
+    fn control(ms: u64) -> Control {
+        Control::new(CancelToken::new(), None, Duration::from_millis(ms))
+    }
+
+    #[test]
+    fn a_budget_waits_for_room_and_times_out_at_the_deadline() {
+        let b = Budget::new(100);
+        let first = b.take(80, &control(0)).unwrap();
+        assert_eq!(b.used(), 80);
+        // Does not fit beside the first: waits, then TIMEOUT at the deadline.
+        let started = Instant::now();
+        let e = b.take(30, &control(100)).err().unwrap();
+        assert_eq!(e.code, ErrorCode::Timeout);
+        assert!(started.elapsed() >= Duration::from_millis(90));
+        // A release lets a waiter in.
+        std::thread::scope(|s| {
+            let w = s.spawn(|| b.take(30, &control(5_000)).map(|p| p.weight));
+            std::thread::sleep(Duration::from_millis(50));
+            drop(first);
+            assert_eq!(w.join().unwrap().unwrap(), 30);
+        });
+        assert_eq!(b.used(), 0);
+        // More than the whole budget: capped to it, so one request may always run.
+        let all = b.take(1_000, &control(0)).unwrap();
+        assert_eq!(b.used(), 100);
+        drop(all);
+        // A cancelled waiter stops waiting.
+        let _held = b.take(100, &control(0)).unwrap();
+        let c = control(0);
+        c.cancel.cancel();
+        assert_eq!(b.take(1, &c).err().unwrap().code, ErrorCode::Cancelled);
+    }
+
+    #[test]
+    fn caps_refuse_each_shape_and_pass_ordinary_ones() {
+        assert!(check_pattern(&"a".repeat(MAX_PATTERN_BYTES), true).is_ok());
+        assert_eq!(
+            check_pattern(&"a".repeat(MAX_PATTERN_BYTES + 1), true)
+                .unwrap_err()
+                .code,
+            ErrorCode::InvalidArgument
+        );
+        let alts = vec!["ab"; MAX_ALTERNATIVES + 1].join("|");
+        assert_eq!(
+            check_pattern(&alts, false).unwrap_err().code,
+            ErrorCode::InvalidRegex
+        );
+        // literal text with many `|` is not a regex
+        assert!(check_pattern(&alts, true).is_ok());
+        // nested alternations count too
+        let nested = format!(
+            "({})x({})",
+            vec!["a"; 3000].join("|"),
+            vec!["b"; 3000].join("|")
+        );
+        assert!(check_pattern(&nested, false).is_err());
+        assert!(check_pattern("fn (main|test)\\(", false).is_ok());
+        assert!(check_globs(&["*.{ts,tsx}", "src/**", "!*.min.js"]).is_ok());
+        let braces = format!("*.{{{}}}", vec!["x"; MAX_BRACE_ALTERNATIVES + 1].join(","));
+        assert_eq!(
+            check_glob(&braces).unwrap_err().code,
+            ErrorCode::InvalidGlob
+        );
+        assert!(check_glob(&"a".repeat(MAX_GLOB_BYTES + 1)).is_err());
+        assert!(check_globs(&vec!["*.rs"; MAX_GLOBS + 1]).is_err());
+        let long = vec!["a".repeat(1000); 100];
+        assert!(check_globs(&long).is_err());
+    }
 }

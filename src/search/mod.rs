@@ -161,6 +161,7 @@ where
 {
     if let Some(live) = env.index {
         let view = live.view(env)?;
+        env.control.check()?;
         if let Some(done) = live::walk_listed(env, &view, bases, opts, &mk) {
             done?;
             live.count_listed();
@@ -349,6 +350,8 @@ pub fn grep(
         ))
     });
     let (view, candidates) = (&view, &candidates);
+    // Index load and refresh are phases of the call too: past the deadline, stop here.
+    env.control.check()?;
 
     let visitor = || {
         // Counting lines costs a pass over every byte; only content mode shows them.
