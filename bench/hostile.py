@@ -129,15 +129,34 @@ def shapes():
     ]
 
 
+def at_the_caps():
+    """Shapes just under the caps: admitted, so they show what an admitted request costs."""
+    return [
+        ("grep literal 64 KiB", "grep", {"pattern": "y" * 65_000, "fixed_strings": True}),
+        ("grep 4000 alternatives", "grep", {"pattern": "|".join(f"w{i}x" for i in range(4000))}),
+        ("grep (a{1000}){1000}", "grep", {"pattern": "(a{1000}){1000}"}),
+        ("grep (?:\\w{200}){10}", "grep", {"pattern": "(?:\\w{200}){10}"}),
+        ("glob 1000 braces", "glob", {"pattern": "*.{" + ",".join(f"e{i}" for i in range(1000)) + "}"}),
+        ("grep 256 globs", "grep", {"pattern": "fn", "glob": [f"!d{i}{'x' * 200}/**" for i in range(256)]}),
+        ("grep multiline", "grep", {"pattern": "fn.*\\n.*let", "multiline": True, "max_results": 0}),
+        ("file_search 64 KiB", "file_search", {"query": "z" * 65_000}),
+    ]
+
+
 def part1(root):
-    print("== part 1: eight concurrent ~4 MB hostile requests, then a normal grep ==")
+    for title, work in [("eight concurrent ~4 MB hostile requests", shapes()),
+                        ("eight concurrent requests just under the caps", at_the_caps())]:
+        burst(root, title, work)
+
+
+def burst(root, title, work):
+    print(f"== part 1: {title}, then a normal grep ==")
     s = Server(root, "--set", "tools=glob,grep,file_search,search_files")
     base = vm_hwm(s.p.pid)
     t = time.perf_counter()
     s.call(999, "grep", {"pattern": "fn main"})
     _, done = s.wait(999)
     idle_ms = (done - t) * 1000
-    work = shapes()
     sent = time.perf_counter()
     for i, (_, tool, args) in enumerate(work):
         s.call(i + 1, tool, args)

@@ -548,6 +548,13 @@ its rules do not apply, so files it would hide may be listed",
             }
             Some(Ok(b)) => b,
         };
+        // Bytes read count against the call's total whether or not the file is used:
+        // ten thousand refused files would otherwise still be read and scanned.
+        let spent = &control.spent;
+        let total_bytes = spent
+            .ignore_bytes
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed)
+            + bytes.len() as u64;
         let lines = memchr::memchr_iter(b'\n', &bytes).count() as u64 + 1;
         let costly = bytes.split(|&b| b == b'\n').filter(|l| costly(l)).count() as u64;
         if lines > IGNORE_FILE_MAX_LINES || costly > IGNORE_FILE_MAX_COSTLY {
@@ -559,11 +566,6 @@ rules do not apply, so files it would hide may be listed",
             ));
             return Gitignore::empty();
         }
-        let spent = &control.spent;
-        let total_bytes = spent
-            .ignore_bytes
-            .fetch_add(bytes.len() as u64, Ordering::Relaxed)
-            + bytes.len() as u64;
         let total_lines = spent.ignore_lines.fetch_add(lines, Ordering::Relaxed) + lines;
         let total_costly = spent.ignore_costly.fetch_add(costly, Ordering::Relaxed) + costly;
         if total_bytes > IGNORE_TOTAL_BYTES

@@ -3,8 +3,9 @@
 //! read under byte and line caps with a warning in the result, long lines are reported
 //! rather than silently missed, and structured results are cut to the output budget.
 //!
-//! Memory is measured on the real binary: `ferret call TOOL -` reads the request from
-//! standard input, and `wait4` gives the child's peak RSS.
+//! Memory is measured on the real binary serving MCP over stdio: its VmHWM (peak RSS,
+//! /proc/PID/status) read after it answered and before it exits. (A child's `wait4`
+//! maximum would count the test process's own memory from before the exec.)
 
 use crate::util::{bin, tempdir, write};
 use ferret::config::{Config, Mode};
@@ -19,8 +20,6 @@ use std::time::{Duration, Instant};
 struct Run {
     stdout: String,
     stderr: String,
-    /// Peak resident memory, in MiB.
-    peak_mib: u64,
     took: Duration,
 }
 
@@ -57,6 +56,7 @@ fn run_call(root: &Path, extra: &[&str], tool: &str, args: &Value) -> Run {
     // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: pid is our own child, not waited for elsewhere; both pointers are valid.
+    // (wait4, not Child::wait: the stdio threads own the handles.)
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(r, pid, "wait4");
     let took = started.elapsed();
@@ -64,9 +64,115 @@ fn run_call(root: &Path, extra: &[&str], tool: &str, args: &Value) -> Run {
     Run {
         stdout: reader.join().unwrap_or_default(),
         stderr: err_reader.join().unwrap_or_default(),
-        peak_mib: usage.ru_maxrss as u64 / 1024,
         took,
     }
+}
+
+/// `ferret serve` over stdio, for measuring: requests in, answers out, and its peak RSS.
+struct Server {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    answers: std::sync::mpsc::Receiver<Value>,
+}
+
+impl Server {
+    fn start(root: &Path, extra: &[&str]) -> Server {
+        use std::io::BufRead;
+        let mut cmd = bin();
+        cmd.arg("--root")
+            .arg(root)
+            .args(["--set", "max_bytes_per_round=0"])
+            .args(extra)
+            .args(["serve", "--no-index"])
+            .args(["--tools", "glob,grep,file_search,search_files"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn ferret serve");
+        let stdin = child.stdin.take();
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let (tx, answers) = std::sync::mpsc::channel::<Value>();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    let _ = tx.send(v);
+                }
+            }
+        });
+        let mut s = Server {
+            child,
+            stdin,
+            answers,
+        };
+        s.send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "cost_r3", "version": "1"}}}),
+        );
+        let init = s.recv();
+        assert_eq!(init["id"], 0, "{init}");
+        s.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        s
+    }
+
+    fn send(&mut self, v: Value) {
+        let stdin = self.stdin.as_mut().expect("open");
+        stdin
+            .write_all(format!("{v}\n").as_bytes())
+            .expect("write request");
+        stdin.flush().expect("flush");
+    }
+
+    fn ask(&mut self, id: u64, tool: &str, args: &Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": tool, "arguments": args}}));
+    }
+
+    fn recv(&self) -> Value {
+        self.answers
+            .recv_timeout(Duration::from_secs(60))
+            .expect("an answer")
+    }
+
+    /// One call's result (`isError`, `content`, `structuredContent`).
+    fn call(&mut self, tool: &str, args: &Value) -> Value {
+        self.ask(7, tool, args);
+        loop {
+            let v = self.recv();
+            if v["id"] == 7 {
+                return v["result"].clone();
+            }
+        }
+    }
+
+    /// Peak resident memory so far, in MiB.
+    fn peak_mib(&self) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("status");
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .expect("VmHWM");
+        kb / 1024
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// The text of a tool result.
+fn said(r: &Value) -> String {
+    r["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// A small tree a normal search answers from.
@@ -249,13 +355,15 @@ fn hostile_request_shapes_keep_the_process_small() {
     let (_t, root) = tempdir();
     small_tree(&root);
     for (tool, args, want) in hostile_shapes() {
-        let r = run_call(&root, &[], tool, &args);
+        let mut s = Server::start(&root, &[]);
+        let r = s.call(tool, &args);
+        let text = said(&r);
         assert!(
-            r.stdout.contains(want.as_str()),
+            r["isError"] == true && text.contains(want.as_str()),
             "{tool}: {}",
-            &r.stdout[..r.stdout.len().min(400)]
+            &text[..text.len().min(400)]
         );
-        assert!(r.peak_mib < 150, "{tool}: peak {} MiB", r.peak_mib);
+        assert!(s.peak_mib() < 150, "{tool}: peak {} MiB", s.peak_mib());
     }
 }
 
@@ -272,12 +380,12 @@ fn regex_shapes_under_the_length_cap_stay_small() {
         "(?i)(\\w+\\s*){500}",
         "(x|y|z){1000}(x|y|z){1000}",
     ] {
-        let r = run_call(&root, &[], "grep", &json!({"pattern": pattern}));
-        assert!(r.peak_mib < 150, "{pattern}: peak {} MiB", r.peak_mib);
+        let mut s = Server::start(&root, &[]);
+        let r = s.call("grep", &json!({"pattern": pattern}));
+        assert!(s.peak_mib() < 150, "{pattern}: peak {} MiB", s.peak_mib());
         assert!(
-            r.stdout.contains("INVALID_REGEX") || r.stdout.contains("file_count"),
-            "{pattern}: {}",
-            r.stdout
+            said(&r).contains("INVALID_REGEX") || r["structuredContent"]["file_count"].is_u64(),
+            "{pattern}: {r}"
         );
     }
 }
@@ -319,7 +427,9 @@ fn an_ignore_file_over_its_caps_is_not_used_and_the_result_says_so() {
             "{kind}: {warnings}"
         );
         assert!(r.stderr.contains(kind), "{kind}: stderr: {}", r.stderr);
-        assert!(r.peak_mib < 200, "{kind}: peak {} MiB", r.peak_mib);
+        let mut s = Server::start(&root, &[]);
+        s.call("grep", &json!({"pattern": "NEEDLE"}));
+        assert!(s.peak_mib() < 200, "{kind}: peak {} MiB", s.peak_mib());
         // The text an agent reads says it too, first.
         let t = run_call(&root, &[], "glob", &json!({"pattern": "*.txt"}));
         assert!(t.stdout.contains("not used"), "{kind}: {}", t.stdout);
@@ -365,7 +475,9 @@ fn many_ignore_files_share_one_budget_per_call() {
         };
         let r = run_call(&root, &[], tool, &args);
         assert!(r.stdout.contains("in all"), "{tool}: {}", r.stdout);
-        assert!(r.peak_mib < 200, "{tool}: peak {} MiB", r.peak_mib);
+        let mut s = Server::start(&root, &[]);
+        s.call(tool, &args);
+        assert!(s.peak_mib() < 200, "{tool}: peak {} MiB", s.peak_mib());
         assert!(r.took < Duration::from_secs(10), "{tool}: {:?}", r.took);
     }
 }
@@ -491,4 +603,79 @@ fn structured_results_are_cut_to_the_output_budget() {
             assert_eq!(out.structured["truncated"], true);
         }
     }
+}
+
+/// Eight hostile ~4 MB requests of different shapes at once on one `ferret serve`
+/// session, then a normal grep: each hostile one is refused, the normal one answers,
+/// and the server's peak memory stays far below what the unbounded shapes took (3.4 GB
+/// for these eight on the release binary before the caps).
+#[test]
+fn eight_concurrent_hostile_requests_keep_a_server_small_and_serving() {
+    let (_t, root) = tempdir();
+    small_tree(&root);
+    let mut server = Server::start(&root, &[]);
+    let big = "x".repeat(4 << 20);
+    let braces = format!(
+        "*.{{{}}}",
+        (0..300_000)
+            .map(|i| format!("e{i}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let alternation = (0..450_000)
+        .map(|i| format!("w{i}"))
+        .collect::<Vec<_>>()
+        .join("|");
+    let globs: Vec<String> = (0..400_000).map(|i| format!("!d{i}/**")).collect();
+    let hostile = [
+        ("glob", json!({"pattern": braces})),
+        (
+            "grep",
+            json!({"pattern": "y".repeat(3 << 20), "fixed_strings": true}),
+        ),
+        ("grep", json!({"pattern": alternation})),
+        (
+            "grep",
+            json!({"pattern": format!("(a{{1000}}){{1000}}{}", " ".repeat(4 << 20))}),
+        ),
+        ("grep", json!({"pattern": "fn", "glob": globs})),
+        ("grep", json!({"pattern": "fn", "glob": braces})),
+        ("file_search", json!({"query": big})),
+        ("search_files", json!({"pattern": big})),
+    ];
+    for (i, (tool, args)) in hostile.iter().enumerate() {
+        server.ask(i as u64 + 1, tool, args);
+    }
+    let asked = Instant::now();
+    server.ask(100, "grep", &json!({"pattern": "NEEDLE"}));
+    let mut answers = std::collections::HashMap::new();
+    let mut normal_after = None;
+    while answers.len() < hostile.len() + 1 {
+        let v = server.recv();
+        let Some(id) = v["id"].as_u64() else { continue };
+        if id == 100 {
+            normal_after = Some(asked.elapsed());
+        }
+        answers.insert(id, v);
+    }
+    let peak_mib = server.peak_mib();
+    for (i, (tool, _)) in hostile.iter().enumerate() {
+        let r = &answers[&(i as u64 + 1)]["result"];
+        assert_eq!(r["isError"], true, "{tool}");
+        let said = r["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(
+            ["INVALID_ARGUMENT", "INVALID_REGEX", "INVALID_GLOB"]
+                .iter()
+                .any(|c| said.contains(c)),
+            "{tool}: {}",
+            &said[..said.len().min(300)]
+        );
+    }
+    let normal = &answers[&100]["result"];
+    assert_eq!(normal["structuredContent"]["file_count"], 2, "{normal}");
+    assert!(
+        normal_after.is_some_and(|d| d < Duration::from_secs(30)),
+        "{normal_after:?}"
+    );
+    assert!(peak_mib < 600, "peak {peak_mib} MiB");
 }
