@@ -413,7 +413,8 @@ pub fn grep(
             // A file big enough to hold a long line (or, multiline, held whole) first
             // takes what its search may hold from the pool all searches share.
             let size = file.metadata().map_or(0, |m| m.len());
-            let hold = size.min(LINE_HEAP_LIMIT as u64);
+            // The searcher's buffer grows by doubling, up to the heap limit.
+            let hold = size.saturating_mul(2).min(LINE_HEAP_LIMIT as u64);
             let pooled = if hold > cost::BIG_LINE_FROM {
                 match cost::LINES.take(hold, env.control) {
                     Ok(p) => Some(p),
