@@ -358,6 +358,19 @@ impl Ferret {
                 self.limiter.charge_bytes(&session.id, bytes_sent)?;
                 Ok(out)
             });
+        // A call that failed (a TIMEOUT) still says what it met on the way: an ignore
+        // file too large to use explains why a walk took long.
+        let result = result.map_err(|e| {
+            let warnings = ctx.control().warnings.list();
+            if warnings.is_empty() {
+                return e;
+            }
+            let hint = match &e.hint {
+                Some(h) => format!("{h}. Met on the way: {}", warnings.join("; ")),
+                None => format!("met on the way: {}", warnings.join("; ")),
+            };
+            e.with_hint(hint)
+        });
         let error = result.as_ref().err();
         self.record(&ctx, session, tool, started, error, bytes_sent);
         result

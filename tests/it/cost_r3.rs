@@ -510,6 +510,9 @@ fn the_timeout_covers_ignore_parsing() {
         "{}",
         r.stdout
     );
+    // Either way the agent learns the ignore files passed the call's budget (a TIMEOUT
+    // carries the warnings in its hint).
+    assert!(r.stdout.contains("in all"), "{}", r.stdout);
 }
 
 /// A line longer than a search may hold is not a silent no-match: the file is named in
@@ -716,4 +719,32 @@ fn concurrent_searches_of_long_lines_share_one_pool() {
     }
     let peak = server.peak_mib();
     assert!(peak < 400, "peak {peak} MiB");
+}
+
+/// A call stopped by its deadline still carries the warnings met before it: the agent
+/// learns an ignore file was not used even when the answer is TIMEOUT.
+#[test]
+fn a_timeout_carries_the_warnings_met_before_it() {
+    let (_t, root) = tempdir();
+    write(&root, ".gitignore", "x".repeat((1 << 20) + 1));
+    let line = "lorem ipsum dolor sit amet consectetur adipiscing elit\n".repeat(4000);
+    for i in 0..400 {
+        write(&root, &format!("d{}/f{i}.txt", i % 20), &line);
+    }
+    let mut c = Config::defaults(Mode::Cli);
+    c.roots = vec![root.clone()];
+    c.request_timeout = Duration::from_millis(30);
+    let f = Ferret::new(c).expect("open workspace");
+    let e = call(
+        &f,
+        "grep",
+        json!({"pattern": "\\w{3,}\\s+\\w{3,}\\s+\\d+", "output_mode": "count"}),
+    )
+    .expect_err("times out");
+    assert_eq!(e.code, ErrorCode::Timeout, "{e:?}");
+    let hint = e.hint.unwrap_or_default();
+    assert!(
+        hint.contains(".gitignore") && hint.contains("not used"),
+        "{hint}"
+    );
 }
