@@ -281,7 +281,7 @@ impl Ferret {
                 self.gate(&meta, dry_run)?;
                 t.call(ctx, args)
             },
-            |out| out.text.len() as u64 + json_len(&out.structured),
+            |out| out.text.len() as u64 + crate::tool::json_len(&out.structured),
         )
     }
 
@@ -366,6 +366,19 @@ impl Ferret {
                 self.limiter.charge_bytes(&session.budget, bytes_sent)?;
                 Ok(out)
             });
+        // A call that failed (a TIMEOUT) still says what it met on the way: an ignore
+        // file too large to use explains why a walk took long.
+        let result = result.map_err(|e| {
+            let warnings = ctx.control().warnings.list();
+            if warnings.is_empty() {
+                return e;
+            }
+            let hint = match &e.hint {
+                Some(h) => format!("{h}. Met on the way: {}", warnings.join("; ")),
+                None => format!("met on the way: {}", warnings.join("; ")),
+            };
+            e.with_hint(hint)
+        });
         let error = result.as_ref().err();
         self.record(&ctx, session, tool, started, error, bytes_sent);
         result
@@ -413,21 +426,4 @@ impl Ferret {
             engine: ctx.engine().map(str::to_string),
         });
     }
-}
-
-/// The length of `v` serialized as compact JSON, counted without building the string.
-fn json_len(v: &Value) -> u64 {
-    struct Count(u64);
-    impl std::io::Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 += b.len() as u64;
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Count(0);
-    let _ = serde_json::to_writer(&mut c, v);
-    c.0
 }

@@ -3,8 +3,8 @@
 //! knowing who made it (the MCP server, the CLI, a test).
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A flag a front end sets to stop a running call (MCP `notifications/cancelled`).
@@ -45,6 +45,65 @@ pub struct Control {
     pub deadline: Option<Instant>,
     /// The limit the deadline came from, for the message.
     pub timeout: Duration,
+    /// Warnings for the agent met while the call ran (an ignore file over its cap): the
+    /// search tools show them in their result. Shared by the call's threads.
+    pub warnings: Warnings,
+    /// What the call has spent of its per-call budgets so far (ignore files read).
+    pub spent: Arc<Spent>,
+}
+
+/// A call's running totals, shared by its threads, for budgets that cover the whole
+/// call rather than one file (a tree of ten thousand 1 MB ignore files).
+#[derive(Debug, Default)]
+pub struct Spent {
+    /// Bytes of ignore files read.
+    pub ignore_bytes: std::sync::atomic::AtomicU64,
+    /// Lines of ignore files compiled.
+    pub ignore_lines: std::sync::atomic::AtomicU64,
+    /// Of which wildcard patterns, each a regex of its own.
+    pub ignore_costly: std::sync::atomic::AtomicU64,
+}
+
+/// Warnings a call gathers for its result (see [`Control::warn`]): at most
+/// [`Warnings::MAX`] kept, each once, and a count of the rest.
+#[derive(Debug, Clone, Default)]
+pub struct Warnings(Arc<Mutex<(Vec<String>, u64)>>);
+
+impl Warnings {
+    /// Warnings kept for one result; past these only a count grows, so a tree of ten
+    /// thousand hostile ignore files costs ten thousand increments, not ten thousand lines.
+    pub const MAX: usize = 20;
+
+    /// Records `msg` (once), and says it on stderr (the log) the first time.
+    pub fn add(&self, msg: impl Into<String>) {
+        let msg = msg.into();
+        let mut w = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if w.0.contains(&msg) {
+            return;
+        }
+        if w.0.len() >= Self::MAX {
+            w.1 += 1;
+            return;
+        }
+        tracing::warn!("{msg}");
+        w.0.push(msg);
+    }
+
+    /// The warnings kept, and a last line counting those left out.
+    pub fn list(&self) -> Vec<String> {
+        let w = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut v = w.0.clone();
+        if w.1 > 0 {
+            v.push(format!("… and {} more warnings like these", w.1));
+        }
+        v
+    }
 }
 
 impl Control {
@@ -57,6 +116,8 @@ impl Control {
                 .filter(|d| !d.is_zero())
                 .map(|d| Instant::now() + d),
             timeout,
+            warnings: Warnings::default(),
+            spent: Arc::default(),
         }
     }
 
@@ -90,6 +151,11 @@ impl Control {
 
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
+    }
+
+    /// Records a warning for the call's result (and stderr).
+    pub fn warn(&self, msg: impl Into<String>) {
+        self.warnings.add(msg);
     }
 
     pub fn progress(&self, p: Progress) {

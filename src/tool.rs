@@ -121,6 +121,7 @@ impl<T: Tool> DynTool for T {
                 format!("cannot serialize the result: {e}"),
             )
         })?;
+        let structured = fit_structured(structured, ctx.output_budget());
         Ok(CallOutput { structured, text })
     }
 }
@@ -147,6 +148,105 @@ pub fn fit_text(text: String, budget: Option<usize>) -> String {
         "[output cut: {lines_left} more lines ({left} characters) left out, over max_output_chars ({budget}); ask for less: a narrower path or glob, offset and limit, or max_results]\n"
     ));
     out
+}
+
+/// [`fit_text`] for the structured result, which goes on the wire beside the text: when
+/// its JSON is over `budget` bytes, the largest arrays lose entries from their end (a
+/// prefix of the results stays, in order) and the longest strings are cut, until it
+/// fits; a top-level `truncated` flag is then set. The shape stays the one the output
+/// schema gives, and totals (`count`, `file_count`) stay true.
+pub fn fit_structured(mut v: Value, budget: Option<usize>) -> Value {
+    let Some(budget) = budget else { return v };
+    let budget = budget as u64;
+    let mut size = json_len(&v);
+    if size <= budget {
+        return v;
+    }
+    // Each pass empties or shortens the largest part; a bounded number of passes.
+    for _ in 0..256 {
+        if size <= budget {
+            break;
+        }
+        let Some(at) = largest(&v, String::new()).map(|(p, _)| p) else {
+            break;
+        };
+        let Some(part) = v.pointer_mut(&at) else {
+            break;
+        };
+        match part {
+            Value::Array(items) => {
+                while size > budget && items.len() > 1 {
+                    let Some(last) = items.pop() else { break };
+                    size = size.saturating_sub(json_len(&last) + 1);
+                }
+            }
+            Value::String(text) => {
+                let over = usize::try_from(size - budget).unwrap_or(usize::MAX);
+                let mut keep = text.len().saturating_sub(over.saturating_add(8));
+                while keep > 0 && !text.is_char_boundary(keep) {
+                    keep -= 1;
+                }
+                text.truncate(keep);
+                text.push('…');
+            }
+            _ => break,
+        }
+        size = json_len(&v);
+    }
+    if let Some(Value::Bool(t)) = v.get_mut("truncated") {
+        *t = true;
+    }
+    v
+}
+
+/// The JSON pointer and size of the largest array of two or more entries, or string of
+/// over 64 bytes, in `v`: the part to shrink first.
+fn largest(v: &Value, at: String) -> Option<(String, u64)> {
+    let mut best: Option<(String, u64)> = None;
+    let mut consider = |c: Option<(String, u64)>| {
+        if let Some(c) = c
+            && best.as_ref().is_none_or(|b| c.1 > b.1)
+        {
+            best = Some(c);
+        }
+    };
+    match v {
+        Value::Array(items) => {
+            // An array of one is shrunk inside (a single file's lines), not emptied.
+            if items.len() > 1 {
+                consider(Some((at.clone(), json_len(v))));
+            }
+            for (i, x) in items.iter().enumerate() {
+                consider(largest(x, format!("{at}/{i}")));
+            }
+        }
+        Value::String(s) if s.len() > 64 => consider(Some((at, json_len(v)))),
+        Value::Object(map) => {
+            for (k, x) in map {
+                let k = k.replace('~', "~0").replace('/', "~1");
+                consider(largest(x, format!("{at}/{k}")));
+            }
+        }
+        _ => {}
+    }
+    best
+}
+
+/// The length of `v` serialized as compact JSON, counted without building the string.
+pub fn json_len(v: &Value) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len() as u64;
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
 }
 
 /// A JSON Schema (draft 2020-12) with every subschema inlined, which function-calling

@@ -220,6 +220,7 @@ mod tests {
                 .collect(),
             match_count: Some(0),
             engine: "scan".into(),
+            warnings: Vec::new(),
             truncated: false,
             left_out: None,
             mode: OutputMode::Content,

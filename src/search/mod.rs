@@ -22,6 +22,7 @@
 //! [`Workspace::open_found`]: crate::workspace::Workspace::open_found
 
 pub mod collect;
+pub mod cost;
 pub mod index;
 pub mod live;
 pub mod plan;
@@ -160,6 +161,7 @@ where
 {
     if let Some(live) = env.index {
         let view = live.view(env)?;
+        env.control.check()?;
         if let Some(done) = live::walk_listed(env, &view, bases, opts, &mk) {
             done?;
             live.count_listed();
@@ -178,6 +180,7 @@ fn threads() -> usize {
 
 /// `-g` globs, matched against paths relative to the walk's start.
 fn overrides(globs: &[String]) -> ToolResult<Override> {
+    cost::check_globs(globs)?;
     let mut b = OverrideBuilder::new(".");
     for g in globs {
         b.add(g).map_err(|e| {
@@ -250,8 +253,11 @@ pub struct GrepOutcome {
 /// Builds the matcher; an invalid pattern is `INVALID_REGEX` with the parser's account
 /// of where it went wrong.
 pub fn matcher(q: &GrepQuery) -> ToolResult<RegexMatcher> {
+    cost::check_pattern(&q.pattern, q.fixed_strings)?;
     let mut b = RegexMatcherBuilder::new();
-    b.case_insensitive(q.ignore_case)
+    b.size_limit(cost::REGEX_SIZE_LIMIT)
+        .dfa_size_limit(cost::DFA_SIZE_LIMIT)
+        .case_insensitive(q.ignore_case)
         .fixed_strings(q.fixed_strings)
         .multi_line(q.multiline)
         .dot_matches_new_line(q.multiline);
@@ -259,7 +265,7 @@ pub fn matcher(q: &GrepQuery) -> ToolResult<RegexMatcher> {
         b.line_terminator(Some(b'\n'));
     }
     let invalid = |e: &dyn std::fmt::Display| {
-        ToolError::new(ErrorCode::InvalidRegex, format!("invalid regex {:?}: {e}", q.pattern))
+        ToolError::new(ErrorCode::InvalidRegex, format!("invalid regex {:?}: {e}", shorten(&q.pattern)))
             .with_hint(
                 "escape special characters (\\( \\[ \\. \\*) or set fixed_strings to search for the text as it is",
             )
@@ -274,7 +280,32 @@ pub fn matcher(q: &GrepQuery) -> ToolResult<RegexMatcher> {
             .parse(&q.pattern)
             .map_err(|e| invalid(&e))?;
     }
-    b.build(&q.pattern).map_err(|e| invalid(&e))
+    b.build(&q.pattern).map_err(|e| {
+        let text = e.to_string();
+        if text.contains("size limit") {
+            ToolError::new(
+                ErrorCode::InvalidRegex,
+                format!(
+                    "the regex {:?} would compile to more than {} MiB",
+                    shorten(&q.pattern),
+                    cost::REGEX_SIZE_LIMIT >> 20
+                ),
+            )
+            .with_hint(
+                "use smaller repetition counts ({1000} nested in {1000} multiplies), fewer alternatives, or a literal with fixed_strings",
+            )
+        } else {
+            invalid(&e)
+        }
+    })
+}
+
+/// A pattern as an error message may quote it: its first 200 characters.
+fn shorten(p: &str) -> String {
+    match p.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &p[..i]),
+        None => p.to_string(),
+    }
 }
 
 /// The most memory one file's search may hold for a single line (or, with `multiline`,
@@ -288,7 +319,14 @@ pub fn grep(
     opts: &WalkOptions,
     q: &GrepQuery,
 ) -> ToolResult<GrepOutcome> {
+    // The request's shape is judged, and its memory admitted, before any work.
+    cost::check_globs(&opts.globs)?;
     let matcher = matcher(q)?;
+    let glob_bytes = opts.globs.iter().map(String::len).sum();
+    let _admitted = cost::admit(
+        cost::weight(q.pattern.len(), glob_bytes, threads()),
+        env.control,
+    )?;
     let ws = env.workspace;
     let max_size = env.max_file_size;
     let top: Mutex<TopN<FileHits>> = Mutex::new(TopN::new(q.needed));
@@ -312,18 +350,21 @@ pub fn grep(
         ))
     });
     let (view, candidates) = (&view, &candidates);
+    // Index load and refresh are phases of the call too: past the deadline, stop here.
+    env.control.check()?;
 
     let visitor = || {
         // Counting lines costs a pass over every byte; only content mode shows them.
-        let mut searcher = SearcherBuilder::new()
+        let mut builder = SearcherBuilder::new();
+        builder
             .line_number(context)
             .binary_detection(BinaryDetection::quit(b'\x00'))
             .multi_line(q.multiline)
             .before_context(if context { q.before } else { 0 })
             .after_context(if context { q.after } else { 0 })
             // One line is held whole in memory; a multi-gigabyte line must not be.
-            .heap_limit(Some(LINE_HEAP_LIMIT))
-            .build();
+            .heap_limit(Some(LINE_HEAP_LIMIT));
+        let mut searcher = builder.build();
         let matcher = matcher.clone();
         let (top, file_count, match_count, line_count, searched, capped) = (
             &top,
@@ -369,6 +410,19 @@ pub fn grep(
             {
                 return !stop.is_cancelled();
             }
+            // A file big enough to hold a long line (or, multiline, held whole) first
+            // takes what its search may hold from the pool all searches share.
+            let size = file.metadata().map_or(0, |m| m.len());
+            // The searcher's buffer grows by doubling, up to the heap limit.
+            let hold = size.saturating_mul(2).min(LINE_HEAP_LIMIT as u64);
+            let pooled = if hold > cost::BIG_LINE_FROM {
+                match cost::LINES.take(hold, env.control) {
+                    Ok(p) => Some(p),
+                    Err(_) => return false,
+                }
+            } else {
+                None
+            };
             let mut sink = FileSink::new(&matcher, record, env.max_columns);
             let reader = Guarded {
                 inner: file,
@@ -378,6 +432,27 @@ pub fn grep(
                 deadline,
             };
             let result = searcher.search_reader(&matcher, reader, &mut sink);
+            if pooled.is_some() {
+                // The searcher keeps its buffer at its largest: a fresh one gives back
+                // what the long line took, with the pool's share.
+                searcher = builder.build();
+                drop(pooled);
+            }
+            if let Err(e) = &result
+                && e.to_string().contains("allocation limit")
+            {
+                env.control.warn(format!(
+                    "{}: not searched: it has a line over {} MiB (the most a search holds in memory{}); \
+read it with read_file and an offset",
+                    ws.display(&found.ws_path(ws)),
+                    LINE_HEAP_LIMIT >> 20,
+                    if q.multiline {
+                        ", and a multiline search holds the whole file"
+                    } else {
+                        ""
+                    }
+                ));
+            }
             if n.is_multiple_of(1024) {
                 env.control.progress(Progress {
                     files_searched: n,

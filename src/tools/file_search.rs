@@ -58,6 +58,9 @@ pub struct Output {
     pub matches: Vec<Match>,
     /// Stopped at 50 matches: there are more.
     pub truncated: bool,
+    /// Files not searched and why, ignore files not used (see grep).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 pub struct FileSearch;
@@ -122,12 +125,19 @@ strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
             query: p.query,
             truncated: (matches.len() as u64) < total,
             matches,
+            warnings: ctx.control().warnings.list(),
         })
     }
 
     fn render(&self, o: &Output) -> String {
+        // After seed 002's format, only when there is something to say.
+        let notes = if o.warnings.is_empty() {
+            String::new()
+        } else {
+            format!("\n{}", crate::tools::render_warnings(&o.warnings))
+        };
         if o.matches.is_empty() {
-            return format!("No matches found for {:?}.", o.query);
+            return format!("No matches found for {:?}.{notes}", o.query);
         }
         let mut s = format!("Found {} matches for {:?}:\n\n", o.matches.len(), o.query);
         for m in &o.matches {
@@ -138,6 +148,7 @@ strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
                 "\n(Stopped at {MAX_MATCHES} matches; narrow the query, path or include to see the rest.)\n"
             ));
         }
+        s.push_str(&notes);
         s
     }
 }

@@ -64,6 +64,10 @@ pub struct Output {
     pub truncated: bool,
     /// Which engine answered: "index" (the live index's file list) or "scan" (a walk).
     pub engine: String,
+    /// What the agent should know about how the answer was made (an ignore file too
+    /// large to use, so files it would hide may be listed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 pub struct Glob;
@@ -127,6 +131,10 @@ unless include_hidden.",
             )
             .with_hint("drop the leading '/', and set path to the directory to search"));
         }
+        // Judged before it is compiled: a 4 MB brace list costs hundreds of MB to build.
+        search::cost::check_glob(pattern)?;
+        let _admitted =
+            search::cost::admit(search::cost::weight(0, pattern.len(), 1), ctx.control())?;
         // `**/X` with no other `/` is X at any depth: match names, which is cheaper.
         let pattern = match pattern.strip_prefix("**/") {
             Some(rest) if !rest.contains('/') && !rest.is_empty() => rest,
@@ -241,14 +249,16 @@ unless include_hidden.",
             files,
             count,
             engine: engine.to_string(),
+            warnings: ctx.control().warnings.list(),
         })
     }
 
     fn render(&self, o: &Output) -> String {
+        let mut s = crate::tools::render_warnings(&o.warnings);
         if o.count == 0 {
-            return "No files found.".into();
+            s.push_str("No files found.");
+            return s;
         }
-        let mut s = String::new();
         for f in &o.files {
             s.push_str(&shown(f));
             s.push('\n');

@@ -133,6 +133,10 @@ pub struct Output {
     /// Which engine answered: "index" (the live index chose which files to read) or
     /// "scan" (every file was read). The answer is the same either way.
     pub engine: String,
+    /// What the agent should know about how the answer was made: files not searched
+    /// and why (a line too long to hold), ignore files too large to use.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     #[serde(skip)]
     pub mode: OutputMode,
     #[serde(skip)]
@@ -309,6 +313,7 @@ max_results.",
             truncated,
             left_out,
             engine: found.engine.to_string(),
+            warnings: ctx.control().warnings.list(),
             mode: p.output_mode,
             context: q.before + q.after > 0,
             offset: p.offset,
@@ -323,9 +328,10 @@ max_results.",
 /// ripgrep's look: `path:line:text` for matches, `path-line-text` for context, `--`
 /// between groups that are not contiguous.
 pub fn render(o: &Output) -> String {
-    let mut s = String::new();
+    let mut s = crate::tools::render_warnings(&o.warnings);
     if o.files.is_empty() && o.file_count == 0 {
-        return "No matches found.".into();
+        s.push_str("No matches found.");
+        return s;
     }
     match o.mode {
         OutputMode::FilesWithMatches => {

@@ -128,3 +128,12 @@ pub fn search_bases(ctx: &Ctx, path: Option<&str>) -> ToolResult<Vec<Base>> {
         is_file: meta.is_file(),
     }])
 }
+
+/// A search result's warnings as text, one `[warning: …]` line each, put first so an
+/// agent reads them before the answer they qualify.
+pub fn render_warnings(warnings: &[String]) -> String {
+    warnings
+        .iter()
+        .map(|w| format!("[warning: {w}]\n"))
+        .collect()
+}

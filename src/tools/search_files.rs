@@ -62,6 +62,9 @@ pub struct Output {
     /// Matching files in all.
     pub file_count: u64,
     pub truncated: bool,
+    /// Files not searched and why, ignore files not used (see grep).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 pub struct SearchFiles;
@@ -143,6 +146,7 @@ showing context around matches.",
             truncated: (files.len() as u64) < found.file_count,
             files,
             file_count: found.file_count,
+            warnings: ctx.control().warnings.list(),
         })
     }
 
@@ -168,6 +172,11 @@ showing context around matches.",
                 o.files.len(),
                 o.file_count
             ));
+        }
+        // After seed 001's format, only when there is something to say.
+        if !o.warnings.is_empty() {
+            s.push('\n');
+            s.push_str(&crate::tools::render_warnings(&o.warnings));
         }
         s
     }

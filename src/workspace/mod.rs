@@ -22,7 +22,7 @@ mod walk;
 pub mod write;
 
 pub(crate) use open::{denied_error, raced_or_io};
-pub use walk::{read_small_at, strip};
+pub use walk::{read_capped_at, read_small_at, strip};
 
 use crate::config::Config;
 use crate::error::SetupError;

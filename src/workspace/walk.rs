@@ -136,6 +136,12 @@ impl Confirmer<'_> {
 /// it is missing, not a regular file, larger than `max` bytes, or unreadable: for ignore
 /// files, which are advisory, so what cannot be read safely is not read.
 pub fn read_small_at(dir: BorrowedFd<'_>, rel: &Path, max: u64) -> Option<Vec<u8>> {
+    read_capped_at(dir, rel, max)?.ok()
+}
+
+/// [`read_small_at`], telling a file over `max` bytes (`Some(Err(its size))`: not read)
+/// from one that is missing or unreadable (`None`), so a caller can say which.
+pub fn read_capped_at(dir: BorrowedFd<'_>, rel: &Path, max: u64) -> Option<Result<Vec<u8>, u64>> {
     let dirs = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
     let names: Vec<_> = rel.components().collect();
     let (last, parents) = names.split_last()?;
@@ -160,15 +166,22 @@ pub fn read_small_at(dir: BorrowedFd<'_>, rel: &Path, max: u64) -> Option<Vec<u8
     )
     .ok()?;
     let st = rustix::fs::fstat(&fd).ok()?;
-    if !rustix::fs::FileType::from_raw_mode(st.st_mode).is_file() || st.st_size as u64 > max {
+    if !rustix::fs::FileType::from_raw_mode(st.st_mode).is_file() {
         return None;
     }
+    if st.st_size as u64 > max {
+        return Some(Err(st.st_size as u64));
+    }
     let mut buf = Vec::with_capacity(st.st_size as usize);
+    // One byte more than allowed tells a file that grew since the stat.
     std::fs::File::from(fd)
-        .take(max)
+        .take(max.saturating_add(1))
         .read_to_end(&mut buf)
         .ok()?;
-    Some(buf)
+    if buf.len() as u64 > max {
+        return Some(Err(buf.len() as u64));
+    }
+    Some(Ok(buf))
 }
 
 /// `path` without the leading `prefix` directory. The walker builds every path by

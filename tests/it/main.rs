@@ -4,6 +4,7 @@
 mod adversarial;
 mod changes;
 mod cli;
+mod cost_r3;
 mod crash;
 mod faults;
 mod http_r3;

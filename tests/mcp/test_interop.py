@@ -1185,3 +1185,39 @@ def test_http_slow_connections_do_not_block_a_normal_request(ws, tmp_path):
         stop(proc)
     codes = [r.get("code") for r in audit_records(audit)]
     assert "CONNECTION_EVICTED" in codes, codes
+
+
+async def test_hostile_request_shapes_are_refused_and_structured_results_fit_the_budget(tmp_path):
+    """Issue #25 round 3: a 4 MB brace glob, a 4 MB literal and a nested repetition are
+    refused with their codes before any work, the session keeps serving, and a glob asked
+    for every match returns structured content within max_output_chars that still
+    validates against the tool's output schema."""
+    root = tmp_path / "many"
+    for d in range(30):
+        sub = root / f"d{d:02}"
+        sub.mkdir(parents=True)
+        for i in range(100):
+            (sub / (f"{'n' * 60}{i:03}.txt")).write_text("NEEDLE\n")
+    budget = 20_000
+    async with stdio(root, "--set", f"max_output_chars={budget}", "--set", "max_bytes_per_round=0") as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        braces = "*.{" + ",".join(f"e{i}" for i in range(300_000)) + "}"
+        for name, args, code in [
+            ("glob", {"pattern": braces}, "INVALID_GLOB"),
+            ("grep", {"pattern": "x" * (4 << 20), "fixed_strings": True}, "INVALID_ARGUMENT"),
+            ("grep", {"pattern": "(a{1000}){1000}"}, "INVALID_REGEX"),
+            ("grep", {"pattern": "NEEDLE", "glob": braces}, "INVALID_GLOB"),
+        ]:
+            r = await c.call_tool(name, args)
+            assert r.is_error and code in text(r), (name, text(r)[:300])
+        for name, args, total in [
+            ("glob", {"pattern": "*.txt", "max_results": 0}, "count"),
+            ("grep", {"pattern": "NEEDLE", "max_results": 0}, "file_count"),
+        ]:
+            r = await c.call_tool(name, args)
+            assert not r.is_error, text(r)[:300]
+            assert len(json.dumps(r.structured_content, separators=(",", ":"))) <= budget
+            assert r.structured_content[total] == 3000
+            assert r.structured_content["truncated"] is True
+            jsonschema.validate(r.structured_content, tools[name].output_schema)
+            assert len(text(r)) <= budget

@@ -1,0 +1,351 @@
+//! What a search may cost, decided before any work starts.
+//!
+//! A request's memory must follow its size limits, not its shape: a 4 MB glob of
+//! 300 000 brace alternatives, a 3 MB literal or a nested repetition `(a{1000}){1000}`
+//! each cost hundreds of megabytes to compile, and eight at once gigabytes. So:
+//! - **shape caps** ([`check_pattern`], [`check_globs`]): pattern length, alternation
+//!   branches, glob length, count and brace alternatives, each refused with its own
+//!   error code and a hint before anything is parsed or compiled;
+//! - **compile caps** ([`REGEX_SIZE_LIMIT`], [`DFA_SIZE_LIMIT`]): what the regex engine may
+//!   build (ripgrep's defaults are 100 MB and 1 GB per thread);
+//! - **admission** ([`admit`]): every search takes a weight, its estimated working
+//!   memory, from one process-wide budget, and waits (until its deadline) while the
+//!   searches running hold it;
+//! - **big lines** ([`LinePool`]): a file whose search may hold a long line (or, with
+//!   `multiline`, the file) in memory takes that much from a process-wide pool first,
+//!   so concurrent searches of huge lines queue instead of adding up.
+
+use crate::control::Control;
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// The longest pattern (regex or literal) a search takes. A search for a whole
+/// function's text fits; a multi-megabyte pattern is a request for memory, not a search.
+pub const MAX_PATTERN_BYTES: usize = 64 * 1024;
+
+/// The most alternation branches (`a|b|c`) in one regex.
+pub const MAX_ALTERNATIVES: usize = 4096;
+
+/// The longest single glob (a path is at most 4096 bytes).
+pub const MAX_GLOB_BYTES: usize = 4096;
+
+/// The most globs one request gives (include and exclude lists together).
+pub const MAX_GLOBS: usize = 256;
+
+/// All the globs of one request, in bytes.
+pub const MAX_GLOBS_TOTAL_BYTES: usize = 64 * 1024;
+
+/// The most `{a,b}` alternatives in one glob (globset compiles each into the glob's
+/// regex).
+pub const MAX_BRACE_ALTERNATIVES: usize = 1024;
+
+/// The compiled regex's size limit (grep-regex's `size_limit`): a nested repetition
+/// such as `(a{1000}){1000}` is refused when compiling it would pass this.
+pub const REGEX_SIZE_LIMIT: usize = 16 << 20;
+
+/// The lazy DFA's cache per search thread (grep-regex's `dfa_size_limit`; the regex
+/// crate's own default is 2 MiB); past it the cache is cleared and refilled, or a slower
+/// engine takes over: slower, never larger.
+pub const DFA_SIZE_LIMIT: usize = 4 << 20;
+
+/// The memory all searches running at once may be admitted with, by their estimates.
+pub const SEARCH_BUDGET: u64 = 512 << 20;
+
+/// Lines (or, multiline, whole files) over this many bytes may be held in memory only
+/// with a share of the [`LinePool`]; smaller ones cost a thread's 64 KiB buffer or so.
+pub const BIG_LINE_FROM: u64 = 1 << 20;
+
+/// The memory all searches at once may hold for long lines.
+pub const LINE_POOL: u64 = 256 << 20;
+
+fn too_big(code: ErrorCode, what: String, hint: &str) -> ToolError {
+    ToolError::new(code, what).with_hint(hint.to_string())
+}
+
+/// Refuses a pattern whose size or shape would cost more than a search may: over
+/// [`MAX_PATTERN_BYTES`] (`INVALID_ARGUMENT`), or a regex with more than
+/// [`MAX_ALTERNATIVES`] branches (`INVALID_REGEX`). Checked before it is parsed.
+pub fn check_pattern(pattern: &str, fixed_strings: bool) -> ToolResult<()> {
+    if pattern.len() > MAX_PATTERN_BYTES {
+        return Err(too_big(
+            ErrorCode::InvalidArgument,
+            format!(
+                "the pattern is {} bytes; patterns are at most {MAX_PATTERN_BYTES} bytes",
+                pattern.len()
+            ),
+            "search for a distinctive part of the text (one line of it), then read the file around the match",
+        ));
+    }
+    if fixed_strings {
+        return Ok(());
+    }
+    // The parse is cheap next to compiling (and bounded by the length above); a
+    // pattern that does not parse is reported by the matcher with its position.
+    let Ok(ast) = regex_syntax::ast::parse::Parser::new().parse(pattern) else {
+        return Ok(());
+    };
+    let branches = alternatives(&ast);
+    if branches > MAX_ALTERNATIVES {
+        return Err(too_big(
+            ErrorCode::InvalidRegex,
+            format!(
+                "the regex has {branches} alternatives (a|b|…); at most {MAX_ALTERNATIVES} are allowed"
+            ),
+            "search for what the alternatives have in common, or split the search into several smaller ones",
+        ));
+    }
+    Ok(())
+}
+
+/// Alternation branches in a regex, nested ones included.
+fn alternatives(ast: &regex_syntax::ast::Ast) -> usize {
+    use regex_syntax::ast::Ast;
+    // Iterative: the parser's nesting limit bounds depth, but a loop needs no reasoning.
+    let mut stack = vec![ast];
+    let mut n = 0usize;
+    while let Some(a) = stack.pop() {
+        match a {
+            Ast::Alternation(alt) => {
+                n += alt.asts.len();
+                stack.extend(alt.asts.iter());
+            }
+            Ast::Concat(c) => stack.extend(c.asts.iter()),
+            Ast::Group(g) => stack.push(&g.ast),
+            Ast::Repetition(r) => stack.push(&r.ast),
+            _ => {}
+        }
+    }
+    n
+}
+
+/// Refuses globs whose number, length or brace alternatives pass the caps above
+/// (`INVALID_GLOB`). Checked before any is compiled.
+pub fn check_globs<S: AsRef<str>>(globs: &[S]) -> ToolResult<()> {
+    if globs.len() > MAX_GLOBS {
+        return Err(too_big(
+            ErrorCode::InvalidGlob,
+            format!(
+                "{} globs given; at most {MAX_GLOBS} are allowed",
+                globs.len()
+            ),
+            "use fewer, broader globs (src/**, *.{rs,toml}) or a narrower path",
+        ));
+    }
+    let total: usize = globs.iter().map(|g| g.as_ref().len()).sum();
+    if total > MAX_GLOBS_TOTAL_BYTES {
+        return Err(too_big(
+            ErrorCode::InvalidGlob,
+            format!("the globs take {total} bytes; at most {MAX_GLOBS_TOTAL_BYTES} are allowed"),
+            "use fewer, broader globs (src/**, *.{rs,toml}) or a narrower path",
+        ));
+    }
+    for g in globs {
+        check_glob(g.as_ref())?;
+    }
+    Ok(())
+}
+
+/// One glob's caps: [`MAX_GLOB_BYTES`] and [`MAX_BRACE_ALTERNATIVES`].
+pub fn check_glob(g: &str) -> ToolResult<()> {
+    if g.len() > MAX_GLOB_BYTES {
+        return Err(too_big(
+            ErrorCode::InvalidGlob,
+            format!(
+                "a glob of {} bytes; globs are at most {MAX_GLOB_BYTES} bytes",
+                g.len()
+            ),
+            "use a shorter glob: wildcards (*, **, ?) rather than spelled-out names",
+        ));
+    }
+    // Commas inside braces, and the braces themselves: escaped ones counted too, which
+    // only errs towards refusing a glob that is absurd anyway.
+    let (mut depth, mut alts) = (0usize, 0usize);
+    for b in g.bytes() {
+        match b {
+            b'{' => {
+                depth += 1;
+                alts += 1;
+            }
+            b'}' => depth = depth.saturating_sub(1),
+            b',' if depth > 0 => alts += 1,
+            _ => {}
+        }
+    }
+    if alts > MAX_BRACE_ALTERNATIVES {
+        return Err(too_big(
+            ErrorCode::InvalidGlob,
+            format!(
+                "a glob with {alts} {{a,b}} alternatives; at most {MAX_BRACE_ALTERNATIVES} are allowed"
+            ),
+            "use a wildcard for what the alternatives share (*.{ts,tsx} rather than every name), or several calls",
+        ));
+    }
+    Ok(())
+}
+
+/// A weighted semaphore over a fixed amount of memory: [`Budget::take`] waits until
+/// the weight fits, the returned [`Permit`] gives it back when dropped.
+pub struct Budget {
+    total: u64,
+    used: Mutex<u64>,
+    freed: Condvar,
+}
+
+impl Budget {
+    pub const fn new(total: u64) -> Budget {
+        Budget {
+            total,
+            used: Mutex::new(0),
+            freed: Condvar::new(),
+        }
+    }
+
+    /// Takes `weight` (at most the whole budget: one request may always run alone),
+    /// waiting while it does not fit. Fails with `CANCELLED` or `TIMEOUT` when the call
+    /// is stopped while it waits.
+    pub fn take(&self, weight: u64, control: &Control) -> ToolResult<Permit<'_>> {
+        let weight = weight.min(self.total);
+        let mut used = crate::error::lock(&self.used);
+        while *used + weight > self.total {
+            control.check()?;
+            // Woken by a release; a short timeout also notices a cancel or deadline.
+            let wait = control
+                .deadline
+                .map_or(Duration::from_millis(50), |d| {
+                    d.saturating_duration_since(Instant::now())
+                        .min(Duration::from_millis(50))
+                })
+                .max(Duration::from_millis(1));
+            used = self
+                .freed
+                .wait_timeout(used, wait)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        *used += weight;
+        Ok(Permit {
+            budget: self,
+            weight,
+        })
+    }
+
+    /// What is held now (tests).
+    pub fn used(&self) -> u64 {
+        *crate::error::lock(&self.used)
+    }
+}
+
+/// A share of a [`Budget`], given back on drop.
+pub struct Permit<'b> {
+    budget: &'b Budget,
+    weight: u64,
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        let mut used = crate::error::lock(&self.budget.used);
+        *used = used.saturating_sub(self.weight);
+        drop(used);
+        self.budget.freed.notify_all();
+    }
+}
+
+/// The budget searches are admitted against.
+pub static SEARCHES: Budget = Budget::new(SEARCH_BUDGET);
+
+/// The pool long lines are held from.
+pub static LINES: Budget = Budget::new(LINE_POOL);
+
+/// What a search with this shape is estimated to hold: its pattern and globs compiled
+/// (tens of bytes per byte given), half the regex size limit, and each thread's lazy
+/// DFA cache and buffer. On two cores a plain grep weighs ~20 MiB (25 at once before
+/// one waits), on twelve ~60 MiB.
+pub fn weight(pattern_bytes: usize, glob_bytes: usize, threads: usize) -> u64 {
+    let per_thread = DFA_SIZE_LIMIT as u64 + (256 << 10);
+    (2 << 20)
+        + 64 * (pattern_bytes as u64 + glob_bytes as u64)
+        + REGEX_SIZE_LIMIT as u64 / 2
+        + threads as u64 * per_thread
+}
+
+/// Admits a search of this weight against [`SEARCHES`], waiting for room until the
+/// call's deadline.
+pub fn admit(weight: u64, control: &Control) -> ToolResult<Permit<'static>> {
+    SEARCHES.take(weight, control)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::CancelToken;
+
+    fn control(ms: u64) -> Control {
+        Control::new(CancelToken::new(), None, Duration::from_millis(ms))
+    }
+
+    #[test]
+    fn a_budget_waits_for_room_and_times_out_at_the_deadline() {
+        let b = Budget::new(100);
+        let first = b.take(80, &control(0)).unwrap();
+        assert_eq!(b.used(), 80);
+        // Does not fit beside the first: waits, then TIMEOUT at the deadline.
+        let started = Instant::now();
+        let e = b.take(30, &control(100)).err().unwrap();
+        assert_eq!(e.code, ErrorCode::Timeout);
+        assert!(started.elapsed() >= Duration::from_millis(90));
+        // A release lets a waiter in.
+        std::thread::scope(|s| {
+            let w = s.spawn(|| b.take(30, &control(5_000)).map(|p| p.weight));
+            std::thread::sleep(Duration::from_millis(50));
+            drop(first);
+            assert_eq!(w.join().unwrap().unwrap(), 30);
+        });
+        assert_eq!(b.used(), 0);
+        // More than the whole budget: capped to it, so one request may always run.
+        let all = b.take(1_000, &control(0)).unwrap();
+        assert_eq!(b.used(), 100);
+        drop(all);
+        // A cancelled waiter stops waiting.
+        let _held = b.take(100, &control(0)).unwrap();
+        let c = control(0);
+        c.cancel.cancel();
+        assert_eq!(b.take(1, &c).err().unwrap().code, ErrorCode::Cancelled);
+    }
+
+    #[test]
+    fn caps_refuse_each_shape_and_pass_ordinary_ones() {
+        assert!(check_pattern(&"a".repeat(MAX_PATTERN_BYTES), true).is_ok());
+        assert_eq!(
+            check_pattern(&"a".repeat(MAX_PATTERN_BYTES + 1), true)
+                .unwrap_err()
+                .code,
+            ErrorCode::InvalidArgument
+        );
+        let alts = vec!["ab"; MAX_ALTERNATIVES + 1].join("|");
+        assert_eq!(
+            check_pattern(&alts, false).unwrap_err().code,
+            ErrorCode::InvalidRegex
+        );
+        // literal text with many `|` is not a regex
+        assert!(check_pattern(&alts, true).is_ok());
+        // nested alternations count too
+        let nested = format!(
+            "({})x({})",
+            vec!["a"; 3000].join("|"),
+            vec!["b"; 3000].join("|")
+        );
+        assert!(check_pattern(&nested, false).is_err());
+        assert!(check_pattern("fn (main|test)\\(", false).is_ok());
+        assert!(check_globs(&["*.{ts,tsx}", "src/**", "!*.min.js"]).is_ok());
+        let braces = format!("*.{{{}}}", vec!["x"; MAX_BRACE_ALTERNATIVES + 1].join(","));
+        assert_eq!(
+            check_glob(&braces).unwrap_err().code,
+            ErrorCode::InvalidGlob
+        );
+        assert!(check_glob(&"a".repeat(MAX_GLOB_BYTES + 1)).is_err());
+        assert!(check_globs(&vec!["*.rs"; MAX_GLOBS + 1]).is_err());
+        let long = vec!["a".repeat(1000); 100];
+        assert!(check_globs(&long).is_err());
+    }
+}
