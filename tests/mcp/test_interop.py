@@ -1187,6 +1187,7 @@ def test_http_slow_connections_do_not_block_a_normal_request(ws, tmp_path):
     assert "CONNECTION_EVICTED" in codes, codes
 
 
+@pytest.mark.anyio
 async def test_hostile_request_shapes_are_refused_and_structured_results_fit_the_budget(tmp_path):
     """Issue #25 round 3: a 4 MB brace glob, a 4 MB literal and a nested repetition are
     refused with their codes before any work, the session keeps serving, and a glob asked
