@@ -7,6 +7,7 @@ mod cli;
 mod crash;
 mod faults;
 mod index;
+mod index_r3;
 mod layers;
 mod mcp_inprocess;
 mod safety;
