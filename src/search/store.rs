@@ -730,6 +730,60 @@ mod tests {
         }
     }
 
+    /// The fuzz target's oracle (fuzz/fuzz_targets/index_load.rs), run from a fixed
+    /// seed in every test run: random mutations, checksums fixed up or not.
+    #[test]
+    fn mutated_files_load_only_when_every_checksum_holds_and_never_panic() {
+        let (bytes, fp) = sample();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut loaded = 0;
+        for round in 0..3000 {
+            let mut b = bytes.clone();
+            for _ in 0..1 + next() % 4 {
+                if b.is_empty() {
+                    break;
+                }
+                let at = (next() as usize) % b.len();
+                match next() % 4 {
+                    0 => b[at] = next() as u8,
+                    1 if at + 4 <= b.len() => {
+                        let v = [0u32, 1, u32::MAX, u32::MAX / 2][(next() % 4) as usize];
+                        b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                    }
+                    2 => b.truncate(at),
+                    _ => b.extend_from_slice(&[next() as u8; 3]),
+                }
+            }
+            let sealed = round % 2 == 1;
+            if sealed {
+                reseal(&mut b);
+            }
+            let Ok(m) = Mapped::from_bytes(b.clone(), &fp) else {
+                continue;
+            };
+            loaded += 1;
+            if !sealed {
+                let mut again = b.clone();
+                reseal(&mut again);
+                assert_eq!(again, b, "round {round}: loaded with a checksum that fails");
+            }
+            exercise(&m);
+            if let Some(index) =
+                super::super::index::Index::from_stored(m, super::super::index::Bounds::default())
+            {
+                let q = super::super::plan::plan("a.rs", false, true, false);
+                let _ = index.candidates(&q);
+            }
+        }
+        assert!(loaded > 0, "some resealed mutations load");
+    }
+
     #[test]
     fn counts_of_0xffffffff_are_refused_before_anything_is_sized() {
         let (bytes, fp) = sample();
