@@ -69,6 +69,30 @@ fn sum(b: &[u8]) -> [u8; SUM] {
     xxhash_rust::xxh3::xxh3_128(b).to_le_bytes()
 }
 
+/// The checksum of `map[from..to]`. Hashing a mapped file touches every page of it:
+/// each 8 MiB hashed is let go from this process's resident set at once (the pages stay
+/// in the page cache; a lookup faults its page back in), so neither a load's peak nor a
+/// server's RSS grows by the file's size — it holds only what its searches touch, as
+/// before checksums.
+fn section_sum(map: &Bytes, from: usize, to: usize) -> [u8; SUM] {
+    const CHUNK: usize = 8 << 20;
+    let Bytes::Map(m) = map else {
+        return sum(&map[from..to]);
+    };
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut at = from;
+    while at < to {
+        let end = to.min(at + CHUNK);
+        h.update(&m[at..end]);
+        // SAFETY: a shared, read-only mapping of a file no one writes in place (see
+        // `Mapped::open`): dropping its pages loses nothing, they read back the same.
+        let _ =
+            unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, at, end - at) };
+        at = end;
+    }
+    h.digest128().to_le_bytes()
+}
+
 /// What the rules an index was built under hash to.
 pub type Fingerprint = [u8; 16];
 
@@ -227,7 +251,7 @@ impl Mapped {
         ];
         for (i, (from, to)) in spans.into_iter().enumerate() {
             let want = &map[FIELDS + i * SUM..FIELDS + (i + 1) * SUM];
-            if sum(&map[from..to])[..] != *want {
+            if section_sum(&map, from, to)[..] != *want {
                 return Err(Unusable::Damaged(format!(
                     "checksum mismatch in {}",
                     SECTIONS[i]
@@ -235,12 +259,6 @@ impl Mapped {
             }
         }
         if let Bytes::Map(m) = &map {
-            // Hashing touched every page: let them go from this process's resident set
-            // (they stay in the page cache; a lookup faults its page back in), so a
-            // server's RSS holds only what its searches use, as before checksums.
-            // SAFETY: a shared, read-only mapping of a file no one writes in place
-            // (above): dropping its pages loses nothing, they read back the same.
-            let _ = unsafe { m.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
             // Random lookups into the table and posts: no read-ahead.
             let _ = m.advise(memmap2::Advice::Random);
         }
