@@ -202,6 +202,10 @@ struct IndexShown {
     /// Seconds since it was written.
     #[serde(skip_serializing_if = "Option::is_none")]
     age_secs: Option<u64>,
+    /// Why the index file before this one was discarded (a checksum mismatch, bounds),
+    /// when a damaged file was thrown away and rebuilt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    discarded: Option<String>,
     /// Bytes of the content indexed (the sizes of the files stored).
     #[serde(skip_serializing_if = "Option::is_none")]
     indexed_bytes: Option<u64>,
@@ -228,6 +232,7 @@ pub fn index(
         trigrams: 0,
         disk_bytes: 0,
         age_secs: None,
+        discarded: None,
         took_secs: None,
         indexed_bytes: None,
     };
@@ -254,9 +259,13 @@ pub fn index(
         Some(Err(Unusable::Missing)) => {
             shown.reason = Some("no index yet: run `ferret index`".into())
         }
+        Some(Err(Unusable::Damaged(why))) => {
+            shown.reason = Some(format!("discarded: {why}: `ferret index` rebuilds it"))
+        }
         Some(Err(e)) => shown.reason = Some(format!("{e}: `ferret index` rebuilds it")),
         Some(Ok(m)) => {
             shown.usable = true;
+            shown.discarded = persist.as_ref().and_then(|p| p.discarded());
             shown.files = u64::from(m.files);
             shown.trigrams = m.len() as u64;
             shown.disk_bytes = m.bytes();
@@ -296,6 +305,9 @@ pub fn index(
                 }
                 if let Some(took) = shown.took_secs {
                     t.push_str(&format!("; refreshed in {took:.1} s"));
+                }
+                if let Some(why) = &shown.discarded {
+                    t.push_str(&format!("; discarded: {why}; rebuilt"));
                 }
                 t + "."
             }

@@ -40,7 +40,13 @@ pub struct Stamp {
     size: u64,
     mtime: (i64, i64),
     ctime: (i64, i64),
+    /// Its link count: past 1, a write can reach the content through a name the watcher
+    /// does not watch (a hard link outside the root, or in another directory).
+    nlink: u64,
 }
+
+/// Words in a stamp as the index file stores it.
+pub const STAMP_WORDS: usize = 8;
 
 impl Stamp {
     pub fn of(file: &std::fs::File) -> Option<Stamp> {
@@ -51,15 +57,22 @@ impl Stamp {
             size: st.st_size as u64,
             mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
             ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
+            nlink: st.st_nlink as u64,
         })
+    }
+
+    /// More than one name reaches the content: a write through another one may come
+    /// with no watch event, so the content is proven only by `fstat` at query time.
+    pub fn linked(&self) -> bool {
+        self.nlink != 1
     }
 
     pub fn size(&self) -> u64 {
         self.size
     }
 
-    /// The stamp as seven words (for the index file).
-    pub fn words(&self) -> [u64; 7] {
+    /// The stamp as words (for the index file).
+    pub fn words(&self) -> [u64; STAMP_WORDS] {
         [
             self.dev,
             self.ino,
@@ -68,16 +81,18 @@ impl Stamp {
             self.mtime.1 as u64,
             self.ctime.0 as u64,
             self.ctime.1 as u64,
+            self.nlink,
         ]
     }
 
-    pub fn from_words(w: [u64; 7]) -> Stamp {
+    pub fn from_words(w: [u64; STAMP_WORDS]) -> Stamp {
         Stamp {
             dev: w[0],
             ino: w[1],
             size: w[2],
             mtime: (w[3] as i64, w[4] as i64),
             ctime: (w[5] as i64, w[6] as i64),
+            nlink: w[7],
         }
     }
 
@@ -432,8 +447,16 @@ pub enum Candidates {
 }
 
 impl Candidates {
-    /// Whether a listed file's content, unchanged since it was indexed, may match.
+    /// Whether a listed file may match, decided from its list entry alone (no `fstat`):
+    /// true for a file with more than one link, whose content can change with no watch
+    /// event (a write through a hard link outside the root) — it is opened and its
+    /// stamp compared ([`rules_out`]).
     pub fn may_match(&self, l: &Listed) -> bool {
+        l.stamp.is_none_or(|s| s.linked()) || self.admits(l)
+    }
+
+    /// Whether a listed file's content, unchanged since it was indexed, may match.
+    fn admits(&self, l: &Listed) -> bool {
         match (self, l.id, l.stamp) {
             (Candidates::Some(set), Some(id), Some(_)) => set.contains(id),
             _ => true,
@@ -1160,13 +1183,20 @@ pub fn rules_out(files: &Files, c: &Candidates, found: &Found, file: &std::fs::F
     // Nothing to rule out, or decided from the list entry before the file was opened:
     // no lookup (a search over every file, `\w+`, made 78 000 binary searches of the
     // list for nothing).
-    if matches!(c, Candidates::All) || found.listed.is_some() {
+    // A listed file with more than one link was let through unopened-undecided
+    // ([`Candidates::may_match`]): its stamp, from this open, decides.
+    if matches!(c, Candidates::All) {
         return false;
     }
-    let Some(l) = files.find(found.root, found.rel) else {
-        return false;
+    let l = match found.listed {
+        Some(l) if l.stamp.is_some_and(|s| s.linked()) => l,
+        Some(_) => return false,
+        None => match files.find(found.root, found.rel) {
+            Some(l) => l,
+            None => return false,
+        },
     };
-    !c.may_match(l) && Stamp::of(file) == l.stamp
+    !c.admits(l) && Stamp::of(file) == l.stamp
 }
 
 #[cfg(test)]

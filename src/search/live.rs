@@ -127,21 +127,53 @@ pub struct Persist {
 
 impl Persist {
     /// The stored index, if there is one made under the same rules and it reads whole.
+    /// A damaged one (a checksum mismatch, bounds, a list that does not decode) is
+    /// discarded: the caller builds anew, and a note beside it says why, for
+    /// `ferret index status` ([`Persist::discarded`]).
     fn load(&self, bounds: Bounds) -> Option<Index> {
         match Mapped::open(&self.path, &self.fingerprint) {
             Ok(m) => {
                 let index = Index::from_stored(m, bounds);
                 if index.is_none() {
-                    tracing::debug!("index: the one on disk is damaged; building anew");
+                    self.discard("the paths list does not decode");
+                } else {
+                    // A damaged file is removed when discarded: one that loads whole
+                    // now is the rebuilt one, and it has been reported.
+                    let _ = std::fs::remove_file(self.note());
                 }
                 index
             }
             Err(Unusable::Missing) => None,
+            Err(Unusable::Damaged(why)) => {
+                self.discard(&why);
+                None
+            }
             Err(e) => {
                 tracing::debug!("index: not using the one on disk ({e}); building anew");
                 None
             }
         }
+    }
+
+    fn note(&self) -> PathBuf {
+        let mut name = self.path.file_name().unwrap_or_default().to_os_string();
+        name.push(".discarded");
+        self.path.with_file_name(name)
+    }
+
+    /// Drops a damaged index file and leaves a note saying why.
+    fn discard(&self, why: &str) {
+        tracing::warn!("index: the file on disk is damaged ({why}); discarded, building anew");
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::write(self.note(), why.as_bytes());
+    }
+
+    /// Why the last index file was discarded, if one was (the note stays until the
+    /// rebuilt file is next loaded).
+    pub fn discarded(&self) -> Option<String> {
+        let b = std::fs::read(self.note()).ok()?;
+        let b = &b[..b.len().min(512)];
+        Some(String::from_utf8_lossy(b).into_owned())
     }
 }
 

@@ -9,6 +9,7 @@ mod crash;
 mod faults;
 mod http_r3;
 mod index;
+mod index_r3;
 mod layers;
 mod mcp_inprocess;
 mod names_r3;
