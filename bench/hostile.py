@@ -22,6 +22,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DIRS = int(os.environ.get("DIRS", "10000"))
 PARTS = os.environ.get("PARTS", "1,2").split(",")
 TIMEOUT = os.environ.get("TIMEOUT", "5s")
+# Figures for bench/report.py (written as JSON to $FIGURES when set).
+FIG = {"bursts": [], "ignore": []}
 
 
 class Server:
@@ -170,6 +172,13 @@ def burst(root, title, work):
     peak = s.close()
     print(f"  normal grep alone: {idle_ms:.0f} ms; during the hostile requests: {normal_ms:.0f} ms ({outcome(normal)})")
     print(f"  peak RSS (VmHWM): {peak} MiB (idle server: {base} MiB)")
+    FIG["bursts"].append({
+        "title": title, "peak_mib": peak, "idle_mib": base,
+        "normal_ms_alone": round(idle_ms, 1), "normal_ms_during": round(normal_ms, 1),
+        "normal_outcome": outcome(normal),
+        "answers": {name: outcome(s.answers.get(i + 1, (None, 0))[0])
+                    for i, (name, _, _) in enumerate(work)},
+    })
     return peak
 
 
@@ -184,6 +193,8 @@ def timed_grep(root, label):
         text = "".join(c.get("text", "") for c in m["result"].get("content", []))
     warned = "warning" in text
     print(f"  {label:44s} {(done - t):6.2f} s  {outcome(m):8s} warning shown: {warned}  peak RSS {peak} MiB")
+    FIG["ignore"].append({"label": label, "seconds": round(done - t, 2), "outcome": outcome(m),
+                          "warned": warned, "peak_mib": peak})
 
 
 def part2():
@@ -226,6 +237,9 @@ def main():
             part1(root)
     if "2" in PARTS:
         part2()
+    if os.environ.get("FIGURES"):
+        with open(os.environ["FIGURES"], "w") as f:
+            json.dump(FIG, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ def sh(cmd):
         return "?"
 
 
-def machine():
+def machine(peers=True):
     cpu = sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip()
     mem = sh("free -g | awk '/Mem:/ {print $2}'")
+    if not peers:
+        return f"{sh('nproc')} cores ({cpu}), {mem} GiB RAM, Linux {platform.release()}"
     return (f"{sh('nproc')} cores ({cpu}), {mem} GiB RAM, Linux {platform.release()}; "
             f"{sh('rg --version | head -1')}, {sh('fd --version')}, {sh('hyperfine --version')}, "
             f"ferret {sh('git rev-parse --short HEAD')}")
@@ -365,6 +367,68 @@ def load_section():
     return "\n".join(lines) + "\n"
 
 
+def safety_section(base_rev):
+    """Issue #25's resource targets: hostile request shapes, hostile ignore files and slow
+    HTTP clients, this build beside an earlier one (BASE) where that one ran."""
+    now = json.load(open(f"{OUT}/hostile.json"))
+    base = json.load(open(f"{OUT}/hostile-base.json")) if os.path.exists(f"{OUT}/hostile-base.json") else None
+    slow = json.load(open(f"{OUT}/slowclients.json"))
+    slow_base = (json.load(open(f"{OUT}/slowclients-base.json"))
+                 if os.path.exists(f"{OUT}/slowclients-base.json") else None)
+    lines = ["## Safety: hostile requests, hostile ignore files, slow clients", "",
+             f"Machine: {machine(peers=False)}; ferret {open(f'{OUT}/safety-rev').read().strip()} "
+             f"(the build measured). Base: {base_rev} (the build before issue #25's round 3).", "",
+             "Command: `bench/safety.sh [BASE_REV]` (bench/hostile.py: eight ~4 MB requests of different "
+             "shapes sent at once on one stdio session, then a normal grep; peak RSS is the server's VmHWM; "
+             "then greps over hostile ignore files; bench/slowclients.py: 3 000 slow connections on loopback "
+             "kept up while 20 normal `initialize` requests are timed).", "",
+             "| row | base | now | target |", "| --- | ---: | ---: | --- |"]
+    checks = []
+
+    def burst_row(i):
+        b = base["bursts"][i] if base and len(base["bursts"]) > i else None
+        n = now["bursts"][i]
+        lines.append(f"| {n['title']}: peak RSS (MiB) | {b['peak_mib'] if b else '—'} | {n['peak_mib']} | "
+                     f"< 1024 |")
+        lines.append(f"| {n['title']}: a normal grep beside them (ms) | "
+                     f"{b['normal_ms_during'] if b else '—'} ({b['normal_outcome'] if b else '—'}) | "
+                     f"{n['normal_ms_during']} ({n['normal_outcome']}) | answered |")
+        return n
+    n = burst_row(0)
+    checks.append(("eight concurrent hostile 4 MB requests keep peak RSS under 1 GB and a normal request answers",
+                   n["peak_mib"] < 1024 and n["normal_outcome"] == "ok"))
+    if len(now["bursts"]) > 1:
+        n = burst_row(1)
+        checks.append(("eight requests just under the caps keep peak RSS under 1 GB and a normal request answers",
+                       n["peak_mib"] < 1024 and n["normal_outcome"] == "ok"))
+    for i, n in enumerate(now["ignore"]):
+        b = base["ignore"][i] if base and len(base["ignore"]) > i else None
+        fmt = lambda r: f"{r['seconds']} s, {r['peak_mib']} MiB, {r['outcome']}" + (", warned" if r["warned"] else "")
+        lines.append(f"| {n['label']} | {fmt(b) if b else '—'} | {fmt(n)} | answered with a warning, < 1024 MiB, "
+                     "within the 5 s timeout |")
+        checks.append((f"{n['label']}: answered with a warning, under 1 GB, within the timeout",
+                       n["outcome"] == "ok" and n["warned"] and n["peak_mib"] < 1024 and n["seconds"] < 5))
+
+    def slow_cell(r):
+        if not r:
+            return "—"
+        return (f"{r['normal_answered']} of {r['normal_requests']} answered, max "
+                f"{r['normal_ms_max'] if r['normal_ms_max'] is not None else '—'} ms")
+    lines.append(f"| normal requests beside {slow['slow_connections_target']} slow connections | "
+                 f"{slow_cell(slow_base)} | {slow_cell(slow)} | all answered within 5 000 ms |")
+    checks.append((f"a normal request answered within 5 s beside {slow['slow_connections_target']} slow connections",
+                   slow["normal_requests"] > 0 and slow["normal_answered"] == slow["normal_requests"]
+                   and slow["normal_ms_max"] is not None and slow["normal_ms_max"] < 5000))
+    lines += ["", f"Slow connections: {slow['slow_connections_opened']} opened by the attacker "
+              f"({slow['slow_connections_target']} reached in {slow['seconds_to_open_target']} s), at least "
+              f"{slow['slow_held_by_client_min']} still open on its side when each normal request was sent "
+              "(the server closes the oldest idle ones at its cap; the attacker replaces them).", ""]
+    lines += [f"- {'met' if ok else 'MISSED'}: {name}" for name, ok in checks]
+    met = sum(ok for _, ok in checks)
+    lines += ["", f"Verdict (from the rows above): {met} of {len(checks)} targets met."]
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "search":
         merge("search", search_section(sys.argv[2]))
@@ -381,3 +445,5 @@ if __name__ == "__main__":
         merge("workbench", workbench_section(sys.argv[2], sys.argv[3]))
     elif sys.argv[1] == "load":
         merge("load", load_section())
+    elif sys.argv[1] == "safety":
+        merge("safety", safety_section(sys.argv[2]))
