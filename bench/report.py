@@ -199,7 +199,8 @@ def index_section(corpus, official_version):
     d, rs = r["disk"], r["restart"]
     share = 100 * d["index_bytes"] / d["content_bytes"]
     disk, restart, rw = share <= 35, rs["answer_s"] <= 2, rs["warm_anon_mb"] <= 200
-    verdicts += [b, m, w, fresh, disk, restart, rw]
+    parity = not r["parity"]["differ"]
+    verdicts += [b, m, w, fresh, disk, restart, rw, parity]
     lines += [f"| index build, server start to first indexed answer | {r['build_s']:.1f} s | ≤ 20 s: {ok(b)} |",
               f"| peak RSS during the build (VmHWM) | {r['build_peak_rss_mb']:.0f} MB | ≤ 600 MB: {ok(m)} |",
               f"| server RSS when warm (anonymous; total {r['warm_rss_mb']:.0f} MB) | {r['warm_anon_mb']:.0f} MB | "
