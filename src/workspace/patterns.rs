@@ -86,7 +86,7 @@ impl Prefilter {
 }
 
 /// `rel` with each non-ASCII character case-folded (simple folding: `c` upper-cased,
-/// then lower-cased: `ſ` and `S` give `s`, the Kelvin sign `k`), bytes that are not
+/// then lower-cased: `ſ` and `S` give `s`, the Kelvin sign `k`; `İ` gives `i`), bytes that are not
 /// UTF-8 kept as they are; `None` when that changes nothing (every ASCII name: the
 /// matcher already ignores ASCII case).
 fn fold(rel: &Path) -> Option<std::path::PathBuf> {
@@ -100,6 +100,12 @@ fn fold(rel: &Path) -> Option<std::path::PathBuf> {
         for c in chunk.valid().chars() {
             if c.is_ascii() {
                 out.push(c as u8);
+                continue;
+            }
+            if c == '\u{130}' {
+                // `İ` folds to `i` plus a dot above: taken as the `i` (`İd_rsa`).
+                changed = true;
+                out.push(b'i');
                 continue;
             }
             let mut buf = [0u8; 4];

@@ -1096,7 +1096,12 @@ fn deny_folds_unicode_case_for_every_default_pattern() {
     for v in &variants {
         write(&root, v, "FOLDSECRET\n");
     }
-    for extra in ["id_r\u{17F}a", "x.\u{212A}ey", "secret\u{17F}.json"] {
+    for extra in [
+        "id_r\u{17F}a",
+        "x.\u{212A}ey",
+        "\u{130}d_rsa",
+        "secret\u{17F}.json",
+    ] {
         write(&root, extra, "FOLDSECRET\n");
     }
     write(&root, "\u{17F}afe.txt", "fine\n");
@@ -1104,6 +1109,7 @@ fn deny_folds_unicode_case_for_every_default_pattern() {
     for v in variants.iter().map(String::as_str).chain([
         "id_r\u{17F}a",
         "x.\u{212A}ey",
+        "\u{130}d_rsa",
         "secret\u{17F}.json",
     ]) {
         for tool in ["read_file", "get_file_info"] {
@@ -1117,6 +1123,7 @@ fn deny_folds_unicode_case_for_every_default_pattern() {
     for v in variants.iter().map(String::as_str).chain([
         "id_r\u{17F}a",
         "x.\u{212A}ey",
+        "\u{130}d_rsa",
         "secret\u{17F}.json",
     ]) {
         assert!(!names.iter().any(|n| n == v), "listed {v:?}: {names:?}");
