@@ -516,7 +516,9 @@ pub fn unquote_path(input: &str) -> Option<Vec<u8>> {
 /// line of its own: a file named `x\n[FILE] /etc/passwd`), a character changing the
 /// text's direction or of zero width, a look-alike of `/`, `\` or `"` (U+2215, U+FF0F…),
 /// whitespace other than a space, a space at either end of a component, a component
-/// starting with `"`, or U+FFFD. Those are shown [`quote`]d: `"a\\b.txt"`. `path` is a
+/// starting with `"`, or U+FFFD; in short, any character but ASCII graphic, a space, or a
+/// non-ASCII letter or digit that is neither invisible nor shaped like `/`, `\` or `"`
+/// (see `odd`). Those are shown [`quote`]d: `"a\\b.txt"`. `path` is a
 /// name as [`Workspace::display`] gives it; one already quoted is shown as it is. Either
 /// form, passed back, names the same object.
 pub fn shown(path: &str) -> std::borrow::Cow<'_, str> {
