@@ -88,7 +88,9 @@ pattern use glob instead.",
         let base = ctx.resolve(&p.path)?;
         let shown = ws.display(&base);
         ctx.set_audit_path(shown.clone());
-        let dir = ws.open_dir(&base)?;
+        // Rules are judged on the real names: `dock -> sub/.docker` lists nothing that
+        // `sub/.docker` would not.
+        let (dir, real) = ws.open_dir_real(&base)?;
         let depth = match (p.recursive, p.max_depth) {
             (_, Some(d)) => d.max(1),
             (true, None) => ctx.config().max_path_depth.max(1) as u64,
@@ -97,6 +99,7 @@ pattern use glob instead.",
         let mut walk = Walk {
             ctx,
             base: &base,
+            real: &real,
             include_hidden: p.include_hidden,
             max_depth: depth,
             found: Vec::new(),
@@ -164,6 +167,8 @@ pattern use glob instead.",
 struct Walk<'a, 'c> {
     ctx: &'a Ctx<'c>,
     base: &'a WsPath,
+    /// `base` with every symlink resolved: the name the rules are judged on.
+    real: &'a WsPath,
     include_hidden: bool,
     max_depth: u64,
     found: Vec<(PathBuf, Entry)>,
@@ -201,10 +206,10 @@ impl Walk<'_, '_> {
             }
             let Ok(ft) = entry.file_type() else { continue };
             let rel_here = rel.join(&name);
-            let wp = self.base.join(&rel_here);
+            let wp = self.real.join(&rel_here);
             let kind = EntryType::of(&ft);
             let is_dir = kind == EntryType::Directory;
-            if ws.is_denied(&wp, is_dir) || ws.is_skipped(&wp, self.base, is_dir) {
+            if ws.is_denied(&wp, is_dir) || ws.is_skipped(&wp, self.real, is_dir) {
                 continue;
             }
             if kind == EntryType::Symlink {

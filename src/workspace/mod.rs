@@ -384,38 +384,35 @@ fn starts_quoted(s: &str) -> bool {
 }
 
 /// A character that is shown escaped in a quoted name: one that could pass for the
-/// text's structure or hide what the name is.
+/// text's structure or hide what the name is. The rule is by what is plain, not by a
+/// list of the odd: a name is shown as it is only if every character is ASCII graphic or
+/// a space, or a non-ASCII letter or digit ([`char::is_alphanumeric`]) that is neither
+/// invisible nor shaped like `/`, `\` or `"` ([`LOOKALIKE_LETTERS`]). Everything else
+/// (controls, format and direction characters, combining marks, symbols, punctuation,
+/// whitespace other than a space, U+FFFD, tags) is odd, so that the NFD `cafe\u{301}.txt`
+/// never reads like the NFC `café.txt`.
 fn odd(c: char) -> bool {
-    c.is_control()
-        || (c.is_whitespace() && c != ' ')
-        || matches!(
-            c,
-            // not UTF-8; direction marks and overrides; zero-width characters
-            '\u{FFFD}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{202A}'..='\u{202E}'
-                | '\u{2060}'..='\u{2069}'
-                | '\u{FEFF}'
-                // look-alikes of `/` and `\`
-                | '\u{2044}'
-                | '\u{2215}'
-                | '\u{2216}'
-                | '\u{2571}'
-                | '\u{2572}'
-                | '\u{29F5}'
-                | '\u{29F8}'
-                | '\u{29F9}'
-                | '\u{FE68}'
-                | '\u{FF0F}'
-                | '\u{FF3C}'
-                | '\u{1735}'
-                | '\u{2CC6}'
-                | '\u{3033}'
-                // look-alikes of `"`
-                | '\u{201C}'..='\u{201F}'
-                | '\u{FF02}'
-        )
+    if c.is_ascii() {
+        return !(c.is_ascii_graphic() || c == ' ');
+    }
+    !c.is_alphanumeric() || LOOKALIKE_LETTERS.contains(&c)
 }
+
+/// Letters (by [`char::is_alphanumeric`]) that are invisible, or drawn as a `/`, `\` or
+/// `"`: shown escaped all the same.
+const LOOKALIKE_LETTERS: &[char] = &[
+    // Hangul fillers: letters that draw nothing
+    '\u{115F}', '\u{1160}', '\u{3164}', '\u{FFA0}',
+    // Khmer inherent vowels (invisible)
+    '\u{17B4}', '\u{17B5}',
+    // `/`-shaped: katakana NO (and its half-width form), CJK strokes, Coptic esh,
+    // the upper half of the vertical kana repeat mark
+    '\u{30CE}', '\u{FF89}', '\u{4E3F}', '\u{2CC6}', '\u{3033}', '\u{3035}',
+    // `\`-shaped
+    '\u{4E40}', '\u{4E36}',
+    // `"`-shaped modifier letters (double prime, double apostrophe)
+    '\u{02BA}', '\u{02EE}',
+];
 
 /// Whether a name must be shown quoted in text: it could be taken for another name or
 /// for the text's own structure.
@@ -519,7 +516,9 @@ pub fn unquote_path(input: &str) -> Option<Vec<u8>> {
 /// line of its own: a file named `x\n[FILE] /etc/passwd`), a character changing the
 /// text's direction or of zero width, a look-alike of `/`, `\` or `"` (U+2215, U+FF0F…),
 /// whitespace other than a space, a space at either end of a component, a component
-/// starting with `"`, or U+FFFD. Those are shown [`quote`]d: `"a\\b.txt"`. `path` is a
+/// starting with `"`, or U+FFFD; in short, any character but ASCII graphic, a space, or a
+/// non-ASCII letter or digit that is neither invisible nor shaped like `/`, `\` or `"`
+/// (see `odd`). Those are shown [`quote`]d: `"a\\b.txt"`. `path` is a
 /// name as [`Workspace::display`] gives it; one already quoted is shown as it is. Either
 /// form, passed back, names the same object.
 pub fn shown(path: &str) -> std::borrow::Cow<'_, str> {

@@ -251,6 +251,13 @@ impl Workspace {
 
     /// Opens a directory for listing.
     pub fn open_dir(&self, p: &WsPath) -> ToolResult<Dir> {
+        Ok(self.open_dir_real(p)?.0)
+    }
+
+    /// [`Workspace::open_dir`], also giving the directory's real name (every symlink on
+    /// the way resolved, by the same walk that opened it): the rules for what is inside
+    /// are judged on that name, never on a spelling through a link.
+    pub fn open_dir_real(&self, p: &WsPath) -> ToolResult<(Dir, WsPath)> {
         let shown = self.display(p);
         let r = self.entry(p, true)?;
         let Some(meta) = &r.meta else {
@@ -267,10 +274,13 @@ impl Workspace {
             return Err(not_found(&shown));
         };
         match r.real.rel.file_name() {
-            None => Ok(dir),
-            Some(name) => dir
-                .open_dir_nofollow(name)
-                .map_err(|e| raced_or_io(&shown, &e)),
+            None => Ok((dir, r.real)),
+            Some(name) => {
+                let d = dir
+                    .open_dir_nofollow(name)
+                    .map_err(|e| raced_or_io(&shown, &e))?;
+                Ok((d, r.real))
+            }
         }
     }
 }

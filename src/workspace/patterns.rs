@@ -85,6 +85,51 @@ impl Prefilter {
     }
 }
 
+/// `rel` with each non-ASCII character case-folded (simple folding: `c` upper-cased,
+/// then lower-cased: `ſ` and `S` give `s`, the Kelvin sign `k`; `İ` gives `i`), bytes that are not
+/// UTF-8 kept as they are; `None` when that changes nothing (every ASCII name: the
+/// matcher already ignores ASCII case).
+fn fold(rel: &Path) -> Option<std::path::PathBuf> {
+    let bytes = rel.as_os_str().as_encoded_bytes();
+    if bytes.is_ascii() {
+        return None;
+    }
+    let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
+    let mut changed = false;
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_ascii() {
+                out.push(c as u8);
+                continue;
+            }
+            if c == '\u{130}' {
+                // `İ` folds to `i` plus a dot above: taken as the `i` (`İd_rsa`).
+                changed = true;
+                out.push(b'i');
+                continue;
+            }
+            let mut buf = [0u8; 4];
+            for f in c.to_uppercase().flat_map(char::to_lowercase) {
+                changed |= f != c;
+                out.extend_from_slice(f.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+        out.extend_from_slice(chunk.invalid());
+    }
+    if !changed {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStringExt;
+        Some(std::ffi::OsString::from_vec(out).into())
+    }
+    #[cfg(not(unix))]
+    {
+        Some(String::from_utf8_lossy(&out).into_owned().into())
+    }
+}
+
 impl PatternSet {
     /// Case-sensitive patterns (skip rules).
     pub fn new<'a>(patterns: impl IntoIterator<Item = &'a str>) -> Result<Self, ToolError> {
@@ -146,6 +191,21 @@ impl PatternSet {
         if rel.as_os_str().is_empty() || self.matcher.is_empty() {
             return false;
         }
+        if self.matches_below_as_is(rel, base, is_dir) {
+            return true;
+        }
+        // Caseless beyond ASCII: `id_rſa` and `x.Key` (a Kelvin sign) are `id_rsa` and
+        // `x.key` once folded, as APFS and NTFS fold them.
+        match (self.prefilter.caseless, fold(rel)) {
+            (true, Some(folded)) => {
+                let base = fold(base).unwrap_or_else(|| base.to_path_buf());
+                self.matches_below_as_is(&folded, &base, is_dir)
+            }
+            _ => false,
+        }
+    }
+
+    fn matches_below_as_is(&self, rel: &Path, base: &Path, is_dir: bool) -> bool {
         let mut ancestor = rel.parent();
         while let Some(a) = ancestor {
             if a.as_os_str().is_empty() || base.starts_with(a) {
@@ -161,9 +221,11 @@ impl PatternSet {
 
     /// Whether `rel` itself is matched, its directories not considered.
     pub fn matches_leaf(&self, rel: &Path, is_dir: bool) -> bool {
+        let leaf = |rel: &Path| {
+            self.prefilter.may_match(rel) && self.matcher.matched(rel, is_dir).is_ignore()
+        };
         !self.matcher.is_empty()
-            && self.prefilter.may_match(rel)
-            && self.matcher.matched(rel, is_dir).is_ignore()
+            && (leaf(rel) || (self.prefilter.caseless && fold(rel).is_some_and(|f| leaf(&f))))
     }
 
     /// For a name whose type is not known yet: matched as a file or as a directory.

@@ -854,3 +854,295 @@ fn an_index_stored_under_other_rules_does_not_bring_the_trash_back() {
         "{after}"
     );
 }
+
+// ---------------------------------------------------------------------------------
+// Round 3, attacker "one": listings through links, invisible names, Unicode case.
+// ---------------------------------------------------------------------------------
+
+/// The entry names a listing of `path` gives (JSON form).
+fn listed(f: &Ferret, path: &str) -> Vec<String> {
+    let (v, _) = ok(
+        f,
+        "list_directory",
+        json!({"path": path, "recursive": true, "include_hidden": true, "max_depth": 10}),
+    );
+    let mut names: Vec<String> = v["entries"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_listing_through_a_link_hides_what_the_real_path_hides() {
+    let (_t, root) = tempdir();
+    let secrets = [
+        "sub/.docker/config.json",
+        "up/.DOCKER/CONFIG.JSON",
+        "deep/a/.kube/config",
+        "conf/prod.yml",
+        "conf/nested/.env",
+    ];
+    for s in &secrets {
+        write(&root, s, "LINKSECRET\n");
+    }
+    write(&root, "sub/.docker/readme.txt", "fine\n");
+    write(&root, "up/.DOCKER/other.txt", "fine\n");
+    write(&root, "deep/a/.kube/notes.txt", "fine\n");
+    write(&root, "conf/dev.yml", "fine\n");
+    // each link spells its target's contents with a different path: the deny patterns
+    // that hold a `/` would not match the spelling through the link
+    for (link, target) in [
+        ("dock", "sub/.docker"),
+        ("DOCK2", "up/.DOCKER"),
+        ("kube", "deep/a/.kube"),
+        ("k2", "deep/a"),
+        ("c", "conf"),
+        ("self", "."),
+        ("sub/back", ".."),
+    ] {
+        symlink(target, root.join(link)).expect("link");
+    }
+    let mut c = Config::defaults(Mode::Cli);
+    c.roots = vec![root.clone()];
+    c.deny_extra = vec!["conf/prod.yml".into()];
+    let f = Ferret::new(c).expect("open");
+    for (via, real) in [
+        ("dock", "sub/.docker"),
+        ("DOCK2", "up/.DOCKER"),
+        ("kube", "deep/a/.kube"),
+        ("k2", "deep/a"),
+        ("c", "conf"),
+    ] {
+        assert_eq!(listed(&f, via), listed(&f, real), "{via} -> {real}");
+        let names = listed(&f, via);
+        assert!(!names.is_empty(), "{via}: the harmless files are listed");
+        for bad in ["config.json", "CONFIG.JSON", "config", "prod.yml", ".env"] {
+            assert!(
+                !names.iter().any(|n| n.rsplit('/').next() == Some(bad)),
+                "{via} lists {bad}: {names:?}"
+            );
+        }
+    }
+    for via in ["self", "sub/back", "self/sub/back/self"] {
+        let (v, text) = ok(
+            &f,
+            "list_directory",
+            json!({"path": via, "recursive": true, "include_hidden": true, "max_depth": 10}),
+        );
+        for s in &secrets {
+            let leaf = s.rsplit('/').next().unwrap_or(s);
+            assert!(
+                !v.to_string().contains(&format!("{leaf}\"")),
+                "{via} lists {s}: {v}"
+            );
+            assert!(
+                !text.contains(&format!("  {leaf}  (")),
+                "{via} shows {s}: {text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_listing_through_a_link_to_the_root_hides_state_and_trash() {
+    let (_t, root, secrets) = home_tree();
+    symlink(".", root.join("self")).expect("link");
+    symlink(".local", root.join("loc")).expect("link");
+    let env: Vec<(&str, std::path::PathBuf)> = vec![
+        ("HOME", root.clone()),
+        ("XDG_DATA_HOME", root.join("xdg-data")),
+        ("XDG_STATE_HOME", root.join("xdg-state")),
+    ];
+    let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (*k, v.as_path())).collect();
+    for (path, recursive) in [
+        ("self", true),
+        ("self/self", true),
+        ("loc", true),
+        ("self/.local/share", false),
+        ("loc/share", false),
+        ("self/xdg-data", false),
+        ("self/xdg-state", true),
+    ] {
+        let (code, v) = call_bin(
+            &root,
+            &env,
+            "list_directory",
+            json!({"path": path, "recursive": recursive, "include_hidden": true, "max_depth": 10}),
+        );
+        assert_eq!(code, 0, "{path}: {v}");
+        let listed = v["entries"].to_string();
+        for hidden in ["Trash", "ferret", "0123abcd", "custom-state"] {
+            assert!(!listed.contains(hidden), "{path} shows {hidden}: {listed}");
+        }
+        for s in &secrets {
+            let leaf = s.rsplit('/').next().unwrap_or(s);
+            assert!(!listed.contains(leaf), "{path} shows {s}: {listed}");
+        }
+    }
+}
+
+/// Characters that must make a name quoted, each escaped as `\u{..}` inside the quotes:
+/// invisible, direction, tag, combining, and `/`, `\`, `"` look-alikes.
+const ODD_CHARS: &[char] = &[
+    '\u{00AD}',
+    '\u{034F}',
+    '\u{061C}',
+    '\u{115F}',
+    '\u{1160}',
+    '\u{3164}',
+    '\u{FFA0}',
+    '\u{17B4}',
+    '\u{180E}',
+    '\u{206A}',
+    '\u{2800}',
+    '\u{FE0F}',
+    '\u{FFF9}',
+    '\u{1D173}',
+    '\u{E0001}',
+    '\u{E0041}', // tags
+    '\u{27CB}',
+    '\u{2F03}',
+    '\u{31D3}',
+    '\u{30CE}',
+    '\u{FF89}',
+    '\u{4E3F}',
+    '\u{2AFD}',
+    '\u{0337}',
+    '\u{0338}', // slash look-alikes
+    '\u{27CD}', // backslash look-alike
+    '\u{02BA}',
+    '\u{2033}',
+    '\u{2036}',
+    '\u{3003}',
+    '\u{05F4}', // quote look-alikes
+    '\u{200B}',
+    '\u{202E}',
+    '\u{2215}',
+    '\u{FF0F}',
+    '\u{00A0}',
+    '\u{FFFD}',
+    '\u{0301}',
+];
+
+#[test]
+fn invisible_and_lookalike_characters_are_quoted_and_read_back() {
+    let (_t, root) = tempdir();
+    let odd: Vec<String> = ODD_CHARS.iter().map(|c| format!("a{c}b.txt")).collect();
+    let plain = [
+        "plain.txt",
+        "na\u{EF}ve.txt", // NFC
+        "\u{65E5}\u{672C}\u{8A9E}.md",
+        "\u{444}\u{430}\u{439}\u{43B}.txt",
+        "\u{915}\u{93F}\u{924}\u{93E}\u{92C}.txt", // Devanagari with vowel signs
+        "caf\u{E9}.txt",                           // NFC
+    ];
+    let nfd = "cafe\u{301}.txt";
+    for n in odd.iter().map(String::as_str).chain(plain).chain([nfd]) {
+        write(&root, n, tag(n));
+    }
+    let f = open(&root, false, None);
+    let (_, text) = ok(&f, "glob", json!({"pattern": "*.*"}));
+    let (_, ls) = ok(&f, "list_directory", json!({"path": "."}));
+    for (c, n) in ODD_CHARS.iter().zip(&odd) {
+        let quoted = format!("\"a\\u{{{:x}}}b.txt\"", *c as u32);
+        assert!(
+            text.contains(&quoted),
+            "glob: {c:?} not as {quoted}: {text}"
+        );
+        assert!(ls.contains(&quoted), "ls: {c:?} not as {quoted}: {ls}");
+        assert!(!text.contains(n.as_str()), "glob shows {n:?} raw");
+        assert_eq!(content(&f, &quoted), tag(n), "{quoted} reads back");
+    }
+    for n in plain {
+        assert!(
+            text.lines().any(|l| l.trim() == n),
+            "glob: {n} should be plain: {text}"
+        );
+        assert_eq!(content(&f, n), tag(n));
+    }
+    // the NFC and NFD spellings of café no longer read the same
+    assert!(text.contains("\"cafe\\u{301}.txt\""), "{text}");
+    assert_eq!(content(&f, "\"cafe\\u{301}.txt\""), tag(nfd));
+    assert_eq!(content(&f, "caf\u{E9}.txt"), tag("caf\u{E9}.txt"));
+}
+
+/// Each default deny example with `s` spelled `ſ` (U+017F) or `k` spelled as the Kelvin
+/// sign (U+212A): the same file on a volume that folds case.
+fn folded_variants() -> Vec<String> {
+    let mut out = Vec::new();
+    for p in denied_examples(|s| s.to_string()) {
+        for (from, to) in [('s', '\u{17F}'), ('k', '\u{212A}'), ('K', '\u{212A}')] {
+            if let Some(i) = p.rfind(from) {
+                let mut v = p.clone();
+                v.replace_range(i..i + 1, &to.to_string());
+                out.push(v);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn deny_folds_unicode_case_for_every_default_pattern() {
+    let (_t, root) = tempdir();
+    let variants = folded_variants();
+    assert!(variants.len() > 20, "{variants:?}");
+    for v in &variants {
+        write(&root, v, "FOLDSECRET\n");
+    }
+    for extra in [
+        "id_r\u{17F}a",
+        "x.\u{212A}ey",
+        "\u{130}d_rsa",
+        "secret\u{17F}.json",
+    ] {
+        write(&root, extra, "FOLDSECRET\n");
+    }
+    write(&root, "\u{17F}afe.txt", "fine\n");
+    let f = open(&root, false, None);
+    for v in variants.iter().map(String::as_str).chain([
+        "id_r\u{17F}a",
+        "x.\u{212A}ey",
+        "\u{130}d_rsa",
+        "secret\u{17F}.json",
+    ]) {
+        for tool in ["read_file", "get_file_info"] {
+            let e = run(&f, tool, json!({ "path": v })).expect_err(v);
+            assert_eq!(e.code, ErrorCode::DeniedPattern, "{tool} {v:?}: {e:?}");
+        }
+    }
+    let (v, _) = ok(&f, "grep", json!({"pattern": "FOLDSECRET"}));
+    assert_eq!(v["files"].as_array().map(Vec::len), Some(0), "{v}");
+    let names = listed(&f, ".");
+    for v in variants.iter().map(String::as_str).chain([
+        "id_r\u{17F}a",
+        "x.\u{212A}ey",
+        "\u{130}d_rsa",
+        "secret\u{17F}.json",
+    ]) {
+        assert!(!names.iter().any(|n| n == v), "listed {v:?}: {names:?}");
+    }
+    assert!(names.contains(&"\u{17F}afe.txt".to_string()), "{names:?}");
+    assert_eq!(content(&f, "\u{17F}afe.txt"), "fine\n");
+}
+
+#[test]
+fn confirm_folds_unicode_case_too() {
+    let (_t, root) = tempdir();
+    write(&root, "ok.txt", "x\n");
+    let f = open(&root, true, None);
+    for p in [
+        "Jen\u{212A}insfile",
+        ".github/workflow\u{17F}/ci.yml",
+        "ferret.toml",
+    ] {
+        let e = run(&f, "write_file", json!({"path": p, "content": "x"})).expect_err(p);
+        assert_eq!(e.code, ErrorCode::ConfirmationRequired, "{p}: {e:?}");
+    }
+}
