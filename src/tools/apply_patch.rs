@@ -364,7 +364,14 @@ fn plan(
                         "not UTF-8 text; patches change text files",
                     ))
                 })?;
-                let (new_text, matches) = apply_hunks(text, hunks, n, &shown)?;
+                let limit = if max > 0 { max } else { u64::MAX };
+                let (new_text, matches) = apply_hunks(
+                    text,
+                    hunks,
+                    n,
+                    &shown,
+                    limit.saturating_sub(bom.len() as u64),
+                )?;
                 let mut after = bom.to_vec();
                 after.extend_from_slice(new_text.as_bytes());
                 check_size(max, after.len(), &shown)?;
@@ -447,11 +454,13 @@ fn read_locked(
 }
 
 /// Applies an update's hunks in order; the error names the change and the hunk.
+/// `limit` bounds the text's length after each hunk, checked before the hunk is built.
 pub fn apply_hunks(
     text: &str,
     hunks: &[Hunk],
     n: usize,
     shown: &str,
+    limit: u64,
 ) -> ToolResult<(String, Vec<Rule>)> {
     let mut text = text.to_string();
     let mut rules = Vec::new();
@@ -464,6 +473,15 @@ pub fn apply_hunks(
             // Lines added with nothing to anchor them: at the end of the file.
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
+            }
+            if (text.len() + hunk.new.len()) as u64 > limit {
+                return Err(at(super::edit::miss(
+                    locate::Miss::TooLarge {
+                        bytes: (text.len() + hunk.new.len()) as u64,
+                        limit,
+                    },
+                    shown,
+                )));
             }
             text.push_str(&hunk.new);
             rules.push(Rule::Exact);
@@ -492,8 +510,14 @@ pub fn apply_hunks(
             }
             None => 0,
         };
-        let found = locate::locate(&text[start..], &hunk.old, &hunk.new, hunk.replace_all)
-            .map_err(|m| at(super::edit::miss(m, shown)))?;
+        let found = locate::locate(
+            &text[start..],
+            &hunk.old,
+            &hunk.new,
+            hunk.replace_all,
+            limit.saturating_sub(start as u64),
+        )
+        .map_err(|m| at(super::edit::miss(m, shown)))?;
         let mut shifted = found.clone();
         for p in &mut shifted.places {
             p.range = p.range.start + start..p.range.end + start;
@@ -515,11 +539,7 @@ fn diff(old: &str, new: &str, a: &str, b: &str) -> String {
     } else {
         format!("b/{}", shown(b))
     };
-    similar::TextDiff::from_lines(old, new)
-        .unified_diff()
-        .context_radius(3)
-        .header(&a, &b)
-        .to_string()
+    super::unified_diff(old, new, &a, &b, 3)
 }
 
 /// Writes the plan as one journal group.

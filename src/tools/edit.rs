@@ -126,22 +126,28 @@ set dry_run to preview. Keeps line endings, BOM and permissions.",
         if let Some(v) = &p.expected_version {
             check_version(ctx, v, &before, &shown)?;
         }
-        let found = locate::locate(text, &p.old_string, &p.new_string, p.replace_all)
-            .map_err(|m| miss(m, &shown))?;
+        let limit = if max > 0 { max } else { u64::MAX };
+        let found = locate::locate(
+            text,
+            &p.old_string,
+            &p.new_string,
+            p.replace_all,
+            limit.saturating_sub(bom.len() as u64),
+        )
+        .map_err(|m| miss(m, &shown))?;
         let after_text = found.apply(text);
         let replacements = found.places.len();
         let mut after = Vec::with_capacity(bom.len() + after_text.len());
         after.extend_from_slice(bom);
         after.extend_from_slice(after_text.as_bytes());
 
-        let diff = similar::TextDiff::from_lines(text, after_text.as_str())
-            .unified_diff()
-            .context_radius(3)
-            .header(
-                &format!("a/{}", crate::workspace::shown(&shown)),
-                &format!("b/{}", crate::workspace::shown(&shown)),
-            )
-            .to_string();
+        let diff = super::unified_diff(
+            text,
+            &after_text,
+            &format!("a/{}", crate::workspace::shown(&shown)),
+            &format!("b/{}", crate::workspace::shown(&shown)),
+            3,
+        );
         let dry_run = p.dry_run || ctx.config().dry_run;
         if dry_run {
             return Ok(Output {
@@ -248,14 +254,13 @@ pub fn check_version(ctx: &Ctx, expected: &str, now: &[u8], shown: &str) -> Tool
         "{shown} has changed since version {expected} was read (it is now version {current}); nothing was changed"
     );
     if let (Some(then), Ok(now)) = (ctx.seen().get(expected.trim()), std::str::from_utf8(now)) {
-        let diff = similar::TextDiff::from_lines(&*then, now)
-            .unified_diff()
-            .context_radius(2)
-            .header(
-                &format!("{shown} (version {expected})"),
-                &format!("{shown} (now)"),
-            )
-            .to_string();
+        let diff = super::unified_diff(
+            &then,
+            now,
+            &format!("{shown} (version {expected})"),
+            &format!("{shown} (now)"),
+            2,
+        );
         let diff: Vec<&str> = diff.lines().take(60).collect();
         message.push_str(":\n");
         message.push_str(&diff.join("\n"));
@@ -268,9 +273,29 @@ pub fn check_version(ctx: &Ctx, expected: &str, now: &[u8], shown: &str) -> Tool
 /// The error for an `old_string` that was not found once.
 pub fn miss(m: Miss, shown: &str) -> ToolError {
     match m {
-        Miss::NotUnique { rule, lines } => {
+        Miss::TooMany { count } => ToolError::new(
+            ErrorCode::InvalidArgument,
+            format!(
+                "old_string occurs {count} times in {shown}; one change replaces at most {} places",
+                locate::MAX_PLACES
+            ),
+        )
+        .with_hint("make old_string longer so it names fewer places, or write the new content with write_file"),
+        Miss::TooLarge { bytes, limit } => ToolError::new(
+            ErrorCode::FileTooLarge,
+            format!(
+                "{shown} would be {} after this change, over the {} edit limit; nothing was changed",
+                human_size(bytes),
+                human_size(limit)
+            ),
+        )
+        .with_hint("change fewer places or shorter text (max_edit_file_size sets the limit)"),
+        Miss::NotUnique { rule, lines, total } => {
             let how = rule.describe().map(|d| format!(" ({d})")).unwrap_or_default();
-            let list: Vec<String> = lines.iter().map(usize::to_string).collect();
+            let mut list: Vec<String> = lines.iter().map(usize::to_string).collect();
+            if total > lines.len() {
+                list.push(format!("and {} more", total - lines.len()));
+            }
             let hint = if rule == Rule::Exact || rule == Rule::LineEndings {
                 "add surrounding lines to old_string so it occurs once, or set replace_all to change every one"
             } else {
@@ -279,8 +304,7 @@ pub fn miss(m: Miss, shown: &str) -> ToolError {
             ToolError::new(
                 ErrorCode::NotUnique,
                 format!(
-                    "old_string occurs {} times in {shown}{how} (lines {})",
-                    lines.len(),
+                    "old_string occurs {total} times in {shown}{how} (lines {})",
                     list.join(", ")
                 ),
             )

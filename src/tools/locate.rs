@@ -42,8 +42,17 @@ impl Rule {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Place {
     pub range: Range<usize>,
-    pub with: String,
+    /// Shared by every place of a replace-all: a million places cost a million pointers,
+    /// not a million copies of the new text.
+    pub with: std::sync::Arc<str>,
 }
+
+/// The most places one edit or hunk may change: what they cost is known before any is
+/// built, but a replace-all over a file of one repeated byte would hold one per byte.
+pub const MAX_PLACES: usize = 100_000;
+
+/// How many places a `NotUnique` miss names (it gives the total too).
+const LINES_NAMED: usize = 20;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Located {
@@ -53,6 +62,13 @@ pub struct Located {
 }
 
 impl Located {
+    /// The length of the text once every place is replaced, without building it.
+    pub fn result_len(&self, text_len: usize) -> u64 {
+        self.places.iter().fold(text_len as u64, |n, p| {
+            n - p.range.len() as u64 + p.with.len() as u64
+        })
+    }
+
     /// The text with every place replaced.
     pub fn apply(&self, text: &str) -> String {
         let mut out = String::with_capacity(text.len());
@@ -71,8 +87,17 @@ impl Located {
 pub enum Miss {
     /// Nowhere, under any rule; the closest region when the file has any text.
     NotFound { closest: Option<Closest> },
-    /// In several places under `rule` (1-based first lines), and only one may change.
-    NotUnique { rule: Rule, lines: Vec<usize> },
+    /// In `total` places under `rule` (the first few 1-based first lines), and only one
+    /// may change.
+    NotUnique {
+        rule: Rule,
+        lines: Vec<usize>,
+        total: usize,
+    },
+    /// A replace-all over more places than [`MAX_PLACES`].
+    TooMany { count: usize },
+    /// The text would grow past the edit size limit (`bytes` it would be).
+    TooLarge { bytes: u64, limit: u64 },
 }
 
 /// The region most like `old_string`.
@@ -89,8 +114,28 @@ pub struct Closest {
 }
 
 /// Finds `old` in `text` and works out what replaces it. With `replace_all`, every exact
-/// (or line-ending) occurrence; the whitespace rules always need exactly one place.
-pub fn locate(text: &str, old: &str, new: &str, replace_all: bool) -> Result<Located, Miss> {
+/// (or line-ending) occurrence; the whitespace rules always need exactly one place. The
+/// cost is known before anything is built: places are counted first, and a result over
+/// `max_len` bytes (or over [`MAX_PLACES`] places) is refused.
+pub fn locate(
+    text: &str,
+    old: &str,
+    new: &str,
+    replace_all: bool,
+    max_len: u64,
+) -> Result<Located, Miss> {
+    let found = locate_places(text, old, new, replace_all)?;
+    let bytes = found.result_len(text.len());
+    if bytes > max_len {
+        return Err(Miss::TooLarge {
+            bytes,
+            limit: max_len,
+        });
+    }
+    Ok(found)
+}
+
+fn locate_places(text: &str, old: &str, new: &str, replace_all: bool) -> Result<Located, Miss> {
     let crlf = is_crlf(text);
     let eol = if crlf { "\r\n" } else { "\n" };
     let new_eol = with_eol(new, eol);
@@ -104,25 +149,30 @@ pub fn locate(text: &str, old: &str, new: &str, replace_all: bool) -> Result<Loc
         }
     }
     for (rule, needle) in tried {
-        let hits: Vec<usize> = text
-            .match_indices(needle.as_str())
-            .map(|(i, _)| i)
-            .collect();
-        if hits.is_empty() {
+        // Counted before anything is kept: one byte repeated over a file is that many hits.
+        let total = text.matches(needle.as_str()).count();
+        if total == 0 {
             continue;
         }
-        if hits.len() > 1 && !replace_all {
-            let lines = hits.iter().map(|&i| line_of(text, i)).collect();
-            return Err(Miss::NotUnique { rule, lines });
+        if total > 1 && !replace_all {
+            let lines = text
+                .match_indices(needle.as_str())
+                .take(LINES_NAMED)
+                .map(|(i, _)| line_of(text, i))
+                .collect();
+            return Err(Miss::NotUnique { rule, lines, total });
         }
+        if total > MAX_PLACES {
+            return Err(Miss::TooMany { count: total });
+        }
+        let hits = text.match_indices(needle.as_str()).map(|(i, _)| i);
         // An exact match in an LF file keeps new as given; otherwise new follows the file.
-        let with = if rule == Rule::Exact && !crlf {
-            new.to_string()
+        let with: std::sync::Arc<str> = if rule == Rule::Exact && !crlf {
+            new.into()
         } else {
-            new_eol.clone()
+            new_eol.as_str().into()
         };
         let places = hits
-            .into_iter()
             .map(|i| Place {
                 range: i..i + needle.len(),
                 with: with.clone(),
@@ -158,13 +208,17 @@ pub fn locate(text: &str, old: &str, new: &str, replace_all: bool) -> Result<Loc
                     rule,
                     places: vec![Place {
                         range: start..end,
-                        with,
+                        with: with.into(),
                     }],
                 });
             }
             many => {
-                let lines = many.iter().map(|(i, _)| i + 1).collect();
-                return Err(Miss::NotUnique { rule, lines });
+                let lines = many.iter().take(LINES_NAMED).map(|(i, _)| i + 1).collect();
+                return Err(Miss::NotUnique {
+                    rule,
+                    lines,
+                    total: many.len(),
+                });
             }
         }
     }
@@ -395,6 +449,44 @@ fn closest(lines: &Lines, text: &str, want: &[&str]) -> Option<Closest> {
 mod tests {
     use super::*;
 
+    /// Without a size limit (the tools pass theirs).
+    fn locate(text: &str, old: &str, new: &str, all: bool) -> Result<Located, Miss> {
+        super::locate(text, old, new, all, u64::MAX)
+    }
+
+    /// The attacker pass: a 1 MB file of one letter, every letter replaced by 8 KiB, built
+    /// 8 GB before any limit was checked. The size is known from the count alone now.
+    #[test]
+    fn a_replace_all_that_would_grow_past_the_limit_is_refused_before_it_is_built() {
+        let text = "e".repeat(1 << 20);
+        let new = "E".repeat(8192);
+        assert_eq!(
+            super::locate(&text, "e", &new, true, 64 << 20),
+            Err(Miss::TooMany { count: 1 << 20 })
+        );
+        let text = "ab\n".repeat(50_000);
+        assert_eq!(
+            super::locate(&text, "a", &new, true, 64 << 20),
+            Err(Miss::TooLarge {
+                bytes: 150_000 - 50_000 + 50_000 * 8192,
+                limit: 64 << 20
+            })
+        );
+        let grown = super::locate(&text, "a", "xyz", true, 64 << 20).expect("under the limit");
+        assert_eq!(grown.result_len(text.len()), 250_000);
+        assert_eq!(grown.apply(&text).len(), 250_000);
+    }
+
+    #[test]
+    fn a_miss_over_many_places_names_a_few_and_counts_them_all() {
+        let text = "x\n".repeat(10_000);
+        let Err(Miss::NotUnique { lines, total, .. }) = locate(&text, "x", "y", false) else {
+            panic!("not unique");
+        };
+        assert_eq!(total, 10_000);
+        assert_eq!(lines, (1..=LINES_NAMED).collect::<Vec<_>>());
+    }
+
     fn applied(text: &str, old: &str, new: &str) -> (Rule, String) {
         let l = locate(text, old, new, false).expect("located");
         (l.rule, l.apply(text))
@@ -484,7 +576,8 @@ mod tests {
             locate(text, "  x();\n", "y", false),
             Err(Miss::NotUnique {
                 rule: Rule::TrailingWhitespace,
-                lines: vec![2, 5]
+                lines: vec![2, 5],
+                total: 2
             })
         );
     }
@@ -495,7 +588,8 @@ mod tests {
             locate("x\nx\n", "x", "y", false),
             Err(Miss::NotUnique {
                 rule: Rule::Exact,
-                lines: vec![1, 2]
+                lines: vec![1, 2],
+                total: 2
             })
         );
         assert_eq!(applied_all("x\nx\n", "x", "y"), "y\ny\n");

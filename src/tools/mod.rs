@@ -137,3 +137,27 @@ pub fn render_warnings(warnings: &[String]) -> String {
         .map(|w| format!("[warning: {w}]\n"))
         .collect()
 }
+
+/// The most bytes (before and after together) a change's diff is computed over: a diff
+/// holds both texts line by line, and a change may be 64 MiB. Past it a line says so.
+pub const DIFF_MAX_BYTES: usize = 4 << 20;
+
+/// The unified diff of a change, bounded in memory and time (one second; similar then
+/// gives a coarser diff, still correct).
+pub fn unified_diff(old: &str, new: &str, a: &str, b: &str, radius: usize) -> String {
+    if old.len() + new.len() > DIFF_MAX_BYTES {
+        return format!(
+            "(no diff shown: {} before, {} after; diffs are shown up to {} in all)\n",
+            human_size(old.len() as u64),
+            human_size(new.len() as u64),
+            human_size(DIFF_MAX_BYTES as u64)
+        );
+    }
+    similar::TextDiff::configure()
+        .timeout(std::time::Duration::from_secs(1))
+        .diff_lines(old, new)
+        .unified_diff()
+        .context_radius(radius)
+        .header(a, b)
+        .to_string()
+}

@@ -241,16 +241,13 @@ fn replace(
         super::edit::check_version(ctx, v, &before, shown)?;
     }
     let diff = match (std::str::from_utf8(&before), std::str::from_utf8(content)) {
-        (Ok(old), Ok(new)) => Some(
-            similar::TextDiff::from_lines(old, new)
-                .unified_diff()
-                .context_radius(3)
-                .header(
-                    &format!("a/{}", crate::workspace::shown(shown)),
-                    &format!("b/{}", crate::workspace::shown(shown)),
-                )
-                .to_string(),
-        ),
+        (Ok(old), Ok(new)) => Some(super::unified_diff(
+            old,
+            new,
+            &format!("a/{}", crate::workspace::shown(shown)),
+            &format!("b/{}", crate::workspace::shown(shown)),
+            3,
+        )),
         _ => None,
     };
     let mut out = Output {

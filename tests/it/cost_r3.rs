@@ -77,6 +77,10 @@ struct Server {
 
 impl Server {
     fn start(root: &Path, extra: &[&str]) -> Server {
+        Server::serving(root, extra, "glob,grep,file_search,search_files")
+    }
+
+    fn serving(root: &Path, extra: &[&str], tools: &str) -> Server {
         use std::io::BufRead;
         let mut cmd = bin();
         cmd.arg("--root")
@@ -84,7 +88,7 @@ impl Server {
             .args(["--set", "max_bytes_per_round=0"])
             .args(extra)
             .args(["serve", "--no-index"])
-            .args(["--tools", "glob,grep,file_search,search_files"])
+            .args(["--tools", tools])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -747,4 +751,61 @@ fn a_timeout_carries_the_warnings_met_before_it() {
         hint.contains(".gitignore") && hint.contains("not used"),
         "{hint}"
     );
+}
+
+/// The attacker pass: `edit` with replace_all built the whole new content before any limit
+/// was checked (a 1 MB file of one letter, each replaced by 8 KiB: 3+ GB, dry run or
+/// not), and a 100-byte replacement wrote a 99 MB file past `max_edit_file_size`. Now the
+/// size is known from the count before anything is built: every shape is refused small,
+/// for edit and for a patch's replace-all hunk, and nothing changes.
+#[test]
+fn a_replace_all_that_would_grow_past_the_edit_limit_is_refused_small() {
+    let (_t, root) = tempdir();
+    let one_letter = "e".repeat(99) + "\n";
+    std::fs::write(root.join("e.txt"), one_letter.repeat(10_000)).unwrap();
+    std::fs::write(root.join("f.txt"), "ab\n".repeat(50_000)).unwrap();
+    let before = std::fs::read(root.join("f.txt")).unwrap();
+    let big = "E".repeat(8192);
+    let shapes = [
+        // a million places
+        (
+            "edit",
+            json!({"path": "e.txt", "old_string": "e", "new_string": big, "replace_all": true, "dry_run": true}),
+            "INVALID_ARGUMENT",
+        ),
+        (
+            "edit",
+            json!({"path": "e.txt", "old_string": "e", "new_string": "x".repeat(100), "replace_all": true}),
+            "INVALID_ARGUMENT",
+        ),
+        // under the place cap, over the size limit
+        (
+            "edit",
+            json!({"path": "f.txt", "old_string": "a", "new_string": big, "replace_all": true}),
+            "FILE_TOO_LARGE",
+        ),
+        (
+            "edit",
+            json!({"path": "f.txt", "old_string": "a", "new_string": "y".repeat(1400), "replace_all": true, "dry_run": true}),
+            "FILE_TOO_LARGE",
+        ),
+        (
+            "apply_patch",
+            json!({"patch": format!("*** Begin Patch\n*** Update File: f.txt\n@@\n-ab\n+{}\n*** End Patch\n", "z".repeat(400))}),
+            "NOT_UNIQUE",
+        ),
+    ];
+    for (tool, args, want) in shapes {
+        let mut s = Server::serving(&root, &["--allow-write"], "edit,apply_patch");
+        let r = s.call(tool, &args);
+        let text = said(&r);
+        assert!(
+            r["isError"] == true && text.contains(want),
+            "{tool} {want}: {}",
+            &text[..text.len().min(400)]
+        );
+        assert!(s.peak_mib() < 150, "{tool}: peak {} MiB", s.peak_mib());
+    }
+    assert_eq!(std::fs::read(root.join("f.txt")).unwrap(), before);
+    assert_eq!(std::fs::read(root.join("e.txt")).unwrap().len(), 1_000_000);
 }
