@@ -60,7 +60,8 @@ pub struct Spent {
     pub ignore_bytes: std::sync::atomic::AtomicU64,
     /// Lines of ignore files compiled.
     pub ignore_lines: std::sync::atomic::AtomicU64,
-    /// Of which wildcard patterns, each a regex of its own.
+    /// The wildcard weight of those lines (a line needing a regex of its own, plus its
+    /// wildcards).
     pub ignore_costly: std::sync::atomic::AtomicU64,
 }
 

@@ -58,10 +58,18 @@ pub const IGNORE_FILE_MAX: u64 = 1 << 20;
 /// Ignore files with more lines than this are not used either.
 pub const IGNORE_FILE_MAX_LINES: u64 = 20_000;
 
-/// Nor those with more lines than this that need a regex of their own (see
-/// [`costly`]): each costs the matcher 10 to 15 KB and a third of a millisecond to build
-/// (measured: 10 000 such lines, 210 MB and 3.9 s), where a literal name costs ~1 KB.
-pub const IGNORE_FILE_MAX_COSTLY: u64 = 1_000;
+/// Nor those whose lines that need a regex of their own weigh more than this (see
+/// [`weight`]: one for the line and one per wildcard in it). A line of three wildcards
+/// costs the matcher 10 to 15 KB and a third of a millisecond to build (measured: 10 000
+/// such lines, 210 MB and 3.9 s), where a literal name costs ~1 KB; what a line costs
+/// grows with its wildcards (the attacker pass: 999 lines of ~509 `*` each, under a
+/// count of lines, took 570 MB), so they are what is counted. About a thousand ordinary
+/// wildcard lines.
+pub const IGNORE_FILE_MAX_COSTLY: u64 = 4_000;
+
+/// A line with more wildcards than this is no line a person wrote: the file holding it is
+/// not used.
+pub const IGNORE_LINE_MAX_WILDCARDS: u64 = 32;
 
 /// The ignore files one call reads, in all: past any of these totals, the call's
 /// further ignore files are not used (a tree of ten thousand directories, each with a
@@ -69,7 +77,7 @@ pub const IGNORE_FILE_MAX_COSTLY: u64 = 1_000;
 /// and ~1.5 s of compiling.
 pub const IGNORE_TOTAL_BYTES: u64 = 8 << 20;
 pub const IGNORE_TOTAL_LINES: u64 = 50_000;
-pub const IGNORE_TOTAL_COSTLY: u64 = 4_000;
+pub const IGNORE_TOTAL_COSTLY: u64 = 16_000;
 
 /// The three kinds of ignore file, in precedence order.
 const KINDS: [&str; 3] = [".ignore", ".gitignore", ".git/info/exclude"];
@@ -515,8 +523,8 @@ impl Walker<'_> {
             || spent.ignore_costly.load(Ordering::Relaxed) > IGNORE_TOTAL_COSTLY;
         if over {
             self.env.control.warn(format!(
-                "the ignore files met passed {} MiB, {IGNORE_TOTAL_LINES} lines or {IGNORE_TOTAL_COSTLY} \
-wildcard patterns in all: further ignore files were not used, so files they would hide may be listed; \
+                "the ignore files met passed {} MiB, {IGNORE_TOTAL_LINES} lines or wildcard weight \
+{IGNORE_TOTAL_COSTLY} in all: further ignore files were not used, so files they would hide may be listed; \
 narrow path to search below them",
                 IGNORE_TOTAL_BYTES >> 20
             ));
@@ -556,12 +564,13 @@ its rules do not apply, so files it would hide may be listed",
             .fetch_add(bytes.len() as u64, Ordering::Relaxed)
             + bytes.len() as u64;
         let lines = memchr::memchr_iter(b'\n', &bytes).count() as u64 + 1;
-        let costly = bytes.split(|&b| b == b'\n').filter(|l| costly(l)).count() as u64;
+        let costly: u64 = bytes.split(|&b| b == b'\n').map(weight).sum();
         if lines > IGNORE_FILE_MAX_LINES || costly > IGNORE_FILE_MAX_COSTLY {
             control.warn(format!(
-                "{}: ignore file not used: {lines} lines, {costly} of them wildcard patterns, over the \
-{IGNORE_FILE_MAX_LINES} lines or {IGNORE_FILE_MAX_COSTLY} wildcard patterns an ignore file may have; its \
-rules do not apply, so files it would hide may be listed",
+                "{}: ignore file not used: {lines} lines, wildcard weight {costly} (a line and its \
+wildcards; a line of over {IGNORE_LINE_MAX_WILDCARDS} wildcards counts as too many), over the \
+{IGNORE_FILE_MAX_LINES} lines or weight {IGNORE_FILE_MAX_COSTLY} an ignore file may have; its rules do not \
+apply, so files it would hide may be listed",
                 shown()
             ));
             return Gitignore::empty();
@@ -592,6 +601,24 @@ fn push(chain: Chain, rules: [Gitignore; 3], absolute: bool) -> Chain {
         parent: chain,
         absolute,
     }))
+}
+
+/// What an ignore-file line weighs against the caps: nothing when it needs no regex of
+/// its own ([`costly`]), else one plus its wildcards, and past
+/// [`IGNORE_LINE_MAX_WILDCARDS`] more than a whole file may weigh.
+fn weight(line: &[u8]) -> u64 {
+    if !costly(line) {
+        return 0;
+    }
+    let wild = line
+        .iter()
+        .filter(|b| matches!(b, b'*' | b'?' | b'[' | b'{'))
+        .count() as u64;
+    if wild > IGNORE_LINE_MAX_WILDCARDS {
+        IGNORE_FILE_MAX_COSTLY + 1
+    } else {
+        1 + wild
+    }
 }
 
 /// Whether an ignore-file line needs a regex of its own in the matcher: it has a

@@ -462,7 +462,7 @@ fn an_ignore_file_over_its_caps_is_not_used_and_the_result_says_so() {
 #[test]
 fn many_ignore_files_share_one_budget_per_call() {
     // Wildcard patterns (each under the per-file cap), or plain names.
-    let wild = ignore_lines(900, "m");
+    let wild = ignore_lines(600, "m");
     let names: String = (0..15_000).map(|i| format!("name{i}.tmp\n")).collect();
     for (each, tool) in [
         (&wild, "grep"),
@@ -495,13 +495,13 @@ fn many_ignore_files_share_one_budget_per_call() {
 #[test]
 fn the_timeout_covers_ignore_parsing() {
     let (_t, root) = tempdir();
-    let each = ignore_lines(950, "t");
+    let each = ignore_lines(600, "t");
     for d in 0..12 {
         write(&root, &format!("d{d:02}/.gitignore"), &each);
         write(&root, &format!("d{d:02}/e/.ignore"), &each);
         write(&root, &format!("d{d:02}/e/f.txt"), "NEEDLE\n");
     }
-    write(&root, ".gitignore", ignore_lines(950, "r"));
+    write(&root, ".gitignore", ignore_lines(600, "r"));
     let r = run_call(
         &root,
         &["--set", "request_timeout=1s"],
@@ -808,4 +808,60 @@ fn a_replace_all_that_would_grow_past_the_edit_limit_is_refused_small() {
     }
     assert_eq!(std::fs::read(root.join("f.txt")).unwrap(), before);
     assert_eq!(std::fs::read(root.join("e.txt")).unwrap().len(), 1_000_000);
+}
+
+/// The attacker pass: an ignore file under every cap of bytes, lines and wildcard lines
+/// (999 lines of ~509 `*` each, 1 MB) took 570 MB per call, since what a line compiles
+/// to grows with its wildcards. Wildcards are what is weighed now: a line of too many, or
+/// a file of too many in all, is not used, with the warning, and the process stays small.
+#[test]
+fn ignore_files_are_weighed_by_their_wildcards() {
+    let stars = |n: usize, i: usize| format!("**/a{i}{}\n", "*b".repeat(n));
+    let shapes = [
+        (
+            "509 stars a line",
+            (0..999).map(|i| stars(509, i)).collect::<String>(),
+        ),
+        ("one line of 40", format!("hidden.txt\n{}", stars(40, 0))),
+        (
+            "999 lines of 30",
+            (0..999).map(|i| stars(30, i)).collect::<String>(),
+        ),
+    ];
+    for (what, content) in shapes {
+        assert!(content.len() < 1 << 20, "{what}");
+        for kind in [".ignore", ".gitignore"] {
+            let (_t, root) = tempdir();
+            write(&root, "hidden.txt", "NEEDLE\n");
+            write(&root, "shown.txt", "NEEDLE\n");
+            write(&root, kind, format!("hidden.txt\n{content}").as_bytes());
+            let r = run_call(&root, &[], "grep", &json!({"pattern": "NEEDLE"}));
+            let v: Value = serde_json::from_str(&r.stdout).expect("json");
+            assert_eq!(v["file_count"], 2, "{what} {kind}: {v}");
+            assert!(
+                v["warnings"].to_string().contains("not used"),
+                "{what} {kind}: {v}"
+            );
+            let mut s = Server::start(&root, &[]);
+            s.call("grep", &json!({"pattern": "NEEDLE"}));
+            assert!(
+                s.peak_mib() < 100,
+                "{what} {kind}: peak {} MiB",
+                s.peak_mib()
+            );
+        }
+    }
+    // An ordinary file of wildcard lines is used.
+    let (_t, root) = tempdir();
+    write(&root, "hidden.txt", "NEEDLE\n");
+    write(&root, "shown.txt", "NEEDLE\n");
+    let ordinary: String = (0..600).map(|i| format!("build{i}/**/*.o\n")).collect();
+    write(
+        &root,
+        ".gitignore",
+        format!("hidden.txt\n{ordinary}").as_bytes(),
+    );
+    let r = run_call(&root, &[], "grep", &json!({"pattern": "NEEDLE"}));
+    let v: Value = serde_json::from_str(&r.stdout).expect("json");
+    assert_eq!(v["file_count"], 1, "{v}");
 }
