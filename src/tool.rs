@@ -496,10 +496,20 @@ impl<'a> Ctx<'a> {
         self.services.seen
     }
 
+    /// The history, with a killed process's half-done changes settled first (when this
+    /// process may write): for a call about to change something.
     pub fn history(&self) -> ToolResult<&'a History> {
         self.services
             .history
             .get(self.services.config, self.services.workspace)
+    }
+
+    /// The history as it is, settling nothing: for a dry run or a look, which must leave
+    /// the workspace and the journal as they are.
+    pub fn history_read(&self) -> ToolResult<&'a History> {
+        self.services
+            .history
+            .open(self.services.config, self.services.workspace)
     }
 
     pub fn limits(&self) -> &'a Limits {

@@ -60,14 +60,24 @@ pub fn history(ferret: &Ferret, json: bool, recover: bool) -> anyhow::Result<i32
         let by =
             e.by.as_ref()
                 .map_or_else(|| "unknown".to_string(), |o| o.describe());
+        // Names are a workspace's, chosen by whoever made the files: shown as every
+        // answer shows them, so that none can forge a line of this listing.
         out.push_str(&format!(
             "{:>4}  {}  {:<16} {}  by {by}\n",
-            e.id, e.timestamp, what, e.path
+            e.id,
+            e.timestamp,
+            what,
+            crate::workspace::shown(&e.path)
         ));
         if !e.conflicted.is_empty() {
+            let names: Vec<_> = e
+                .conflicted
+                .iter()
+                .map(|p| crate::workspace::shown(p))
+                .collect();
             out.push_str(&format!(
                 "      left as found by recovery (changed after the change was interrupted): {}\n",
-                e.conflicted.join(", ")
+                names.join(", ")
             ));
         }
     }

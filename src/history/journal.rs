@@ -145,14 +145,33 @@ impl Owner {
         }
     }
 
-    /// `mcp session mcp-1234 (claude)`, `cli`: as `history` shows it.
+    /// `mcp session mcp-1234 (agent "claude")`, `cli`: as `history` and the person's
+    /// questions show it. The agent's name is the client's own claim: it is shown only
+    /// quoted, escaped (no newline, escape or direction mark of its own) and cut to 64
+    /// characters, so it cannot pose as ferret's words or as another owner.
     pub fn describe(&self) -> String {
         if self.is_person() {
-            return self.front.clone();
+            return match self.front.as_str() {
+                "shell" => "shell".into(),
+                _ => "cli".into(),
+            };
         }
-        let mut s = format!("{} session {}", self.front, self.session);
+        let label = |s: &str| {
+            let cut: String = s.chars().take(64).collect();
+            let more = if cut.len() < s.len() { "…" } else { "" };
+            format!("{cut:?}{more}")
+        };
+        let mut s = format!(
+            "{} session {}",
+            if self.front == "mcp" {
+                "mcp"
+            } else {
+                "unknown front end"
+            },
+            label(&self.session).trim_matches('"').to_string()
+        );
         if !self.agent.is_empty() {
-            s.push_str(&format!(" ({})", self.agent));
+            s.push_str(&format!(" (agent {})", label(&self.agent)));
         }
         s
     }

@@ -554,7 +554,7 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
             None => ws.entry(&op.wp, true)?.real,
         };
         if ws.needs_confirmation(&real, false) {
-            listed.push(ws.display(&real));
+            listed.push(shown(&ws.display(&real)).into_owned());
         }
     }
     if !listed.is_empty() {

@@ -188,13 +188,17 @@ set dry_run to preview. Keeps line endings, BOM and permissions.",
             )
         } else {
             format!(
-                "Edited {} ({} replacement{}{how}; backup: {}; change {}, undo with undo):\n",
+                "Edited {} ({} replacement{}{how}; {}; change {}, undo with undo):\n",
                 shown(&o.path),
                 o.replacements,
                 plural(o.replacements),
-                o.backup
-                    .as_deref()
-                    .unwrap_or("none, backups are off: this edit cannot be undone"),
+                // Not the backup's host path: useless to an agent, and it tells the
+                // host's layout (the structured result keeps it for programs).
+                if o.backup.is_some() {
+                    "backed up"
+                } else {
+                    "no backup, backups are off: this edit cannot be undone"
+                },
                 o.change_id.unwrap_or_default()
             )
         };
@@ -221,7 +225,13 @@ pub fn replace_file(
     let real = &at.real;
     let shown = ws.display(real);
     if ws.needs_confirmation(real, false) {
-        ctx.confirm(&format!("{verb} {shown} (on the confirm list)"), false)?;
+        ctx.confirm(
+            &format!(
+                "{verb} {} (on the confirm list)",
+                crate::workspace::shown(&shown)
+            ),
+            false,
+        )?;
     }
     let history = ctx.history()?;
     let backup = if ctx.config().backup_enabled {

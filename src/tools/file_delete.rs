@@ -101,21 +101,24 @@ permanent: true deletes for good and needs the user's confirmation. dry_run show
         if dry_run {
             return Ok(out);
         }
+        // Names in a question the person answers are quoted when odd, as in every
+        // answer: a file's name must not read as ferret's own words.
+        let q = crate::workspace::shown(&shown);
         if ws.needs_confirmation(&at.real, is_dir) {
-            ctx.confirm(&format!("deleting {shown} (on the confirm list)"), false)?;
+            ctx.confirm(&format!("deleting {q} (on the confirm list)"), false)?;
         }
         // A directory takes what it holds along: an entry on the confirm list inside
         // asks as deleting it alone would.
         if is_dir && ws.holds_confirm_listed(&at, &|| ctx.check())? {
             ctx.confirm(
-                &format!("deleting {shown}, which holds entries on the confirm list"),
+                &format!("deleting {q}, which holds entries on the confirm list"),
                 false,
             )?;
         }
         if is_dir && ws.holds_denied(&at, &|| ctx.check())? {
             ctx.confirm(
                 &format!(
-                    "deleting {shown}, which holds entries matching the deny patterns (secrets or version-control \
+                    "deleting {q}, which holds entries matching the deny patterns (secrets or version-control \
                      internals, which ferret never touches one by one)"
                 ),
                 false,
@@ -123,7 +126,7 @@ permanent: true deletes for good and needs the user's confirmation. dry_run show
         }
         if p.permanent {
             ctx.confirm(
-                &format!("permanently deleting {shown}"),
+                &format!("permanently deleting {q}"),
                 ctx.config().allow_permanent_delete,
             )?;
         }

@@ -143,13 +143,20 @@ replaces a file only, after backing it up. Undo moves it back. dry_run to previe
             || (meta.is_dir() && ws.move_holds_confirm_listed(&from, &to.real, &|| ctx.check())?);
         if confirm_listed {
             ctx.confirm(
-                &format!("moving {src_shown} to {dst_shown} (on the confirm list)"),
+                &format!(
+                    "moving {} to {} (on the confirm list)",
+                    crate::workspace::shown(&src_shown),
+                    crate::workspace::shown(&dst_shown)
+                ),
                 false,
             )?;
         }
         if meta.is_dir() && ws.holds_denied(&from, &|| ctx.check())? {
             ctx.confirm(
-                &format!("moving {src_shown}, which holds secrets or VCS internals"),
+                &format!(
+                    "moving {}, which holds secrets or VCS internals",
+                    crate::workspace::shown(&src_shown)
+                ),
                 false,
             )?;
         }

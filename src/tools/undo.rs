@@ -101,8 +101,8 @@ fn ask_confirm_listed(
                     "undoing change {} ({} of {}), which changes {} (on the confirm list)",
                     target.id,
                     target.action.as_str(),
-                    target.path,
-                    ws.display(&wp)
+                    crate::workspace::shown(&target.path),
+                    crate::workspace::shown(&ws.display(&wp))
                 ),
                 false,
             );
@@ -596,8 +596,13 @@ backing up the current content.",
     }
 
     fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
-        let history = ctx.history()?;
         let dry_run = p.dry_run || ctx.config().dry_run;
+        // A dry run settles nothing: recovery of a killed process's change writes.
+        let history = if dry_run {
+            ctx.history_read()?
+        } else {
+            ctx.history()?
+        };
         let caller = ctx.session().owner();
         let mine = |e: &Entry| e.by.as_ref().is_some_and(|o| o.owned_by(&caller));
         let (target, undone) = match history.undo_target(p.id, mine)? {
@@ -644,7 +649,7 @@ backing up the current content.",
                     "undoing change {} ({} of {}), made by {who}, not by this session",
                     target.id,
                     target.action.as_str(),
-                    target.path
+                    crate::workspace::shown(&target.path)
                 ),
                 false,
             )?;

@@ -153,8 +153,9 @@ content; dry_run to preview.",
             let dirs: Vec<_> = o.created_dirs.iter().map(|d| shown(d)).collect();
             s.push_str(&format!("; new directories: {}", dirs.join(", ")));
         }
-        if let Some(b) = &o.backup {
-            s.push_str(&format!("; backup: {b}"));
+        if o.backup.is_some() {
+            // The host path stays in the structured result (see edit's receipt).
+            s.push_str("; backed up");
         }
         if let Some(id) = o.change_id {
             s.push_str(&format!("; change {id}, undo with undo"));
@@ -195,7 +196,13 @@ fn create(
     }
     // The rules ask about the real name (a directory on the way may be a link).
     if ws.needs_confirmation(real, false) {
-        ctx.confirm(&format!("creating {shown} (on the confirm list)"), false)?;
+        ctx.confirm(
+            &format!(
+                "creating {} (on the confirm list)",
+                crate::workspace::shown(shown)
+            ),
+            false,
+        )?;
     }
     let history = ctx.history()?;
     let (at, created) = ws.make_parents(wp)?;
