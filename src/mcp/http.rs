@@ -883,6 +883,11 @@ fn clip_client_info(body: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn token_matches(req: &Request, expected: &str) -> bool {
+    // Two Authorization headers are ambiguous (a proxy may check one, this server the
+    // other): refused as unauthorized, whatever either holds.
+    if req.headers().get_all(header::AUTHORIZATION).iter().count() > 1 {
+        return false;
+    }
     let given = req
         .headers()
         .get(header::AUTHORIZATION)

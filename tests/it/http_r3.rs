@@ -230,3 +230,25 @@ fn slow_connections_do_not_block_a_normal_request() {
         );
     }
 }
+
+/// A second Authorization header, in any spelling, before or after the right one, valid or
+/// not, is refused as unauthorized: a proxy and this server could each read a different one.
+#[test]
+fn duplicate_authorization_headers_are_refused() {
+    let (_t, root) = util::tempdir();
+    let server = serve(&root, &[], &[]);
+    let p = server.port;
+    let init = initialize("dupauth");
+    // `post` itself sends `Authorization: Bearer TOKEN` after these.
+    for extra in [
+        format!("{}Authorization: Bearer {TOKEN}\r\n", host(p)),
+        format!("{}authorization: Bearer wrong\r\n", host(p)),
+        format!("{}AUTHORIZATION: Basic Zm9vOmJhcg==\r\n", host(p)),
+        format!("{}Authorization: \r\n", host(p)),
+    ] {
+        let (status, text) = post(p, &extra, None, &init);
+        assert!(status == 401 || status == 400, "{extra:?}: {status} {text}");
+    }
+    let (status, text) = post(p, &host(p), None, &init);
+    assert_eq!(status, 200, "one Authorization still works: {text}");
+}
