@@ -134,6 +134,7 @@ pub async fn serve_http(ferret: Arc<Ferret>, opts: HttpOptions) -> anyhow::Resul
         sessions: sessions.clone(),
         streams: Streams::default(),
         log: Rejections::new(ferret.clone()),
+        port: bound.port(),
     });
     let app = axum::Router::new()
         .nest_service("/mcp", service)
@@ -586,6 +587,8 @@ struct Gate {
     sessions: Arc<LocalSessionManager>,
     streams: Streams,
     log: Rejections,
+    /// The port bound: a loopback Host naming another port is refused.
+    port: u16,
 }
 
 impl Gate {
@@ -647,6 +650,16 @@ impl Gate {
         }
         if let Some(why) = ambiguous_host_or_origin(&req) {
             return refuse(StatusCode::BAD_REQUEST, why);
+        }
+        if let Some(h) = req.headers().get(header::HOST)
+            && !well_formed_host(h.as_bytes(), self.port)
+        {
+            return (
+                StatusCode::FORBIDDEN,
+                "Host is not a well-formed authority for this server (no user, a port of \
+                 digits without leading zeros, and on loopback this server's own port)\n",
+            )
+                .into_response();
         }
         // rmcp matches `http://localhost:*` against the host and a port it parses
         // leniently (`http://localhost:evil.com` passed): only a well-formed origin
@@ -883,6 +896,11 @@ fn clip_client_info(body: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn token_matches(req: &Request, expected: &str) -> bool {
+    // Two Authorization headers are ambiguous (a proxy may check one, this server the
+    // other): refused as unauthorized, whatever either holds.
+    if req.headers().get_all(header::AUTHORIZATION).iter().count() > 1 {
+        return false;
+    }
     let given = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -890,6 +908,56 @@ fn token_matches(req: &Request, expected: &str) -> bool {
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
     bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
+}
+
+/// Whether a `Host` is a well-formed authority: `host[:port]` with no userinfo, a port of
+/// digits without leading zeros, and, for the loopback names allowed by default, the
+/// server's own port when a port is given.
+fn well_formed_host(value: &[u8], own_port: u16) -> bool {
+    let Ok(text) = std::str::from_utf8(value) else {
+        return false;
+    };
+    if text.is_empty() || text.contains(['@', '/', '?', '#', '\\']) {
+        return false;
+    }
+    let (name, port) = if let Some(rest) = text.strip_prefix('[') {
+        let Some((inner, after)) = rest.split_once(']') else {
+            return false;
+        };
+        let port = match after {
+            "" => None,
+            p => match p.strip_prefix(':') {
+                Some(p) => Some(p),
+                None => return false,
+            },
+        };
+        (format!("[{inner}]"), port)
+    } else {
+        match text.split_once(':') {
+            Some((n, p)) => (n.to_string(), Some(p)),
+            None => (text.to_string(), None),
+        }
+    };
+    if name.is_empty() {
+        return false;
+    }
+    let Some(port) = port else {
+        return true;
+    };
+    if port.is_empty()
+        || !port.bytes().all(|b| b.is_ascii_digit())
+        || (port.len() > 1 && port.starts_with('0'))
+    {
+        return false;
+    }
+    let Ok(port) = port.parse::<u16>() else {
+        return false;
+    };
+    let loopback = matches!(
+        name.to_ascii_lowercase().as_str(),
+        "localhost" | "127.0.0.1" | "[::1]"
+    );
+    !loopback || port == own_port
 }
 
 /// Whether an `Origin` header is `null` or exactly `scheme://host[:port]` (RFC 6454): no

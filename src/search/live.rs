@@ -165,15 +165,43 @@ impl Persist {
     fn discard(&self, why: &str) {
         tracing::warn!("index: the file on disk is damaged ({why}); discarded, building anew");
         let _ = std::fs::remove_file(&self.path);
-        let _ = std::fs::write(self.note(), why.as_bytes());
+        // Whatever sits at the note's path (a FIFO would block an ordinary open for
+        // writing) is removed first; the note is then created new, never followed.
+        let note = self.note();
+        let _ = std::fs::remove_file(&note);
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+        }
+        if let Ok(mut f) = opts.open(&note) {
+            use std::io::Write;
+            let _ = f.write_all(why.as_bytes());
+        }
     }
 
     /// Why the last index file was discarded, if one was (the note stays until the
     /// rebuilt file is next loaded).
     pub fn discarded(&self) -> Option<String> {
-        let b = std::fs::read(self.note()).ok()?;
-        let b = &b[..b.len().min(512)];
-        Some(String::from_utf8_lossy(b).into_owned())
+        // Opened without blocking or following, and read only if a regular file: a
+        // FIFO or device at the note's path must not hang `index status`.
+        let mut opts = std::fs::OpenOptions::new();
+        opts.read(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+        }
+        let f = opts.open(self.note()).ok()?;
+        if !f.metadata().ok()?.is_file() {
+            return Some("the discarded-index note is not a regular file".into());
+        }
+        let mut b = Vec::new();
+        use std::io::Read;
+        f.take(512).read_to_end(&mut b).ok()?;
+        Some(String::from_utf8_lossy(&b).into_owned())
     }
 }
 

@@ -168,11 +168,32 @@ impl Mapped {
     /// Maps the file at `path` if it was built under `fingerprint` and is whole: every
     /// section's checksum is verified before anything is read from it.
     pub fn open(path: &Path, fingerprint: &Fingerprint) -> Result<Mapped, Unusable> {
-        let file = match File::open(path) {
+        // O_NONBLOCK|O_NOFOLLOW: a FIFO, device or symlink put at the index path must not
+        // hang the open or lead elsewhere; only a regular file is ever read or mapped.
+        let mut opts = std::fs::OpenOptions::new();
+        opts.read(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+        }
+        let file = match opts.open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Unusable::Missing),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(Unusable::Damaged("the index path is a symlink".into()));
+            }
             Err(e) => return Err(Unusable::Io(e)),
         };
+        match file.metadata() {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => {
+                return Err(Unusable::Damaged(
+                    "the index path is not a regular file".into(),
+                ));
+            }
+            Err(e) => return Err(Unusable::Io(e)),
+        }
         // SAFETY: the file lives in ferret's own state directory and is only ever
         // replaced by rename, never written in place, so the mapping does not change
         // under us (another process of the same user truncating it is outside what

@@ -230,3 +230,64 @@ fn slow_connections_do_not_block_a_normal_request() {
         );
     }
 }
+
+/// A second Authorization header, in any spelling, before or after the right one, valid or
+/// not, is refused as unauthorized: a proxy and this server could each read a different one.
+#[test]
+fn duplicate_authorization_headers_are_refused() {
+    let (_t, root) = util::tempdir();
+    let server = serve(&root, &[], &[]);
+    let p = server.port;
+    let init = initialize("dupauth");
+    // `post` itself sends `Authorization: Bearer TOKEN` after these.
+    for extra in [
+        format!("{}Authorization: Bearer {TOKEN}\r\n", host(p)),
+        format!("{}authorization: Bearer wrong\r\n", host(p)),
+        format!("{}AUTHORIZATION: Basic Zm9vOmJhcg==\r\n", host(p)),
+        format!("{}Authorization: \r\n", host(p)),
+    ] {
+        let (status, text) = post(p, &extra, None, &init);
+        assert!(status == 401 || status == 400, "{extra:?}: {status} {text}");
+    }
+    let (status, text) = post(p, &host(p), None, &init);
+    assert_eq!(status, 200, "one Authorization still works: {text}");
+}
+
+/// A Host that is not a well-formed authority for this server is refused with 403: userinfo
+/// before the host, another port on a loopback name, a port with leading zeros, signs or
+/// letters, an empty port. The bare name and the exact `name:port` still pass.
+#[test]
+fn malformed_or_wrong_port_hosts_are_refused() {
+    let (_t, root) = util::tempdir();
+    let server = serve(&root, &[], &[]);
+    let p = server.port;
+    let init = initialize("hosts");
+    let other = if p == 1 { 2 } else { 1 };
+    for bad in [
+        format!("evil@127.0.0.1:{p}"),
+        format!("user:pw@localhost:{p}"),
+        format!("127.0.0.1:{other}"),
+        format!("localhost:{}", p.wrapping_add(1)),
+        format!("[::1]:{other}"),
+        format!("127.0.0.1:0{p}"),
+        format!("127.0.0.1:00{p}"),
+        format!("127.0.0.1:+{p}"),
+        format!("127.0.0.1:{p}x"),
+        "127.0.0.1:".to_string(),
+        format!("127.0.0.1:{p}/x"),
+    ] {
+        let (status, text) = post(p, &format!("Host: {bad}\r\n"), None, &init);
+        assert!(
+            status == 403 || status == 400,
+            "Host {bad:?}: {status} {text}"
+        );
+    }
+    for good in [
+        format!("127.0.0.1:{p}"),
+        format!("localhost:{p}"),
+        "localhost".into(),
+    ] {
+        let (status, text) = post(p, &format!("Host: {good}\r\n"), None, &init);
+        assert_eq!(status, 200, "Host {good:?}: {text}");
+    }
+}

@@ -522,3 +522,101 @@ fn a_restart_after_a_write_through_an_outside_link_reads_the_new_content() {
         assert_eq!(with, without, "{p}");
     }
 }
+
+/// Runs ferret and fails (killing it) if it has not finished within 30 s: a FIFO opened
+/// for reading without a writer would block forever.
+fn run_bounded(root: &Path, state: &Path, args: &[&str]) -> std::process::Output {
+    let mut child = crate::util::bin()
+        .arg("--root")
+        .arg(root)
+        .arg("--state-dir")
+        .arg(state)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn ferret");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ferret {args:?} hung on a non-regular file in its state dir");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A FIFO, a symlink to a device, or a directory put at the stored index path (or at the
+/// `.discarded` note's path) never hangs any command that reads the index: it is treated as
+/// damaged, and searches still answer from a scan.
+#[cfg(unix)]
+#[test]
+#[allow(clippy::type_complexity)]
+fn a_fifo_or_device_at_the_index_path_never_hangs_and_is_treated_as_damaged() {
+    use std::ffi::CString;
+    let mkfifo = |p: &Path| {
+        let c = CString::new(p.to_str().expect("utf8 path")).expect("cstring");
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(
+            unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
+            0,
+            "mkfifo {p:?}"
+        );
+    };
+    let plant: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
+        ("fifo", Box::new(|p: &Path| mkfifo(p))),
+        (
+            "symlink to a device",
+            Box::new(|p: &Path| std::os::unix::fs::symlink("/dev/zero", p).expect("symlink")),
+        ),
+        (
+            "directory",
+            Box::new(|p: &Path| std::fs::create_dir(p).expect("dir")),
+        ),
+    ];
+    let commands: [&[&str]; 5] = [
+        &["grep", "needle", "--set", "request_timeout=2s"],
+        &["glob", "**/*.txt"],
+        &["call", "grep", "{\"pattern\":\"needle\"}"],
+        &["index", "status"],
+        &["index"],
+    ];
+    for (what, plant) in &plant {
+        for cmd in commands {
+            let (_dir, base) = tempdir();
+            let (root, state) = (base.join("ws"), base.join("st"));
+            write(&root, "a.txt", "needle here\n");
+            let out = run(&root, &state, &["index"]);
+            assert!(out.status.success(), "index builds");
+            let idx = index_file(&state);
+            std::fs::remove_file(&idx).expect("rm index");
+            plant(&idx);
+            let out = run_bounded(&root, &state, cmd);
+            let text = String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.code().is_some(), "{what} {cmd:?} died: {text}");
+            if cmd[0] == "grep" || cmd[0] == "call" {
+                assert!(
+                    text.contains("a.txt"),
+                    "{what} {cmd:?} still answers: {text}"
+                );
+            }
+        }
+        // The note beside the index, read by `index status`.
+        let (_dir, base) = tempdir();
+        let (root, state) = (base.join("ws"), base.join("st"));
+        write(&root, "a.txt", "needle here\n");
+        assert!(run(&root, &state, &["index"]).status.success());
+        let idx = index_file(&state);
+        let mut note = idx.file_name().expect("name").to_os_string();
+        note.push(".discarded");
+        std::fs::remove_file(&idx).expect("rm index");
+        plant(&idx.with_file_name(note));
+        let out = run_bounded(&root, &state, &["index", "status"]);
+        assert!(out.status.code().is_some(), "{what} note: status died");
+    }
+}
