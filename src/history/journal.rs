@@ -168,7 +168,7 @@ impl Owner {
             } else {
                 "unknown front end"
             },
-            label(&self.session).trim_matches('"').to_string()
+            label(&self.session).trim_matches('"')
         );
         if !self.agent.is_empty() {
             s.push_str(&format!(" (agent {})", label(&self.agent)));

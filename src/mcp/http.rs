@@ -134,7 +134,6 @@ pub async fn serve_http(ferret: Arc<Ferret>, opts: HttpOptions) -> anyhow::Resul
         sessions: sessions.clone(),
         streams: Streams::default(),
         log: Rejections::new(ferret.clone()),
-        port: bound.port(),
     });
     let app = axum::Router::new()
         .nest_service("/mcp", service)
@@ -587,8 +586,6 @@ struct Gate {
     sessions: Arc<LocalSessionManager>,
     streams: Streams,
     log: Rejections,
-    /// The port bound: a loopback Host naming another port is refused.
-    port: u16,
 }
 
 impl Gate {
@@ -652,14 +649,12 @@ impl Gate {
             return refuse(StatusCode::BAD_REQUEST, why);
         }
         if let Some(h) = req.headers().get(header::HOST)
-            && !well_formed_host(h.as_bytes(), self.port)
+            && !well_formed_host(h.as_bytes())
         {
-            return (
+            return refuse(
                 StatusCode::FORBIDDEN,
-                "Host is not a well-formed authority for this server (no user, a port of \
-                 digits without leading zeros, and on loopback this server's own port)\n",
-            )
-                .into_response();
+                "Host is not a well-formed authority (no user, a port of digits without leading zeros)",
+            );
         }
         // rmcp matches `http://localhost:*` against the host and a port it parses
         // leniently (`http://localhost:evil.com` passed): only a well-formed origin
@@ -910,10 +905,11 @@ fn token_matches(req: &Request, expected: &str) -> bool {
     bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
 }
 
-/// Whether a `Host` is a well-formed authority: `host[:port]` with no userinfo, a port of
-/// digits without leading zeros, and, for the loopback names allowed by default, the
-/// server's own port when a port is given.
-fn well_formed_host(value: &[u8], own_port: u16) -> bool {
+/// Whether a `Host` is a well-formed authority: `host[:port]` with no userinfo and a port
+/// of digits without leading zeros. The port is not compared with the one bound: an SSH
+/// tunnel or a container's port map reaches a loopback server under another, and DNS
+/// rebinding is told by the name, which the allow-list checks.
+fn well_formed_host(value: &[u8]) -> bool {
     let Ok(text) = std::str::from_utf8(value) else {
         return false;
     };
@@ -950,14 +946,7 @@ fn well_formed_host(value: &[u8], own_port: u16) -> bool {
     {
         return false;
     }
-    let Ok(port) = port.parse::<u16>() else {
-        return false;
-    };
-    let loopback = matches!(
-        name.to_ascii_lowercase().as_str(),
-        "localhost" | "127.0.0.1" | "[::1]"
-    );
-    !loopback || port == own_port
+    port.parse::<u16>().is_ok()
 }
 
 /// Whether an `Origin` header is `null` or exactly `scheme://host[:port]` (RFC 6454): no
