@@ -514,7 +514,7 @@ fn history_shows_who_made_each_change() {
     };
     assert!(line("p.txt").ends_with("by cli"), "{text}");
     assert!(
-        line("q.txt").contains("by mcp session mcp-77 (claude)"),
+        line("q.txt").contains(r#"by mcp session mcp-77 (agent "claude")"#),
         "{text}"
     );
     let out = w.cli(&["history", "--json"]);
