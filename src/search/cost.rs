@@ -85,6 +85,18 @@ pub fn check_pattern(pattern: &str, fixed_strings: bool) -> ToolResult<()> {
     let Ok(ast) = regex_syntax::ast::parse::Parser::new().parse(pattern) else {
         return Ok(());
     };
+    let weight = regex_weight(&ast);
+    if weight > MAX_REGEX_WEIGHT {
+        return Err(too_big(
+            ErrorCode::InvalidRegex,
+            format!(
+                "the regex would compile to about {weight} states (each class or literal times the \
+                 repetitions around it); at most {MAX_REGEX_WEIGHT} are allowed"
+            ),
+            "use + or * instead of large counted repetitions ({n} copies of \\w each compile a Unicode class), \
+             or search for a literal part and read around the matches",
+        ));
+    }
     let branches = alternatives(&ast);
     if branches > MAX_ALTERNATIVES {
         return Err(too_big(
@@ -96,6 +108,69 @@ pub fn check_pattern(pattern: &str, fixed_strings: bool) -> ToolResult<()> {
         ));
     }
     Ok(())
+}
+
+/// The most a regex's estimated compiled size ([`regex_weight`]) may be. Ordinary
+/// patterns weigh hundreds to tens of thousands (`\w+` 300, `(?:\w{50}){4}` 60 000); the
+/// attacker pass's 4 000 alternatives of `\w{N}x\p{Lu}` (under every other cap) weigh
+/// about 30 million, and each took 2-3 s and ~125 MB to be refused at the compile limit.
+pub const MAX_REGEX_WEIGHT: u64 = 1_000_000;
+
+/// A regex's compiled size, estimated from its syntax before anything is built: a
+/// Unicode or Perl class weighs 300 (the UTF-8 automaton of `\w` is hundreds of states),
+/// `.` 10, a literal 1, and a counted repetition multiplies what it repeats by its count
+/// (the compiler makes that many copies). Saturating; the parser's nesting limit bounds
+/// the recursion.
+pub fn regex_weight(ast: &regex_syntax::ast::Ast) -> u64 {
+    use regex_syntax::ast::{Ast, RepetitionKind, RepetitionRange};
+    match ast {
+        Ast::Empty(_) | Ast::Flags(_) | Ast::Assertion(_) => 0,
+        Ast::Literal(_) => 1,
+        Ast::Dot(_) => 10,
+        Ast::ClassUnicode(_) | Ast::ClassPerl(_) => 300,
+        Ast::ClassBracketed(c) => 1 + set_weight(&c.kind),
+        Ast::Repetition(r) => {
+            let times = match &r.op.kind {
+                RepetitionKind::ZeroOrOne | RepetitionKind::ZeroOrMore => 1,
+                RepetitionKind::OneOrMore => 2,
+                RepetitionKind::Range(RepetitionRange::Exactly(n)) => u64::from(*n),
+                RepetitionKind::Range(RepetitionRange::AtLeast(n)) => u64::from(*n) + 1,
+                RepetitionKind::Range(RepetitionRange::Bounded(_, m)) => u64::from(*m),
+            };
+            regex_weight(&r.ast).saturating_mul(times.max(1))
+        }
+        Ast::Group(g) => regex_weight(&g.ast),
+        Ast::Alternation(a) => a
+            .asts
+            .iter()
+            .fold(0u64, |n, x| n.saturating_add(regex_weight(x))),
+        Ast::Concat(c) => c
+            .asts
+            .iter()
+            .fold(0u64, |n, x| n.saturating_add(regex_weight(x))),
+    }
+}
+
+fn set_weight(set: &regex_syntax::ast::ClassSet) -> u64 {
+    use regex_syntax::ast::ClassSet;
+    match set {
+        ClassSet::Item(i) => item_weight(i),
+        ClassSet::BinaryOp(op) => set_weight(&op.lhs).saturating_add(set_weight(&op.rhs)),
+    }
+}
+
+fn item_weight(item: &regex_syntax::ast::ClassSetItem) -> u64 {
+    use regex_syntax::ast::ClassSetItem;
+    match item {
+        ClassSetItem::Empty(_) | ClassSetItem::Literal(_) | ClassSetItem::Range(_) => 1,
+        ClassSetItem::Ascii(_) => 1,
+        ClassSetItem::Unicode(_) | ClassSetItem::Perl(_) => 300,
+        ClassSetItem::Bracketed(b) => set_weight(&b.kind),
+        ClassSetItem::Union(u) => u
+            .items
+            .iter()
+            .fold(0u64, |n, i| n.saturating_add(item_weight(i))),
+    }
 }
 
 /// Alternation branches in a regex, nested ones included.
@@ -337,6 +412,28 @@ mod tests {
         );
         assert!(check_pattern(&nested, false).is_err());
         assert!(check_pattern("fn (main|test)\\(", false).is_ok());
+        // The attacker pass's shape: under the length and alternative caps, refused by
+        // its weight before anything is compiled.
+        let heavy: Vec<String> = (0..4000)
+            .map(|k| format!("\\w{{{}}}x\\p{{Lu}}", k % 50 + 1))
+            .collect();
+        let heavy = heavy.join("|");
+        assert!(heavy.len() < MAX_PATTERN_BYTES);
+        let e = check_pattern(&heavy, false).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidRegex);
+        assert!(e.message.contains("states"), "{}", e.message);
+        for ordinary in [
+            "\\w+",
+            "[A-Za-z_][A-Za-z0-9_]{0,63}",
+            "(?i)foo|bar",
+            "(?:\\w{50}){4}",
+            "(\\w+\\s+){1,20}",
+            ".{0,200}",
+            "EXPORT_SYMBOL_GPL\\(kvm_\\w+_msr",
+            "x{3,}y",
+        ] {
+            assert!(check_pattern(ordinary, false).is_ok(), "{ordinary}");
+        }
         assert!(check_globs(&["*.{ts,tsx}", "src/**", "!*.min.js"]).is_ok());
         let braces = format!("*.{{{}}}", vec!["x"; MAX_BRACE_ALTERNATIVES + 1].join(","));
         assert_eq!(
