@@ -141,8 +141,22 @@ pub fn load(
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     let mut refused = Vec::new();
     if let Some(path) = &workspace_file {
-        let layer = read_file_layer(path, &defaults)?;
-        let n = narrow(&mut config, &layer, path)?;
+        // A repository's file never stops ferret: what cannot be read or applied is
+        // refused (narrow.rs), and the user's settings stay in force.
+        let n = match read_table(path) {
+            Ok(layer) => narrow(&mut config, &layer, path),
+            Err(e) => {
+                let why = format!("the whole file ({e:#})");
+                eprintln!(
+                    "ferret: warning: {} is inside the workspace and was not used: {why}",
+                    path.display()
+                );
+                super::narrow::Narrowed {
+                    applied: Vec::new(),
+                    refused: vec![why],
+                }
+            }
+        };
         for k in n.applied {
             sources.insert(k, Source::File(path.clone()));
         }
@@ -221,18 +235,39 @@ fn read_file_layer(
     path: &Path,
     defaults: &Map<String, Value>,
 ) -> anyhow::Result<Map<String, Value>> {
+    let map = read_table(path)?;
+    for k in map.keys() {
+        if !defaults.contains_key(k) {
+            return Err(unknown_key(k, defaults).context(format!("in {}", path.display())));
+        }
+    }
+    Ok(map)
+}
+
+/// A config file's table, read without following a symbolic link and at most 1 MiB.
+fn read_table(path: &Path) -> anyhow::Result<Map<String, Value>> {
     // Not through a symlink: a config file that is a link to a secret would have its
-    // content quoted in a parse error.
+    // content quoted in a parse error. Not a FIFO or device either (it would block).
     let text = {
         use std::io::Read;
         use std::os::unix::fs::OpenOptionsExt;
         let mut text = String::new();
-        std::fs::OpenOptions::new()
+        let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+        let file = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .custom_flags(flags.bits() as i32)
             .open(path)
-            .and_then(|f| f.take(1 << 20).read_to_string(&mut text))
             .map_err(|e| anyhow::anyhow!("cannot read config file {} (it must be a regular file, not a symbolic link): {e}", path.display()))?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            anyhow::bail!("config file {} is not a regular file", path.display());
+        }
+        if meta.len() > 1 << 20 {
+            anyhow::bail!("config file {} is over 1 MiB", path.display());
+        }
+        file.take(1 << 20)
+            .read_to_string(&mut text)
+            .map_err(|e| anyhow::anyhow!("cannot read config file {}: {e}", path.display()))?;
         text
     };
     let table: toml::Table = toml::from_str(&text)
@@ -241,11 +276,6 @@ fn read_file_layer(
     let Value::Object(map) = value else {
         anyhow::bail!("config file {} is not a table", path.display())
     };
-    for k in map.keys() {
-        if !defaults.contains_key(k) {
-            return Err(unknown_key(k, defaults).context(format!("in {}", path.display())));
-        }
-    }
     Ok(map)
 }
 

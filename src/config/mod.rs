@@ -10,7 +10,7 @@
 
 mod layers;
 mod narrow;
-pub use narrow::NOT_SERVED_BY_DEFAULT;
+pub use narrow::{NOT_SERVED_BY_DEFAULT, TOOL_NAMES};
 
 use layers::duration_serde;
 pub use layers::{Loaded, Overrides, Source, load};

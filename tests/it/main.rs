@@ -4,6 +4,7 @@
 mod adversarial;
 mod changes;
 mod cli;
+mod config_r4;
 mod cost_r3;
 mod crash;
 mod faults;

@@ -512,10 +512,13 @@ fn rules() -> BTreeMap<&'static str, (Option<&'static str>, Option<(&'static str
             (None, Some(("[\"rs\"]", "allowed_extensions"))),
         ),
         ("max_path_depth", (Some("0"), Some(("3", "max_path_depth")))),
-        ("max_file_size", (Some("0"), Some(("10", "max_file_size")))),
+        (
+            "max_file_size",
+            (Some("0"), Some(("5000", "max_file_size"))),
+        ),
         (
             "search_max_file_size",
-            (Some("999999999999"), Some(("10", "search_max_file_size"))),
+            (Some("999999999999"), Some(("5000", "search_max_file_size"))),
         ),
         (
             "max_files_per_request",
@@ -523,12 +526,12 @@ fn rules() -> BTreeMap<&'static str, (Option<&'static str>, Option<(&'static str
         ),
         (
             "max_output_chars",
-            (Some("0"), Some(("10", "max_output_chars"))),
+            (Some("0"), Some(("3000", "max_output_chars"))),
         ),
-        ("max_columns", (Some("0"), Some(("10", "max_columns")))),
+        ("max_columns", (Some("0"), Some(("100", "max_columns")))),
         (
             "max_bytes_per_round",
-            (Some("0"), Some(("10", "max_bytes_per_round"))),
+            (Some("0"), Some(("100000", "max_bytes_per_round"))),
         ),
         (
             "max_requests_per_round",
@@ -555,7 +558,7 @@ fn rules() -> BTreeMap<&'static str, (Option<&'static str>, Option<(&'static str
         ("backup_enabled", (Some("false"), None)),
         (
             "max_edit_file_size",
-            (Some("0"), Some(("10", "max_edit_file_size"))),
+            (Some("0"), Some(("5000", "max_edit_file_size"))),
         ),
         ("direct_bash_confirm", (Some("false"), None)),
         (
@@ -564,11 +567,11 @@ fn rules() -> BTreeMap<&'static str, (Option<&'static str>, Option<(&'static str
         ),
         (
             "index_max_files",
-            (Some("0"), Some(("10", "index_max_files"))),
+            (Some("0"), Some(("5000", "index_max_files"))),
         ),
         (
             "index_max_bytes",
-            (Some("0"), Some(("10", "index_max_bytes"))),
+            (Some("0"), Some(("2000000", "index_max_bytes"))),
         ),
         (
             "tools",
