@@ -379,6 +379,13 @@ impl Ferret {
             };
             e.with_hint(hint)
         });
+        // An error is an answer too: within the output budget like any other. Except a
+        // question for the user: it is asked whole, or the user would approve a change
+        // whose paths were cut off.
+        let result = result.map_err(|e| match e.code {
+            ErrorCode::ConfirmationRequired => e,
+            _ => e.fit(ctx.output_budget()),
+        });
         let error = result.as_ref().err();
         self.record(&ctx, session, tool, started, error, bytes_sent);
         result

@@ -132,6 +132,45 @@ impl ToolError {
         self
     }
 
+    /// Cuts the message and hint so the error, as sent (its text and its structured
+    /// copy carry both), stays within `budget` characters (`max_output_chars`). The code
+    /// stays whole; each part keeps at least 30 characters, so it still says something.
+    pub fn fit(mut self, budget: Option<usize>) -> Self {
+        /// What the code, labels and JSON around the two parts take, twice over.
+        const FRAME: usize = 100;
+        let Some(budget) = budget else { return self };
+        let len = |s: &str| s.chars().count();
+        let hint_len = self.hint.as_deref().map_or(0, len);
+        if FRAME + 2 * (len(&self.message) + hint_len) <= budget {
+            return self;
+        }
+        let each = (budget.saturating_sub(FRAME) / 4).max(30);
+        let cut = |s: &str| -> String {
+            if len(s) <= each {
+                return s.to_string();
+            }
+            let mut out: String = s.chars().take(each.saturating_sub(1)).collect();
+            out.push('…');
+            out
+        };
+        // The hint is the part an agent acts on: it gets what the message leaves.
+        let msg = cut(&self.message);
+        let room = (budget.saturating_sub(FRAME) / 2)
+            .saturating_sub(len(&msg))
+            .max(each);
+        self.hint = self.hint.map(|h| {
+            if len(&h) <= room {
+                h
+            } else {
+                let mut out: String = h.chars().take(room.saturating_sub(1)).collect();
+                out.push('…');
+                out
+            }
+        });
+        self.message = msg;
+        self
+    }
+
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidArgument, message)
     }

@@ -329,3 +329,38 @@ fn the_tool_names_are_the_registrys() {
     listed.sort();
     assert_eq!(names, listed);
 }
+
+#[test]
+fn an_error_answer_keeps_within_the_output_budget() {
+    // An agent-chosen path (or pattern) ends up in the message; the answer that carries
+    // it is held to max_output_chars like any other (its text and structured copy).
+    let (_t, root) = tempdir();
+    for budget in [300u64, 1000] {
+        let mut c = ferret::config::Config::defaults(Mode::Server);
+        c.roots = vec![root.clone()];
+        c.max_output_chars = budget;
+        let f = ferret::Ferret::new(c).expect("open");
+        let long = format!("{}/missing.txt", "d".repeat(2000));
+        for (tool, args) in [
+            ("read_file", serde_json::json!({"path": long})),
+            ("grep", serde_json::json!({"pattern": "(".repeat(500)})),
+            (
+                "edit",
+                serde_json::json!({"path": "x.txt", "old_string": "a".repeat(3000), "new_string": "b"}),
+            ),
+        ] {
+            let err = match crate::util::call(&f, tool, args) {
+                Err(e) => e,
+                Ok(v) => panic!("{tool}: expected an error, got {v}"),
+            };
+            let sent = 100
+                + 2 * (err.message.chars().count()
+                    + err.hint.as_deref().map_or(0, |h| h.chars().count()));
+            assert!(
+                sent <= budget as usize,
+                "{tool} at {budget}: {sent} characters: {err:?}"
+            );
+            assert!(!err.message.is_empty(), "{tool}: empty message");
+        }
+    }
+}
