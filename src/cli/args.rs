@@ -23,7 +23,7 @@ pub struct Global {
     /// Workspace root (repeatable; default: the current directory). Env: FERRET_ROOT.
     #[arg(long = "root", global = true, value_name = "DIR")]
     pub roots: Vec<PathBuf>,
-    /// Configuration file (default: ferret.toml in the first root). Env: FERRET_CONFIG.
+    /// Configuration file (default: ~/.config/ferret/config.toml, then ferret.toml in the first root, which may only narrow). Env: FERRET_CONFIG.
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Append an audit record per tool call to FILE (JSON Lines). Env: FERRET_AUDIT_LOG.

@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 /// The environment variables ferret reads, with `FERRET_ROOT` (a path list) folded into
 /// `FERRET_ROOTS` (the config key's own name).
 pub fn ferret_env() -> BTreeMap<String, String> {
+    // HOME and XDG_CONFIG_HOME: where the user's own config file is.
     let mut env: BTreeMap<String, String> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("FERRET_"))
+        .filter(|(k, _)| k.starts_with("FERRET_") || k == "HOME" || k == "XDG_CONFIG_HOME")
         .collect();
     // Seed 004's names, for hosts configured for it: FERRET_* wins when both are set.
     for (seed, ours) in [

@@ -45,7 +45,9 @@ pub struct Loaded {
 /// The inputs to [`load`]: what the command line said, and the environment to read.
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
-    /// `--config FILE`; otherwise `ferret.toml` in the first root, when present.
+    /// `--config FILE`; otherwise the user's file (`$XDG_CONFIG_HOME/ferret/config.toml`,
+    /// else `~/.config/ferret/config.toml`) when present, then `ferret.toml` in the first
+    /// root, which may only narrow.
     pub config_file: Option<PathBuf>,
     /// Values set by flags, as (key, JSON value, flag name).
     pub flags: Vec<(String, Value, String)>,
@@ -110,6 +112,9 @@ pub fn load(
         .as_ref()
         .or(overrides.default_roots.as_ref())
         .and_then(|r| r.first().cloned());
+    let roots_in_force = layer_roots
+        .as_deref()
+        .or(overrides.default_roots.as_deref());
     // A file the user named is trusted unless it lies inside a root (a repository can
     // ship anything); `ferret.toml` in the workspace is the workspace's own and may only
     // narrow what the user set.
@@ -118,12 +123,24 @@ pub fn load(
         .clone()
         .or_else(|| env.get("FERRET_CONFIG").map(PathBuf::from))
     {
-        Some(f) if inside_roots(&f, layer_roots.as_deref()) => (None, Some(f)),
+        Some(f) if inside_roots(&f, roots_in_force) => (None, Some(f)),
         Some(f) => (Some(f), None),
         None => {
             let root = first_root.clone().unwrap_or_else(|| PathBuf::from("."));
             let candidate = root.join("ferret.toml");
-            (None, candidate.is_file().then_some(candidate))
+            let workspace = candidate.is_file().then_some(candidate);
+            // The user's own file, unless a root holds it: there an agent allowed to
+            // write could edit it, and it would widen the next session.
+            match user_config_file(env).filter(|f| f.is_file()) {
+                Some(f) if inside_roots(&f, roots_in_force) => {
+                    eprintln!(
+                        "ferret: warning: {} is inside a root, so it is not trusted and was not read; name a file outside every root with --config",
+                        f.display()
+                    );
+                    (None, workspace)
+                }
+                user => (user, workspace),
+            }
         }
     };
     if let Some(path) = &user_file {
@@ -216,6 +233,17 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+/// The user's config file: `$XDG_CONFIG_HOME/ferret/config.toml`, else
+/// `~/.config/ferret/config.toml` (whether it exists is the caller's question).
+pub fn user_config_file(env: &BTreeMap<String, String>) -> Option<PathBuf> {
+    let base = env
+        .get("XDG_CONFIG_HOME")
+        .filter(|d| Path::new(d).is_absolute())
+        .map(PathBuf::from)
+        .or_else(|| env.get("HOME").map(|h| Path::new(h).join(".config")))?;
+    Some(base.join("ferret").join("config.toml"))
 }
 
 /// Whether `file` lies inside one of `roots` (the current directory when none is set).

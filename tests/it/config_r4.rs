@@ -364,3 +364,50 @@ fn an_error_answer_keeps_within_the_output_budget() {
         }
     }
 }
+
+#[test]
+fn the_users_config_file_is_read_unless_a_root_holds_it() {
+    let (_t, home) = tempdir();
+    let (_t2, root) = tempdir();
+    write(&root, "a.txt", "needle\n");
+    write(&root, "b.log", "needle\n");
+    write(
+        &home,
+        ".config/ferret/config.toml",
+        "skip_extra = [\"*.log\"]\n",
+    );
+    let run = |env: &[(&str, &Path)], dir: &Path| {
+        let mut c = bin();
+        c.current_dir(dir)
+            .arg("--root")
+            .arg(dir)
+            .args(["grep", "needle"]);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        String::from_utf8_lossy(&run_bounded(c).stdout).to_string()
+    };
+    // ~/.config/ferret/config.toml, and $XDG_CONFIG_HOME/ferret/config.toml before it.
+    let out = run(&[("HOME", &home)], &root);
+    assert!(out.contains("a.txt") && !out.contains("b.log"), "{out}");
+    let (_t3, xdg) = tempdir();
+    write(&xdg, "ferret/config.toml", "skip_extra = [\"a.txt\"]\n");
+    let out = run(&[("HOME", &home), ("XDG_CONFIG_HOME", &xdg)], &root);
+    assert!(out.contains("b.log") && !out.contains("a.txt"), "{out}");
+    // A root that holds the file (a root that is the home): the file is not trusted.
+    write(&home, "c.txt", "needle\n");
+    write(&home, ".config/ferret/config.toml", "allow_write = true\n");
+    let mut c = bin();
+    c.current_dir(&home)
+        .arg("--root")
+        .arg(&home)
+        .env("HOME", &home)
+        .args(["write", "d.txt", "--content", "made"]);
+    let out = run_bounded(c);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not trusted"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(home.join("c.txt")).expect("read"),
+        "needle\n"
+    );
+}
