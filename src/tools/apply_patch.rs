@@ -150,6 +150,7 @@ the whole patch; dry_run shows the diffs.",
                 ));
             }
         };
+        check_shape(&changes)?;
         let dry_run = p.dry_run || ctx.config().dry_run;
         let plan = plan(ctx, &changes, &versions)?;
         let files = plan.iter().map(|f| f.outcome.clone()).collect();
@@ -371,6 +372,7 @@ fn plan(
                     n,
                     &shown,
                     limit.saturating_sub(bom.len() as u64),
+                    &|| ctx.check(),
                 )?;
                 let mut after = bom.to_vec();
                 after.extend_from_slice(new_text.as_bytes());
@@ -428,6 +430,32 @@ fn plan(
     Ok(out)
 }
 
+/// Most files one patch changes.
+pub const MAX_FILES: usize = 1000;
+/// Most hunks in one patch: each searches and rebuilds its file, so a patch of 40 000
+/// one-line hunks over a 1 MB file took 25 s before any limit applied.
+pub const MAX_HUNKS: usize = 5000;
+
+/// Refuses a patch too big in shape before any file is opened.
+fn check_shape(changes: &[FileChange]) -> ToolResult<()> {
+    let hunks: usize = changes
+        .iter()
+        .map(|c| match c {
+            FileChange::Update { hunks, .. } => hunks.len(),
+            _ => 0,
+        })
+        .sum();
+    if changes.len() > MAX_FILES || hunks > MAX_HUNKS {
+        return Err(ToolError::invalid(format!(
+            "the patch changes {} files in {hunks} hunks; one patch changes at most {MAX_FILES} files \
+             in {MAX_HUNKS} hunks",
+            changes.len()
+        ))
+        .with_hint("split it into several patches, or use write_file for a file rewritten whole"));
+    }
+    Ok(())
+}
+
 fn check_size(max: u64, len: usize, shown: &str) -> ToolResult<()> {
     if max > 0 && len as u64 > max {
         return Err(ToolError::new(
@@ -461,10 +489,13 @@ pub fn apply_hunks(
     n: usize,
     shown: &str,
     limit: u64,
+    check: &dyn Fn() -> ToolResult<()>,
 ) -> ToolResult<(String, Vec<Rule>)> {
     let mut text = text.to_string();
     let mut rules = Vec::new();
     for (h, hunk) in hunks.iter().enumerate() {
+        // Each hunk searches and rebuilds the file: the deadline is checked between them.
+        check()?;
         let at = |e: ToolError| ToolError {
             message: format!("change {n} ({shown}), hunk {}: {}", h + 1, e.message),
             ..e

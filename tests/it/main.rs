@@ -6,6 +6,7 @@ mod changes;
 mod cli;
 mod config_r4;
 mod cost_r3;
+mod cost_r4;
 mod crash;
 mod faults;
 mod http_r3;
