@@ -92,3 +92,33 @@ fn a_patch_of_many_hunks_stops_at_its_deadline_with_nothing_changed() {
     );
     assert_eq!(snapshot(&root), before);
 }
+
+/// The pool is what a long-line search waits for: with the whole pool held elsewhere, a
+/// search of a file that may hold a long line waits and ends at its deadline, while a
+/// search of small files answers; once the pool is free, the same search answers. (The
+/// eight-concurrent test in cost_r3 checks the pool lets searches through; this one
+/// fails if a search stops taking from it.)
+#[test]
+fn a_search_that_may_hold_a_long_line_takes_it_from_the_shared_pool() {
+    use ferret::search::cost::{LINE_POOL, LINES};
+    let (_t, root) = tempdir();
+    write(
+        &root,
+        "big/long.txt",
+        format!("{}NEEDLE\n", "a".repeat(4 << 20)),
+    );
+    write(&root, "small/short.txt", "NEEDLE\n");
+    let f = open(&root, 300);
+    let forever = ferret::control::Control::new(ferret::CancelToken::new(), None, Duration::ZERO);
+    let held = LINES.take(LINE_POOL, &forever).expect("take the pool");
+    let e = crate::util::call(&f, "grep", json!({"pattern": "NEEDLE", "path": "big"}))
+        .expect_err("waits for the pool");
+    assert_eq!(e.code, ErrorCode::Timeout, "{e:?}");
+    let r = crate::util::call(&f, "grep", json!({"pattern": "NEEDLE", "path": "small"}))
+        .expect("small files need no share");
+    assert_eq!(r["file_count"], 1, "{r}");
+    drop(held);
+    let r = crate::util::call(&f, "grep", json!({"pattern": "NEEDLE", "path": "big"}))
+        .expect("the pool is free");
+    assert_eq!(r["file_count"], 1, "{r}");
+}
