@@ -198,6 +198,13 @@ impl Ferret {
             tracing::warn!("index: kept in memory only (the state directory is inside a root)");
             return None;
         }
+        // Another user's directory would hold an index they wrote (answers they chose).
+        if dir.exists()
+            && let Err(e) = crate::history::safe::check_state_dir(&dir)
+        {
+            tracing::warn!("index: kept in memory only ({e})");
+            return None;
+        }
         let c = &self.config;
         let mut h = Sha256::new();
         h.update(env!("CARGO_PKG_VERSION"));

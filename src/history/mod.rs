@@ -191,6 +191,14 @@ impl History {
                 root: r.clone(),
             });
         }
+        // One that exists must be this user's own directory: a journal another user
+        // wrote would name any file as a backup to restore, or a change to settle.
+        if std::fs::symlink_metadata(&dir).is_ok() {
+            safe::check_state_dir(&dir).map_err(|source| SetupError::StateDir {
+                dir: dir.clone(),
+                source,
+            })?;
+        }
         Ok(History {
             journal: Journal::new(dir.join("journal.jsonl")),
             dir,
@@ -374,6 +382,30 @@ impl History {
         Ok(path)
     }
 
+    /// Reads the backup `path` a journal entry names, for an undo: only a regular file
+    /// in this state directory's `backups/` (never followed, never a FIFO), whatever
+    /// the journal says.
+    pub fn read_backup(&self, path: &Path) -> ToolResult<Vec<u8>> {
+        let inside = path.starts_with(self.dir.join("backups"))
+            && path.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::RootDir
+                )
+            });
+        if !inside {
+            return Err(crate::error::ToolError::new(
+                crate::error::ErrorCode::IoError,
+                format!(
+                    "cannot read the backup {}: it is not in the state directory's backups",
+                    path.display()
+                ),
+            )
+            .with_hint(safe::HINT));
+        }
+        safe::read_backup(path)
+    }
+
     /// Settles every change left pending by a process that is gone: finished if it
     /// landed, rolled back (its temporary file removed) if not. Returns how many.
     pub fn recover(&self, ws: &Workspace) -> ToolResult<usize> {
@@ -404,7 +436,10 @@ impl History {
                 settled += 1;
             }
             // Leases of processes that are gone, whatever they left.
-            if let Ok(rd) = std::fs::read_dir(self.dir.join("leases")) {
+            // Only in a real `leases/`: through a link there, this would remove the
+            // files of whatever folder it leads to.
+            let leases = self.dir.join("leases");
+            if let Ok(rd) = safe::is_real_dir(&leases).and_then(|()| std::fs::read_dir(&leases)) {
                 for l in rd.flatten() {
                     let name = l.file_name().to_string_lossy().into_owned();
                     if name.starts_with(NEW_LEASE) {

@@ -322,7 +322,7 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
     remove_empty_dirs(ctx, m.to_root, &target.created_dirs);
     // The file the move replaced comes back from its backup.
     if let Some(b) = &target.backup_path {
-        let content = crate::history::safe::read_backup(b).map_err(|mut e| {
+        let content = history.read_backup(b).map_err(|mut e| {
             e.message = format!("moved back, but {}", e.message);
             e
         })?;
@@ -382,7 +382,7 @@ fn undo_group(
                     op.path
                 ))
             })?;
-            crate::history::safe::read_backup(b)
+            history.read_backup(b)
         };
         // The inverse of this file's change.
         let (kind, content) = match (op.kind, &current) {
@@ -504,7 +504,7 @@ fn undo_edit(
         ))
         .with_hint("turn backups on (backup_enabled = true, the default) for edits that can be undone")
     })?;
-    let restored = crate::history::safe::read_backup(backup_path)?;
+    let restored = history.read_backup(backup_path)?;
     let wp = ws.root_path(target.root).join(&target.rel);
     let probe = ws.entry(&wp, false)?;
     if probe.real.rel() != target.rel {

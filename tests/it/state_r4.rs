@@ -548,6 +548,8 @@ fn a_link_or_file_at_a_state_folder_is_refused_and_nothing_lands_outside() {
             let (_t, root, state, ws, secret) = with_change();
             let outside = secret.parent().unwrap().join("elsewhere");
             std::fs::create_dir(&outside).expect("outside dir");
+            // A file there that looks like a dead process's lease.
+            std::fs::write(outside.join("123-old"), "keep").expect("sentinel");
             let at = ws.join(name);
             if at.exists() {
                 std::fs::remove_dir_all(&at).expect("rm");
@@ -573,12 +575,12 @@ fn a_link_or_file_at_a_state_folder_is_refused_and_nothing_lands_outside() {
             let r = run(&root, &state, args);
             let what = format!("{name} (file: {file_instead}), {args:?}");
             assert_safe(&what, &r, &secret);
-            assert_eq!(
-                std::fs::read_dir(&outside).unwrap().count(),
-                0,
-                "{what}: wrote outside: {}",
-                r.text
-            );
+            let there: Vec<_> = std::fs::read_dir(&outside)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            assert_eq!(there, ["123-old"], "{what}: changed outside: {}", r.text);
             if name != "index" {
                 assert_ne!(r.code, Some(0), "{what}: {}", r.text);
                 assert!(r.text.contains("IO_ERROR"), "{what}: {}", r.text);
@@ -665,9 +667,7 @@ fn a_state_directory_of_another_user_is_refused() {
     }
     let (_t, root, state, ws, _secret) = with_change();
     std::os::unix::fs::chown(&ws, Some(4242), Some(4242)).expect("chown");
-    let r = run(
-        &root,
-        &state,
+    for args in [
         &[
             "--allow-write",
             "edit",
@@ -676,14 +676,18 @@ fn a_state_directory_of_another_user_is_refused() {
             "bye",
             "--new",
             "x",
-        ],
-    );
-    assert_ne!(r.code, Some(0), "{}", r.text);
-    assert!(r.text.contains("another user"), "{}", r.text);
-    assert_eq!(
-        std::fs::read_to_string(root.join("a.txt")).unwrap(),
-        "bye\n"
-    );
+        ][..],
+        &["--allow-write", "undo"],
+        &["history"],
+    ] {
+        let r = run(&root, &state, args);
+        assert_ne!(r.code, Some(0), "{args:?}: {}", r.text);
+        assert!(r.text.contains("another user"), "{args:?}: {}", r.text);
+        assert_eq!(
+            std::fs::read_to_string(root.join("a.txt")).unwrap(),
+            "bye\n"
+        );
+    }
 }
 
 #[test]
@@ -724,4 +728,42 @@ fn index_status_and_searches_write_nothing_even_over_a_damaged_index() {
     let r = run(&root, &state, &["index"]);
     assert_eq!(r.code, Some(0), "{}", r.text);
     assert_eq!(run(&root, &state, &["index", "status"]).code, Some(0));
+}
+
+#[test]
+fn a_journal_naming_a_file_outside_as_the_backup_never_restores_it() {
+    // The journal is the state directory's; were it written by someone else (or an
+    // older ferret's bug), the backup it names is still read only from `backups/`.
+    for forged in ["outside", "dotdot"] {
+        let (_t, root, state, ws, secret) = with_change();
+        let journal = ws.join("journal.jsonl");
+        let text = std::fs::read_to_string(&journal).expect("journal");
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let mut v: serde_json::Value = serde_json::from_str(&lines[0]).expect("entry");
+        let real = v["backup_path"].as_str().expect("a backup").to_string();
+        v["backup_path"] = match forged {
+            "outside" => secret.to_string_lossy().into_owned(),
+            _ => format!(
+                "{}/../../../../{}",
+                Path::new(&real).parent().unwrap().display(),
+                secret.file_name().unwrap().to_string_lossy()
+            ),
+        }
+        .into();
+        lines[0] = v.to_string();
+        std::fs::write(&journal, lines.join("\n") + "\n").expect("forge");
+        let r = run(&root, &state, &["--allow-write", "undo", "--yes"]);
+        assert_safe(forged, &r, &secret);
+        assert_ne!(r.code, Some(0), "{forged}: {}", r.text);
+        assert!(
+            r.text.contains("not in the state directory"),
+            "{forged}: {}",
+            r.text
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("a.txt")).unwrap(),
+            "bye\n",
+            "{forged}: restored from outside"
+        );
+    }
 }
