@@ -392,9 +392,8 @@ impl Locked<'_> {
         let wanted = id.to_string();
         loop {
             line.clear();
-            let n = reader
-                .read_until(b'\n', &mut line)
-                .map_err(|e| io_err("journal", &e))?;
+            let n =
+                read_line(&mut reader, &mut line, MAX_LINE).map_err(|e| io_err("journal", &e))?;
             if n == 0 {
                 break;
             }
@@ -605,6 +604,46 @@ struct Cache {
     max_id: u64,
 }
 
+/// The longest journal line kept: a longer one is skipped as damaged (its bytes are
+/// consumed, never held). A patch of thousands of files makes lines of a few MB.
+const MAX_LINE: usize = 64 << 20;
+
+/// Reads one line (with its newline) into `line` as `read_until` does, returning the
+/// bytes consumed; a line over [`MAX_LINE`] is consumed whole but `line` holds only
+/// `{}` and its newline (then it parses as nothing and is skipped).
+fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>, max: usize) -> std::io::Result<usize> {
+    let mut consumed = 0;
+    let mut too_long = false;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        let (take, done) = match memchr::memchr(b'\n', buf) {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        if !too_long {
+            if line.len() + take > max {
+                too_long = true;
+                line.clear();
+            } else {
+                line.extend_from_slice(&buf[..take]);
+            }
+        }
+        reader.consume(take);
+        consumed += take;
+        if done {
+            if too_long {
+                tracing::warn!("skipping a journal line over {max} bytes");
+                line.extend_from_slice(b"{}\n");
+            }
+            break;
+        }
+    }
+    Ok(consumed)
+}
+
 /// Reads the lines appended since `c.offset` into `c`.
 fn read_tail(file: &File, c: &mut Cache) -> ToolResult<()> {
     let mut f = file;
@@ -614,9 +653,7 @@ fn read_tail(file: &File, c: &mut Cache) -> ToolResult<()> {
     let mut line = Vec::new();
     loop {
         line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| io_err("journal", &e))?;
+        let n = read_line(&mut reader, &mut line, MAX_LINE).map_err(|e| io_err("journal", &e))?;
         if n == 0 || line.last() != Some(&b'\n') {
             // The end, or a line still being written: read it next time.
             return Ok(());
@@ -730,6 +767,25 @@ mod tests {
         std::fs::write(&path, "").unwrap();
         assert_eq!(seen(&b), vec![]);
         assert_eq!(begin(&a, "v"), 1);
+    }
+
+    #[test]
+    fn a_line_over_the_cap_is_consumed_not_kept_and_the_next_one_read() {
+        let text = format!("{}\n{{\"id\":1}}\npartial", "x".repeat(100));
+        // A reader with a small buffer: the long line spans many fills.
+        let mut r = std::io::BufReader::with_capacity(7, text.as_bytes());
+        let mut line = Vec::new();
+        assert_eq!(read_line(&mut r, &mut line, 50).unwrap(), 101);
+        assert_eq!(line, b"{}\n");
+        line.clear();
+        assert_eq!(read_line(&mut r, &mut line, 50).unwrap(), 9);
+        assert_eq!(line, b"{\"id\":1}\n");
+        line.clear();
+        // The end, no newline: what is there, for the caller to leave for next time.
+        assert_eq!(read_line(&mut r, &mut line, 50).unwrap(), 7);
+        assert_eq!(line, b"partial");
+        line.clear();
+        assert_eq!(read_line(&mut r, &mut line, 50).unwrap(), 0);
     }
 
     #[test]

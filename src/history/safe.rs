@@ -19,6 +19,10 @@ use std::path::Path;
 /// read (about a million changes; ordinary use stays far below).
 pub const JOURNAL_MAX_BYTES: u64 = 1 << 30;
 
+/// A backup is read back only up to this (ferret backs up the files it edits, far
+/// smaller): a huge file put at a backup's name is refused, not read into memory.
+pub const BACKUP_MAX_BYTES: u64 = 1 << 30;
+
 /// What to do about a state file that is not what it must be.
 pub const HINT: &str = "ferret's state directory holds something it did not put there: move that name aside \
      (or choose another state directory with --state-dir / FERRET_STATE_DIR); ferret never follows a link, \
@@ -108,9 +112,17 @@ pub fn read_backup(path: &Path) -> Result<Vec<u8>, ToolError> {
         )
         .with_hint(HINT)
     };
-    let mut f = open_regular(path, OpenOptions::new().read(true)).map_err(err)?;
+    let f = open_regular(path, OpenOptions::new().read(true)).map_err(err)?;
+    let size = f.metadata().map_err(err)?.len();
+    if size > BACKUP_MAX_BYTES {
+        return Err(err(std::io::Error::other(format!(
+            "it is {size} bytes, over the {BACKUP_MAX_BYTES} ferret reads back"
+        ))));
+    }
     let mut out = Vec::new();
-    f.read_to_end(&mut out).map_err(err)?;
+    f.take(BACKUP_MAX_BYTES)
+        .read_to_end(&mut out)
+        .map_err(err)?;
     Ok(out)
 }
 

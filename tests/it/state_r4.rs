@@ -401,6 +401,8 @@ enum Bad {
     Fifo,
     Link,
     Dir,
+    /// A sparse file over a gigabyte: huge on paper, nothing on disk.
+    Huge,
 }
 
 fn place(bad: Bad, at: &Path, secret: &Path) {
@@ -415,6 +417,9 @@ fn place(bad: Bad, at: &Path, secret: &Path) {
         Bad::Fifo => mkfifo(at),
         Bad::Link => std::os::unix::fs::symlink(secret, at).expect("symlink"),
         Bad::Dir => std::fs::create_dir(at).expect("dir"),
+        Bad::Huge => std::fs::File::create(at)
+            .and_then(|f| f.set_len((1 << 30) + 1))
+            .expect("huge"),
     }
 }
 
@@ -509,8 +514,8 @@ fn a_journal_over_the_size_cap_is_refused_at_once() {
 }
 
 #[test]
-fn a_fifo_link_or_directory_at_a_backup_never_reaches_the_workspace() {
-    for bad in [Bad::Fifo, Bad::Link, Bad::Dir] {
+fn a_fifo_link_directory_or_huge_file_at_a_backup_never_reaches_the_workspace() {
+    for bad in [Bad::Fifo, Bad::Link, Bad::Dir, Bad::Huge] {
         let (_t, root, state, ws, secret) = with_change();
         let backups: Vec<PathBuf> = std::fs::read_dir(ws.join("backups"))
             .expect("backups")
@@ -594,8 +599,8 @@ fn a_link_or_file_at_a_state_folder_is_refused_and_nothing_lands_outside() {
 }
 
 #[test]
-fn a_fifo_link_or_directory_at_a_lease_or_the_index_never_hangs() {
-    for bad in [Bad::Fifo, Bad::Link, Bad::Dir] {
+fn a_fifo_link_directory_or_huge_file_at_a_lease_or_the_index_never_hangs() {
+    for bad in [Bad::Fifo, Bad::Link, Bad::Dir, Bad::Huge] {
         let (_t, root, state, ws, secret) = with_change();
         // A change left pending by a "process" whose lease is the bad entry.
         let journal = ws.join("journal.jsonl");
