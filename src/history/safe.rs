@@ -85,8 +85,9 @@ pub fn is_real_dir(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Whether the state directory `path` is a real directory this user owns: one another
-/// user made (or can replace) would let them read the backups or forge the journal.
+/// Whether the state directory `path` is a real directory this user owns, in a folder
+/// this user (or root) owns: one another user made (or can replace) would let them read
+/// the backups or forge the journal.
 pub fn check_state_dir(path: &Path) -> std::io::Result<()> {
     is_real_dir(path)?;
     let md = std::fs::symlink_metadata(path)?;
@@ -97,6 +98,19 @@ pub fn check_state_dir(path: &Path) -> std::io::Result<()> {
             path.display(),
             md.uid()
         )));
+    }
+    // The folder holding it must be this user's or root's: the owner of the folder can
+    // rename the state directory away and put their own in its place.
+    if let Some(parent) = path.parent() {
+        let pmd = std::fs::metadata(parent)?;
+        if pmd.uid() != me && pmd.uid() != 0 {
+            return Err(std::io::Error::other(format!(
+                "{} is in {}, which belongs to another user (uid {}): they could replace it",
+                path.display(),
+                parent.display(),
+                pmd.uid()
+            )));
+        }
     }
     Ok(())
 }

@@ -693,6 +693,28 @@ fn a_state_directory_of_another_user_is_refused() {
             "bye\n"
         );
     }
+    // Ours, but in a folder of another user's (who could swap it for their own).
+    std::os::unix::fs::chown(&ws, Some(0), Some(0)).expect("chown back");
+    std::os::unix::fs::chown(&state, Some(4242), Some(4242)).expect("chown base");
+    let r = run(
+        &root,
+        &state,
+        &[
+            "--allow-write",
+            "edit",
+            "a.txt",
+            "--old",
+            "bye",
+            "--new",
+            "x",
+        ],
+    );
+    assert_ne!(r.code, Some(0), "{}", r.text);
+    assert!(r.text.contains("could replace it"), "{}", r.text);
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "bye\n"
+    );
 }
 
 #[test]
@@ -770,5 +792,60 @@ fn a_journal_naming_a_file_outside_as_the_backup_never_restores_it() {
             "bye\n",
             "{forged}: restored from outside"
         );
+    }
+}
+
+#[test]
+fn a_server_that_changes_nothing_creates_nothing() {
+    // Reads, a refused edit (no match, and writes off), undos with nothing to undo and
+    // a dry-run undo, over stdio, then EOF. `--no-index`: a server with its index keeps
+    // that index in the state directory (documented).
+    let (_t, root) = workspace();
+    let (_o, outside) = tempdir();
+    let before = crate::util::snapshot(&root);
+    let call = |id: u64, name: &str, args: serde_json::Value| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}})
+        .to_string()
+    };
+    let lines = [
+        serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "state_r4", "version": "1"}}})
+        .to_string(),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        call(1, "read_file", serde_json::json!({"path": "a.txt"})),
+        call(
+            2,
+            "edit",
+            serde_json::json!({"path": "a.txt", "old_string": "absent", "new_string": "x"}),
+        ),
+        call(3, "undo", serde_json::json!({})),
+        call(4, "undo", serde_json::json!({"dry_run": true})),
+        call(5, "undo", serde_json::json!({"id": 3})),
+    ]
+    .join("\n")
+        + "\n";
+    for write in [false, true] {
+        for state in [outside.join("st"), root.join("st")] {
+            let mut args = vec!["serve", "--no-index"];
+            if write {
+                args.insert(0, "--allow-write");
+            }
+            let r = run_in(&root, &state, &args, Some(&lines));
+            assert!(r.code.is_some(), "the server hung");
+            assert!(
+                r.text.contains("\"id\":5"),
+                "no answer to the last call: {}",
+                r.text
+            );
+            assert!(
+                !state.exists(),
+                "write {write}: created {}: {}",
+                state.display(),
+                r.text
+            );
+            assert_eq!(crate::util::snapshot(&root), before);
+        }
     }
 }
