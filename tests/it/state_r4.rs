@@ -548,7 +548,7 @@ fn a_link_or_file_at_a_state_folder_is_refused_and_nothing_lands_outside() {
     // `backups`, `leases`, `index` and the per-file backup folder, each replaced by a link
     // to a folder outside (or a file): the change is refused, the outside folder stays
     // empty.
-    for name in ["backups", "leases", "index"] {
+    for name in ["backups", "leases", "index", "trash"] {
         for file_instead in [false, true] {
             let (_t, root, state, ws, secret) = with_change();
             let outside = secret.parent().unwrap().join("elsewhere");
@@ -566,6 +566,8 @@ fn a_link_or_file_at_a_state_folder_is_refused_and_nothing_lands_outside() {
             }
             let args: &[&str] = if name == "index" {
                 &["index"]
+            } else if name == "trash" {
+                &["--allow-write", "rm", "a.txt"]
             } else {
                 &[
                     "--allow-write",
