@@ -164,6 +164,7 @@ impl Ferret {
     /// make the directory if need be (else None when it is not there).
     pub fn index_persist(&self, create: bool) -> Option<crate::search::live::Persist> {
         use sha2::{Digest, Sha256};
+        use std::os::unix::fs::DirBuilderExt;
         let roots = self.workspace.canonical_roots();
         let dir = match crate::history::state_dir(&self.config, &roots) {
             Ok(d) => d,
@@ -172,7 +173,13 @@ impl Ferret {
                 return None;
             }
         };
-        if create && let Err(e) = std::fs::create_dir_all(&dir) {
+        if create
+            && let Err(e) = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .and_then(|()| crate::history::safe::check_state_dir(&dir))
+        {
             tracing::warn!("index: kept in memory only ({}: {e})", dir.display());
             return None;
         }
@@ -189,6 +196,13 @@ impl Ferret {
         };
         if roots.iter().any(|r| dir.starts_with(r)) {
             tracing::warn!("index: kept in memory only (the state directory is inside a root)");
+            return None;
+        }
+        // Another user's directory would hold an index they wrote (answers they chose).
+        if dir.exists()
+            && let Err(e) = crate::history::safe::check_state_dir(&dir)
+        {
+            tracing::warn!("index: kept in memory only ({e})");
             return None;
         }
         let c = &self.config;

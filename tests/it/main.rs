@@ -20,6 +20,7 @@ mod sandbox;
 mod search;
 mod security_doc;
 mod shell;
+mod state_r4;
 mod undo_r3;
 mod util;
 mod walker;
