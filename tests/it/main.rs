@@ -3,6 +3,7 @@
 
 mod adversarial;
 mod changes;
+mod changes_r4;
 mod cli;
 mod config_r4;
 mod cost_r3;
