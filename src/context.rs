@@ -277,12 +277,8 @@ impl Ferret {
     ) -> ToolResult<CallOutput> {
         let audit_path = args.get("path").and_then(Value::as_str).map(str::to_string);
         let Some(t) = self.registry.get(tool) else {
-            let err = ToolError::new(ErrorCode::UnknownTool, format!("no tool named {tool:?}"))
-                .with_hint(format!(
-                    "available tools: {}",
-                    self.registry.names().join(", ")
-                ));
-            return self.wrap(session, tool, audit_path, opts, |_| Err(err), |_| 0);
+            let hint = format!("available tools: {}", self.registry.names().join(", "));
+            return Err(self.refuse_unknown(session, tool, &hint));
         };
         let meta = t.meta();
         let dry_run = args.get("dry_run") == Some(&Value::Bool(true));
@@ -297,6 +293,36 @@ impl Ferret {
             },
             |out| out.text.len() as u64 + crate::tool::json_len(&out.structured),
         )
+    }
+
+    /// Refuses a call of a tool that is not there (or not served) the way every call is
+    /// answered: counted against the caller's budget, audit-logged, within the output
+    /// budget. The name is the caller's and may be anything: it is cut to 64 characters
+    /// and escaped before it is shown or logged.
+    pub fn refuse_unknown(&self, session: &Session, tool: &str, hint: &str) -> ToolError {
+        let shown: String = tool.chars().take(64).collect();
+        let shown = if shown.len() < tool.len() {
+            format!("{shown:?}…")
+        } else {
+            format!("{shown:?}")
+        };
+        let err = ToolError::new(
+            ErrorCode::UnknownTool,
+            format!("no tool named {shown} is served"),
+        )
+        .with_hint(hint.to_string());
+        let name = crate::audit::clip(tool, crate::audit::MAX_NAME_BYTES);
+        match self.wrap(
+            session,
+            &name,
+            None,
+            CallOptions::default(),
+            |_| Err::<(), _>(err),
+            |_| 0,
+        ) {
+            Err(e) => e,
+            Ok(()) => ToolError::new(ErrorCode::UnknownTool, "no such tool"),
+        }
     }
 
     /// Calls `tool` with its own typed parameters; returns its own typed output (and

@@ -15,6 +15,7 @@ mod index;
 mod index_r3;
 mod layers;
 mod mcp_inprocess;
+mod mcp_r4;
 mod names_r3;
 mod safety;
 mod sandbox;
