@@ -408,7 +408,16 @@ fn plan(
                         let dst = ctx.resolve(to)?;
                         let dst_shown = ws.display(&dst);
                         claim(ctx, &dst, n)?;
-                        if ws.entry(&dst, false)?.meta.is_some() {
+                        let there = ws.entry(&dst, false)?;
+                        // A link to a secret is the secret: denied, as `move` says, not
+                        // "already exists" (which would tell that the hidden link is there).
+                        if there.meta.as_ref().is_some_and(|m| m.is_symlink())
+                            && let Err(e) = ws.entry(&dst, true)
+                            && e.code == ErrorCode::DeniedPattern
+                        {
+                            return Err(at_change(e));
+                        }
+                        if there.meta.is_some() {
                             return Err(at_change(ToolError::new(
                                 ErrorCode::AlreadyExists,
                                 format!("{dst_shown} already exists; nothing was changed"),

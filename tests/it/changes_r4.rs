@@ -102,3 +102,38 @@ fn moving_an_entry_onto_itself_says_so() {
         "a\n"
     );
 }
+
+#[test]
+fn a_patch_moving_onto_a_link_to_a_secret_is_denied_like_move() {
+    let (_t, root) = tempdir();
+    write(&root, "a.txt", "a\n");
+    write(&root, ".env", "SECRET=1\n");
+    std::os::unix::fs::symlink(".env", root.join("innocent.txt")).expect("link");
+    let before = snapshot(&root);
+    for (tool, args) in [
+        (
+            "move",
+            json!({"source": "a.txt", "destination": "innocent.txt", "overwrite": true}),
+        ),
+        (
+            "apply_patch",
+            json!({"patch": "*** Begin Patch\n*** Update File: a.txt\n*** Move to: innocent.txt\n@@\n-a\n+b\n*** End Patch\n"}),
+        ),
+    ] {
+        let out = bin()
+            .arg("--root")
+            .arg(&root)
+            .arg("--allow-write")
+            .args(["call", tool, &args.to_string()])
+            .output()
+            .expect("run");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(said.contains("DENIED_PATTERN"), "{tool}: {said}");
+        assert!(!said.contains("ALREADY_EXISTS"), "{tool}: {said}");
+    }
+    assert_eq!(snapshot(&root), before);
+}
