@@ -146,6 +146,10 @@ pub struct CallArgs {
     /// Print the text rendering (what a model reads) instead of JSON.
     #[arg(long)]
     pub text: bool,
+    /// Print the whole result: lift the output budget a server holds results to
+    /// (max_output_chars, by default the server's own).
+    #[arg(long)]
+    pub full: bool,
 }
 
 #[derive(Debug, Args)]
