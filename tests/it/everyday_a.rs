@@ -167,7 +167,8 @@ fn an_explicit_request_budget_still_applies_over_stdio() {
     let file = conf.join("config.toml");
     std::fs::write(&file, "max_requests_per_round = 50\n").unwrap();
     let file = file.to_string_lossy().into_owned();
-    let variants: Vec<(Vec<&str>, Vec<(&str, &str)>)> = vec![
+    type Variant<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>);
+    let variants: Vec<Variant> = vec![
         (vec!["--set", "max_requests_per_round=50"], vec![]),
         (vec![], vec![("FERRET_MAX_REQUESTS_PER_ROUND", "50")]),
         (vec!["--config", &file], vec![]),
