@@ -1,4 +1,5 @@
-//! Streamable HTTP transport at `/mcp`.
+//! Streamable HTTP transport at `/mcp`, and an unauthenticated `GET /health` that
+//! answers `{"status":"ok"}` and nothing else (see [`HEALTH_PATH`]).
 //!
 //! Safe by default: binds loopback; a non-loopback address needs a bearer token; the token
 //! is checked on every request in constant time (401 otherwise); `Host` and `Origin` are
