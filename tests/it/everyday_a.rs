@@ -291,6 +291,40 @@ fn a_byte_budget_is_spent_on_content_not_on_its_twin() {
     assert_eq!(f.limiter().usage("once").bytes, 3 * one);
 }
 
+/// A tool's early refusal (before it reads) asks the budget the answer will be charged
+/// to: over HTTP the principal's, shared by its connections, not the connection's own.
+/// A second connection of a spent principal is refused before reading a byte.
+#[test]
+fn an_early_refusal_asks_the_principals_budget() {
+    let (_t, root) = tempdir();
+    write(&root, "a.txt", "0123456789\n".repeat(500));
+    let mut c = Config::defaults(Mode::Server);
+    c.roots = vec![root.clone()];
+    c.max_bytes_per_round = 10_000;
+    let f = Ferret::new(c).unwrap();
+    let one = Session::new("conn-1", "a").with_budget("http-token");
+    let two = Session::new("conn-2", "b").with_budget("http-token");
+    f.call(
+        &one,
+        "read_file",
+        json!({"path": "a.txt"}),
+        CallOptions::default(),
+    )
+    .unwrap();
+    let e = f
+        .call(
+            &two,
+            "read_file",
+            json!({"path": "a.txt"}),
+            CallOptions::default(),
+        )
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::RoundLimitExceeded);
+    let entry = f.audit().entries_for_session("conn-2").pop().unwrap();
+    assert_eq!(entry.bytes_read, 0, "read before being refused");
+    assert_eq!(entry.principal.as_deref(), Some("http-token"));
+}
+
 /// Over stdio with the defaults and an audit log: what the audit records as sent equals,
 /// call by call, what came back on the wire (the larger of text and structured JSON).
 #[test]
