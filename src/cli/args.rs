@@ -45,7 +45,8 @@ pub struct Global {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Call any tool with JSON arguments; print its structured result as JSON.
+    /// Call any tool with JSON arguments; print its structured result as JSON, as an MCP
+    /// client gets it (within a server's output budget; --full for everything).
     Call(CallArgs),
     /// Print every tool's definition (name, description, schemas, annotations) as JSON.
     Tools {
