@@ -165,7 +165,11 @@ pub fn incomplete(
         return Ok(None);
     }
     if !found_any {
-        return Err(ctx.control().timeout_error());
+        let e = ctx.control().timeout_error();
+        return Err(e.with_hint(format!(
+            "nothing was found in the {files_searched} files searched before the time limit; narrow path \
+or glob, or make the pattern more specific"
+        )));
     }
     Ok(Some(Incomplete {
         reason: "time limit".into(),

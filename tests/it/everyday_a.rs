@@ -601,6 +601,8 @@ fn a_search_that_found_nothing_in_time_is_a_timeout() {
         assert!(!ok, "{tool}: {v}");
         assert_eq!(v["error"]["code"], "TIMEOUT", "{tool}: {v}");
         assert!(text.starts_with("TIMEOUT"), "{tool}: {text}");
+        let hint = v["error"]["hint"].as_str().unwrap();
+        assert!(hint.contains("nothing was found in the"), "{tool}: {hint}");
     }
 }
 
