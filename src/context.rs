@@ -33,6 +33,9 @@ pub struct CallOptions {
     /// Narrows the workspace for this call to these directories (absolute, canonical,
     /// each inside a root): the roots an MCP client shared. `None`: the whole workspace.
     pub scope: Option<Arc<Vec<std::path::PathBuf>>>,
+    /// The most characters of this call's result (`max_output_chars`; 0: no limit), in
+    /// place of the configuration's: `ferret call` answers within a server's budget.
+    pub max_output_chars: Option<u64>,
 }
 
 /// A typed call's result: the tool's own output and the text a person reads.
@@ -291,7 +294,12 @@ impl Ferret {
                 self.gate(&meta, dry_run)?;
                 t.call(ctx, args)
             },
-            |out| out.text.len() as u64 + crate::tool::json_len(&out.structured),
+            |out| {
+                sent_once(
+                    out.text.len() as u64,
+                    crate::tool::json_len(&out.structured),
+                )
+            },
         )
     }
 
@@ -349,7 +357,8 @@ impl Ferret {
                 Ok(Typed { output, text })
             },
             |t| {
-                t.text.len() as u64 + serde_json::to_string(&t.output).map_or(0, |s| s.len()) as u64
+                let json = serde_json::to_value(&t.output).map_or(0, |v| crate::tool::json_len(&v));
+                sent_once(t.text.len() as u64, json)
             },
         )
     }
@@ -372,7 +381,7 @@ impl Ferret {
     }
 
     /// The wrapper every call goes through: budget, deadline, cancellation, the charge
-    /// for every byte sent (`sent` measures the answer), and the audit record.
+    /// for what the model receives (`sent` measures the answer), and the audit record.
     fn wrap<R>(
         &self,
         session: &Session,
@@ -391,7 +400,8 @@ impl Ferret {
             opts.scope,
             opts.confirmed,
             audit_path,
-        );
+        )
+        .with_output_chars(opts.max_output_chars);
         let mut bytes_sent = 0;
         // Every change the call makes is recorded as this session's.
         let _as = crate::history::acting_as(session.owner());
@@ -400,8 +410,7 @@ impl Ferret {
             .begin_request(&session.budget)
             .and_then(|()| run(&ctx))
             .and_then(|out| {
-                // Every byte sent counts: the text and the structured result both go on
-                // the wire (MCP sends both).
+                // What the model receives counts, once (see `sent_once`).
                 bytes_sent = sent(&out);
                 self.limiter.charge_bytes(&session.budget, bytes_sent)?;
                 Ok(out)
@@ -473,4 +482,15 @@ impl Ferret {
             engine: ctx.engine().map(str::to_string),
         });
     }
+}
+
+/// The bytes an answer is charged to the round's byte budget (and the audit record's
+/// `bytes_sent`): what a model receives of it, once. A result goes on the wire as text
+/// and as structured JSON saying the same; a client hands its model one of the two (most
+/// the text, some the structured content), never both as two answers. Which one is the
+/// client's choice, so the charge is the larger: never less than what the model read,
+/// never the sum (which charged every answer about twice, and ended a session's budget
+/// at half of what it was given).
+pub fn sent_once(text: u64, structured: u64) -> u64 {
+    text.max(structured)
 }

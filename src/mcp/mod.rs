@@ -429,6 +429,7 @@ impl ServerHandler for FerretServer {
             progress,
             scope: self.client_scope(&ctx).await,
             confirmed: answered,
+            ..CallOptions::default()
         };
         let mut outcome = self.run(&session, &name, &args, opts.clone(), &ctx).await;
         if let Err(e) = &outcome
