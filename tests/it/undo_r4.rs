@@ -635,3 +635,65 @@ fn temps_are_invisible_and_untouchable_through_every_tool() {
     }
     assert_eq!(snapshot(&w.root), before, "nothing changed");
 }
+
+/// Over MCP (rmcp's client, in process): two connections to one server, each its own
+/// session. Session A's forced undo of its edit, after session B edited the file, is
+/// refused (the client cannot answer a question: CONFIRMATION_REQUIRED) and leaves B's
+/// content; the plain undo is CONFLICT.
+#[tokio::test]
+async fn mcp_force_undo_from_one_session_never_wipes_anothers_later_edit() {
+    use ferret::mcp::{FerretServer, Shared};
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use std::sync::Arc;
+    let w = Ws::new();
+    write(&w.root, "x.txt", "x\n");
+    let shared = Shared::new(Arc::new(w.ferret()), false).unwrap();
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let sh = shared.clone();
+        tokio::spawn(async move {
+            let running = FerretServer::new(sh).serve(server_io).await.unwrap();
+            let _ = running.waiting().await;
+        });
+        clients.push(().serve(client_io).await.unwrap());
+    }
+    let call = |i: usize, tool: &'static str, args: Value| {
+        let c = &clients[i];
+        async move {
+            c.call_tool(
+                CallToolRequestParams::new(tool)
+                    .with_arguments(args.as_object().cloned().unwrap_or_default()),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let r = call(
+        0,
+        "edit",
+        json!({"path": "x.txt", "old_string": "x", "new_string": "A"}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(false));
+    let r = call(
+        1,
+        "edit",
+        json!({"path": "x.txt", "old_string": "A", "new_string": "B's work"}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(false));
+    let journal = w.journal();
+    let r = call(0, "undo", json!({})).await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(format!("{r:?}").contains("CONFLICT"), "{r:?}");
+    let r = call(0, "undo", json!({"force": true})).await;
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    assert!(format!("{r:?}").contains("CONFIRMATION_REQUIRED"), "{r:?}");
+    assert_eq!(w.read("x.txt").as_deref(), Some("B's work\n"));
+    assert_eq!(w.journal(), journal, "nothing journalled");
+    for c in clients {
+        let _ = c.cancel().await;
+    }
+}
