@@ -551,9 +551,28 @@ fn temps_are_invisible_and_untouchable_through_every_tool() {
         write(&w.root, n, "STAGED SECRET\n");
     }
     write(&w.root, "sub/ok.txt", "ok\n");
+    // A link to one is refused as the name itself.
+    std::os::unix::fs::symlink(".ferret-x-0.tmp", w.root.join("sub/via-link.txt")).unwrap();
     let f = w.ferret();
     let s = agent("mcp-agent");
     let before = snapshot(&w.root);
+    for (tool, args) in [
+        ("read_file", json!({"path": "sub/via-link.txt"})),
+        (
+            "write_file",
+            json!({"path": "sub/via-link.txt", "content": "AGENT\n", "overwrite": true}),
+        ),
+        (
+            "edit",
+            json!({"path": "sub/via-link.txt", "old_string": "STAGED", "new_string": "AGENT"}),
+        ),
+    ] {
+        assert_eq!(
+            code(call_yes(&f, &s, tool, args)),
+            ErrorCode::DeniedPattern,
+            "{tool} through a link"
+        );
+    }
     // Nothing lists or finds them.
     for (tool, args) in [
         ("glob", json!({"pattern": "**/*", "include_hidden": true})),
