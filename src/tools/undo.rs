@@ -533,6 +533,17 @@ fn undo_group(
     for (root, rel, path, now) in &overwritten {
         ask_force(ctx, history, target, (*root, rel, path), now)?;
     }
+    // Where what a forced undo overwrites is saved, file by file.
+    let saved: Vec<String> = planned
+        .iter()
+        .filter_map(|p| {
+            let b = p.op.backup_path.as_ref()?;
+            Some(format!("{}: {}", shown(&p.op.path), b.display()))
+        })
+        .collect();
+    if !saved.is_empty() {
+        out.backup = Some(saved.join(", "));
+    }
     let paths: Vec<_> = target
         .group
         .iter()

@@ -272,8 +272,16 @@ fn force_undo_of_a_patch_asks_before_overwriting_anothers_file() {
             "{how:?}"
         );
         assert_eq!(snapshot(&w.root), before, "{how:?}");
-        call_yes(&f, &a, "undo", json!({"force": true})).unwrap();
+        let theirs = w.read("p.txt").unwrap();
+        let out = call_yes(&f, &a, "undo", json!({"force": true})).unwrap();
         assert_eq!(w.read("p.txt").as_deref(), Some("p\n"), "{how:?}");
+        // The result names where the overwritten content is saved.
+        let saved = out["backup"].as_str().unwrap();
+        let path = saved.strip_prefix("p.txt: ").unwrap();
+        assert_eq!(std::fs::read_to_string(path).unwrap(), theirs, "{how:?}");
+        let e = call_yes(&f, &a, "undo", json!({"id": out["change_id"]})).unwrap_err();
+        assert!(e.message.contains("cannot be undone"), "{}", e.message);
+        assert!(e.message.contains(path), "{}", e.message);
         assert_eq!(w.read("q.txt").as_deref(), Some("q\n"), "{how:?}");
     }
 }
