@@ -79,7 +79,11 @@ pub const DEFAULT_DENY: &[&str] = &[
 /// directories. On a root that is a mount point the freedesktop per-volume trash
 /// (`.Trash-UID/`) lies inside the workspace, and what is in a trash is what a person
 /// threw away; an agent has no business there.
-pub const ALWAYS_DENY: &[&str] = &[".Trash/", ".Trash-*/"];
+///
+/// And ferret's own temporary files (`.ferret-*.tmp`, see `workspace::write`): a change
+/// stages its new content there, and recovery renames or removes what it finds at those
+/// names; an agent that could see or write them could feed content into a recovery.
+pub const ALWAYS_DENY: &[&str] = &[".Trash/", ".Trash-*/", ".ferret-*.tmp"];
 
 /// Noise: left out of listings and searches, still readable when named.
 ///

@@ -439,13 +439,40 @@ pub(super) fn settle_orphan(
     if !e.group.is_empty() {
         return super::group::settle_orphan_group(ws, e);
     }
-    let (outcome, note) = settle_single(h, ws, e);
-    let conflicted = if note == LEFT_ALONE {
+    let (outcome, mut note, foreign_temp) = settle_single(h, ws, e);
+    let mut conflicted = if note == LEFT_ALONE {
         vec![e.path.clone()]
     } else {
         Vec::new()
     };
+    if let Some(t) = foreign_temp {
+        note.push_str(&format!(
+            "; {t} (at the name of its temporary file) holds content ferret did not stage there: left as it is"
+        ));
+        conflicted.push(t);
+    }
     (outcome, note, conflicted)
+}
+
+/// Whether the temporary file `temp` in `dir` is still ferret's own: a regular file
+/// (not followed) whose bytes hash to exactly the content staged there (`staged`, as
+/// the journal recorded it). Anything else (rewritten, replaced, a link, a FIFO, or
+/// nothing recorded to compare with) is not ferret's to rename or remove.
+pub(super) fn own_temp(dir: &Dir, temp: &OsStr, staged: Option<&str>) -> bool {
+    let Some(staged) = staged else {
+        return false;
+    };
+    let regular = rustix::fs::statat(dir, temp, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_file());
+    regular && hash_at(dir, temp).is_ok_and(|h| h == staged)
+}
+
+/// The path results show for the temporary file `temp` beside `path`.
+pub(super) fn temp_shown(path: &str, temp: &str) -> String {
+    std::path::Path::new(path)
+        .with_file_name(temp)
+        .display()
+        .to_string()
 }
 
 /// The note of a single-file change whose file holds neither its old nor its new
@@ -453,7 +480,20 @@ pub(super) fn settle_orphan(
 const LEFT_ALONE: &str =
     "recovered: the file holds content ferret did not write (changed since); left as it is";
 
-fn settle_single(h: &History, ws: &Workspace, e: &Entry) -> (Outcome, String) {
+/// Settles a single-file change; the third value names a file standing at the name of
+/// its temporary file that is not what ferret staged (left as it is).
+fn settle_single(h: &History, ws: &Workspace, e: &Entry) -> (Outcome, String, Option<String>) {
+    let mut foreign = None;
+    let (outcome, note) = settle_single_inner(h, ws, e, &mut foreign);
+    (outcome, note, foreign)
+}
+
+fn settle_single_inner(
+    h: &History,
+    ws: &Workspace,
+    e: &Entry,
+    foreign: &mut Option<String>,
+) -> (Outcome, String) {
     let wp = ws.root_path(e.root).join(&e.rel);
     // Only the directory that really held the file: one swapped for a link since is
     // not looked into.
@@ -463,13 +503,20 @@ fn settle_single(h: &History, ws: &Workspace, e: &Entry) -> (Outcome, String) {
         .filter(|r| r.real.rel() == e.rel.as_path());
     let parent = at.as_ref().and_then(|r| r.parent.as_ref());
     // A temporary file an edit (or an undo of one) left beside the file: the change had
-    // not landed (the rename consumes it).
+    // not landed (the rename consumes it). Removed only if it is still ferret's own
+    // (holds exactly what was staged): whatever else stands at that name (the temp
+    // rewritten, a person's file put there) is left, and reported.
     let mut temp_left = false;
     if let (Some(dir), Some(temp)) = (parent, &e.temp)
         && write::is_temp_name(OsStr::new(temp))
+        && write::identity_at(dir, OsStr::new(temp)).is_ok()
     {
-        temp_left = write::identity_at(dir, OsStr::new(temp)).is_ok();
-        write::discard(dir, OsStr::new(temp));
+        if own_temp(dir, OsStr::new(temp), e.sha256_after.as_deref()) {
+            temp_left = true;
+            write::discard(dir, OsStr::new(temp));
+        } else {
+            *foreign = Some(temp_shown(&e.path, temp));
+        }
     }
     let here_identity = || {
         parent

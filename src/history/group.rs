@@ -14,6 +14,7 @@
 //! is on disk, so each remaining rename is done); killed before it, rolled back. Either
 //! way a group is never left half-applied.
 
+use super::change::{own_temp, temp_shown};
 use super::journal::{Entry, GroupOp, Locked, OpKind, Outcome};
 use super::{History, stamp};
 use crate::error::{ErrorCode, ToolError, ToolResult};
@@ -177,19 +178,31 @@ pub(super) fn settle_orphan_group(ws: &Workspace, e: &Entry) -> (Outcome, String
         let place = at.and_then(|r| Some((r.parent?, op.rel.file_name()?.to_os_string())));
         opened.push((op, place));
     }
+    // Staged files at the temporary names that are not what ferret staged there (the
+    // temp rewritten, a person's file put at its name): never renamed, never removed.
+    let mut foreign = Vec::new();
     if !e.staged {
         for (op, place) in &opened {
             if let (Some((dir, _)), Some(t)) = (place, &op.temp)
                 && write::is_temp_name(OsStr::new(t))
+                && write::identity_at(dir, OsStr::new(t)).is_ok()
             {
-                write::discard(dir, OsStr::new(t));
+                if own_temp(dir, OsStr::new(t), op.sha256_after.as_deref()) {
+                    write::discard(dir, OsStr::new(t));
+                } else {
+                    foreign.push(temp_shown(&op.path, t));
+                }
             }
         }
-        return (
-            Outcome::Aborted,
-            "recovered: the group was not fully staged; nothing had landed, rolled back".into(),
-            Vec::new(),
-        );
+        let mut note = "recovered: the group was not fully staged; nothing had landed, rolled back"
+            .to_string();
+        if !foreign.is_empty() {
+            note.push_str(&format!(
+                "; left as they are (content ferret did not stage there): {}",
+                foreign.join(", ")
+            ));
+        }
+        return (Outcome::Aborted, note, foreign);
     }
     let mut conflicted = Vec::new();
     for (op, place) in &opened {
@@ -210,7 +223,15 @@ pub(super) fn settle_orphan_group(ws: &Workspace, e: &Entry) -> (Outcome, String
         };
         let after = Some(op.sha256_after.clone());
         let before = Some(op.sha256_before.clone());
-        let staged_here = temp.is_some_and(|t| write::identity_at(dir, t).is_ok());
+        let temp_there = temp.is_some_and(|t| write::identity_at(dir, t).is_ok());
+        // The staged content, rolled forward only if it is exactly what was staged.
+        let staged_here = temp.is_some_and(|t| own_temp(dir, t, op.sha256_after.as_deref()));
+        if temp_there
+            && !staged_here
+            && let Some(t) = op.temp.as_deref()
+        {
+            foreign.push(temp_shown(&op.path, t));
+        }
         let done: Result<(), ()> =
             if now == after || (op.kind == OpKind::Remove && now == Some(None)) {
                 // Already as the group leaves it.
@@ -233,14 +254,21 @@ pub(super) fn settle_orphan_group(ws: &Workspace, e: &Entry) -> (Outcome, String
                     _ => Err(()),
                 }
             };
-        // The staged content, if still beside the file, is ferret's own: not kept.
-        if let Some(t) = temp {
+        // The staged content, if still beside the file and ferret's own: not kept.
+        if let Some(t) = temp
+            && staged_here
+        {
             write::discard(dir, t);
         }
         if done.is_err() {
             conflicted.push(op.path.clone());
         }
         write::sync_dir(dir);
+    }
+    for f in &foreign {
+        if !conflicted.contains(f) {
+            conflicted.push(f.clone());
+        }
     }
     let note = if conflicted.is_empty() {
         "recovered: the group was staged; finished it".to_string()

@@ -111,6 +111,36 @@ fn ask_confirm_listed(
     Ok(())
 }
 
+/// An undo is never undone (undoing it again would be a redo, with its own conflicts):
+/// the answer says so, and names where the content a forced undo overwrote was saved.
+fn undo_of_undo(e: &Entry) -> ToolError {
+    let mut msg = format!(
+        "change {} is an undo (of change {}), which cannot be undone",
+        e.id,
+        e.undoes.map_or_else(|| "?".to_string(), |u| u.to_string())
+    );
+    if let Some(b) = &e.backup_path {
+        msg.push_str(&format!(
+            "; the content it overwrote in {} is saved at {}",
+            shown(&e.path),
+            b.display()
+        ));
+    }
+    for op in &e.group {
+        if let Some(b) = &op.backup_path {
+            msg.push_str(&format!(
+                "; the content it overwrote in {} is saved at {}",
+                shown(&op.path),
+                b.display()
+            ));
+        }
+    }
+    ToolError::invalid(msg).with_hint(
+        "to have overwritten content back, the person copies it from the backup the message names; to redo the \
+         original change, make it again",
+    )
+}
+
 /// Brings a deleted entry back from the trash.
 fn undo_delete(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> ToolResult<()> {
     let ws = ctx.workspace();
@@ -153,6 +183,7 @@ fn undo_delete(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -
 /// content changed since, unless `force`, when what is there now is backed up first.
 /// `None` on a dry run, which stops here.
 fn undo_entry(
+    ctx: &Ctx,
     history: &History,
     target: &Entry,
     current: Option<&[u8]>,
@@ -168,6 +199,15 @@ fn undo_entry(
     if out.dry_run {
         return Ok(None);
     }
+    if !unchanged && let Some(cur) = current {
+        ask_force(
+            ctx,
+            history,
+            target,
+            (target.root, &target.rel, &target.path),
+            &sha256(cur),
+        )?;
+    }
     let mut entry = Entry::new(Action::Undo, target.path.clone(), target.root, &target.rel);
     entry.undoes = Some(target.id);
     entry.sha256_before = current.map(sha256);
@@ -177,6 +217,39 @@ fn undo_entry(
         entry.backup_path = Some(b);
     }
     Ok(Some(entry))
+}
+
+/// `force` overriding a conflict overwrites content the change undone did not write:
+/// unless the caller's own later change wrote exactly what is there now (`now`, its
+/// hash), it asks as undoing another's change asks (the person confirms; without an
+/// answer nothing changes). What it overwrites is backed up either way.
+fn ask_force(
+    ctx: &Ctx,
+    history: &History,
+    target: &Entry,
+    (root, rel, path): (usize, &std::path::Path, &str),
+    now: &str,
+) -> ToolResult<()> {
+    let caller = ctx.session().owner();
+    let who = match history.last_writer(root, rel, target.id)? {
+        Some((e, after)) if after.as_deref() == Some(now) => match &e.by {
+            Some(o) if o.owned_by(&caller) => return Ok(()),
+            Some(o) => format!("change {} made by {}", e.id, o.describe()),
+            None => format!("change {} made by an unknown caller", e.id),
+        },
+        _ => "no change ferret recorded (an outside editor, or another program)".to_string(),
+    };
+    ctx.confirm(
+        &format!(
+            "force-undoing change {} ({} of {}), which overwrites {} as written by {who}, not by this \
+             session (what is there now is backed up first)",
+            target.id,
+            target.action.as_str(),
+            shown(&target.path),
+            shown(path)
+        ),
+        false,
+    )
 }
 
 /// Removes a file a create made, if it still holds what was written (or, forced, after
@@ -221,7 +294,7 @@ fn undo_create(
         "{} was changed after change {} created it; removing it would lose that",
         target.path, target.id
     );
-    let Some(entry) = undo_entry(history, target, Some(&current), lost, force, out)? else {
+    let Some(entry) = undo_entry(ctx, history, target, Some(&current), lost, force, out)? else {
         return Ok(());
     };
     ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)])?;
@@ -349,6 +422,8 @@ fn undo_group(
     use crate::history::group::Planned;
     let ws = ctx.workspace();
     let mut changed = Vec::new();
+    // What a forced undo would overwrite: root, real path, shown path, hash now.
+    let mut overwritten = Vec::new();
     let mut planned = Vec::new();
     for op in target.group.iter().rev() {
         let wp = ws.root_path(op.root).join(&op.rel);
@@ -374,6 +449,9 @@ fn undo_group(
         };
         if !as_left {
             changed.push(op.path.clone());
+            if let Some(h) = &now {
+                overwritten.push((op.root, op.rel.clone(), op.path.clone(), h.clone()));
+            }
         }
         let restore = |b: &Option<std::path::PathBuf>| -> ToolResult<Vec<u8>> {
             let b = b.as_ref().ok_or_else(|| {
@@ -451,6 +529,20 @@ fn undo_group(
     }
     if out.dry_run {
         return Ok(());
+    }
+    for (root, rel, path, now) in &overwritten {
+        ask_force(ctx, history, target, (*root, rel, path), now)?;
+    }
+    // Where what a forced undo overwrites is saved, file by file.
+    let saved: Vec<String> = planned
+        .iter()
+        .filter_map(|p| {
+            let b = p.op.backup_path.as_ref()?;
+            Some(format!("{}: {}", shown(&p.op.path), b.display()))
+        })
+        .collect();
+    if !saved.is_empty() {
+        out.backup = Some(saved.join(", "));
     }
     let paths: Vec<_> = target
         .group
@@ -547,7 +639,7 @@ fn undo_edit(
         "{} {what} after change {}; undoing would lose that",
         target.path, target.id
     );
-    let Some(mut entry) = undo_entry(history, target, current, lost, force, out)? else {
+    let Some(mut entry) = undo_entry(ctx, history, target, current, lost, force, out)? else {
         return Ok(());
     };
     ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)])?;
@@ -591,8 +683,9 @@ backing up the current content.",
         let caller = ctx.session().owner();
         let mine = |e: &Entry| e.by.as_ref().is_some_and(|o| o.owned_by(&caller));
         let (target, undone) = match history.undo_target(p.id, mine)? {
-            Some((e, undone)) if e.action != Action::Undo || p.id.is_none() => (e, undone),
-            _ => {
+            Some((e, _)) if e.action == Action::Undo => return Err(undo_of_undo(&e)),
+            Some((e, undone)) => (e, undone),
+            None => {
                 return Err(match p.id {
                     Some(id) => ToolError::new(
                         ErrorCode::NotFound,
@@ -660,12 +753,7 @@ backing up the current content.",
                     target.id, target.path
                 )));
             }
-            Action::Undo => {
-                return Err(ToolError::invalid(format!(
-                    "change {} is an undo, which cannot be undone",
-                    target.id
-                )));
-            }
+            Action::Undo => return Err(undo_of_undo(target)),
         }
         Ok(out)
     }

@@ -25,7 +25,75 @@ pub fn is_temp_name(name: &OsStr) -> bool {
 
 /// Writes `content` to a new file `temp` in `dir` (which must not exist), shaped like
 /// `like` (owner, group, mode less setuid/setgid, xattrs), and makes it durable.
+///
+/// Where the filesystem allows (Linux `O_TMPFILE`), the content is written to an
+/// unnamed file that gets the name `temp` only once complete and synced: whatever
+/// stands at a temporary name of ferret's holds exactly the content staged (a process
+/// killed mid-write leaves nothing), so recovery can tell ferret's temp from anything
+/// else by its hash alone. Elsewhere it is written under its name directly.
 pub fn stage(
+    dir: &Dir,
+    temp: &OsStr,
+    content: &[u8],
+    like: Option<std::os::fd::BorrowedFd<'_>>,
+) -> io::Result<()> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if let Some(done) = stage_unnamed(dir, temp, content, like) {
+        return done;
+    }
+    stage_named(dir, temp, content, like)
+}
+
+/// [`stage`] through an unnamed file; `None` when the filesystem (or the lack of
+/// `/proc`) does not allow it and nothing was made.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn stage_unnamed(
+    dir: &Dir,
+    temp: &OsStr,
+    content: &[u8],
+    like: Option<std::os::fd::BorrowedFd<'_>>,
+) -> Option<io::Result<()>> {
+    use std::os::fd::AsRawFd;
+    let fd: OwnedFd = rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )
+    .ok()?;
+    let mut f = std::fs::File::from(fd);
+    let written = (|| {
+        f.write_all(content)?;
+        if let Some(like) = like {
+            copy_shape(like, f.as_fd())?;
+        } else {
+            rustix::fs::fchmod(&f, Mode::from_raw_mode(0o644))?;
+        }
+        f.sync_all()
+    })();
+    if let Err(e) = written {
+        return Some(Err(e));
+    }
+    let proc_path = format!("/proc/self/fd/{}", f.as_raw_fd());
+    match rustix::fs::linkat(
+        rustix::fs::CWD,
+        proc_path.as_str(),
+        dir,
+        temp,
+        AtFlags::SYMLINK_FOLLOW,
+    ) {
+        Ok(()) => Some(Ok(())),
+        Err(e) if e == rustix::io::Errno::EXIST => Some(Err(e.into())),
+        // No /proc: linking the descriptor itself needs a capability; try it.
+        Err(_) => match rustix::fs::linkat(&f, "", dir, temp, AtFlags::EMPTY_PATH) {
+            Ok(()) => Some(Ok(())),
+            Err(e) if e == rustix::io::Errno::EXIST => Some(Err(e.into())),
+            Err(_) => None,
+        },
+    }
+}
+
+fn stage_named(
     dir: &Dir,
     temp: &OsStr,
     content: &[u8],

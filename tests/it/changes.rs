@@ -297,7 +297,25 @@ fn undo_restores_and_refuses_to_lose_external_changes() {
         err.message
     );
     assert_eq!(e.read("a.txt"), b"v2 plus external work\n");
-    let out = call(&f, "undo", json!({"force": true})).unwrap();
+    // Forcing over content no change of this session wrote asks first (undo_r4).
+    assert_eq!(
+        code(call(&f, "undo", json!({"force": true}))),
+        ErrorCode::ConfirmationRequired
+    );
+    assert_eq!(e.read("a.txt"), b"v2 plus external work\n");
+    let yes = CallOptions {
+        confirmed: true,
+        ..Default::default()
+    };
+    let out = f
+        .call(
+            &Session::new("t", "test"),
+            "undo",
+            json!({"force": true}),
+            yes,
+        )
+        .map(|o| o.structured)
+        .unwrap();
     assert_eq!(e.read("a.txt"), b"v1\n");
     let kept = out["backup"].as_str().unwrap();
     assert_eq!(
@@ -1055,7 +1073,25 @@ fn undo_of_a_create_keeps_a_file_changed_since() {
     );
     assert_eq!(e.read("a.txt"), b"one, edited by hand\n");
     // forced: removed, and what it held is backed up
-    let out = call(&f, "undo", json!({"id": id, "force": true})).unwrap();
+    // Forcing over content no change of this session wrote asks first (undo_r4).
+    assert_eq!(
+        code(call(&f, "undo", json!({"id": id, "force": true}))),
+        ErrorCode::ConfirmationRequired
+    );
+    assert!(e.p("a.txt").exists());
+    let yes = CallOptions {
+        confirmed: true,
+        ..Default::default()
+    };
+    let out = f
+        .call(
+            &Session::new("t", "test"),
+            "undo",
+            json!({"id": id, "force": true}),
+            yes,
+        )
+        .map(|o| o.structured)
+        .unwrap();
     assert!(!e.p("a.txt").exists());
     let backup = out["backup"].as_str().unwrap();
     assert_eq!(std::fs::read(backup).unwrap(), b"one, edited by hand\n");

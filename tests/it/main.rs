@@ -25,5 +25,6 @@ mod security_doc;
 mod shell;
 mod state_r4;
 mod undo_r3;
+mod undo_r4;
 mod util;
 mod walker;

@@ -847,7 +847,11 @@ fn undo_of_a_conflicted_recovery_keeps_the_persons_content() {
     assert!(!out.status.success());
     assert_eq!(w.read("b.txt").as_deref(), Some("person's edit\n"));
     assert_eq!(w.read("a.txt"), Some(new("a.txt")));
+    // Forcing over the person's edit asks (undo_r4): refused without --yes.
     let out = w.cli(&["--allow-write", "undo", "1", "--force", "--json"]);
+    assert!(!out.status.success(), "{out:?}");
+    assert_eq!(w.read("b.txt").as_deref(), Some("person's edit\n"));
+    let out = w.cli(&["--allow-write", "undo", "1", "--force", "--yes", "--json"]);
     assert!(out.status.success(), "{out:?}");
     for f in FILES {
         assert_eq!(w.read(f), Some(old(f)));
