@@ -646,7 +646,7 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
             None => ws.entry(&op.wp, true)?.real,
         };
         if ws.needs_confirmation(&real, false) {
-            listed.push(shown(&ws.display(&real)).into_owned());
+            listed.push(crate::workspace::shown_in_prose(&ws.display(&real)).into_owned());
         }
     }
     if !listed.is_empty() {

@@ -229,7 +229,7 @@ pub fn replace_file(
         ctx.confirm(
             &format!(
                 "{verb} {} (on the confirm list)",
-                crate::workspace::shown(&shown)
+                crate::workspace::shown_in_prose(&shown)
             ),
             false,
         )?;

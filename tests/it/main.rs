@@ -16,6 +16,7 @@ mod index_r3;
 mod layers;
 mod mcp_inprocess;
 mod names_r3;
+mod names_r4;
 mod safety;
 mod sandbox;
 mod search;
