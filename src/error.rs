@@ -198,7 +198,7 @@ impl ToolError {
     /// control characters (a newline would let a hostile name forge a line of its own),
     /// format characters (direction overrides, zero-width) and line separators. The
     /// codes whose message carries a diff of file content (`NO_MATCH`, `CONFLICT`) keep
-    /// their line breaks and tabs; every name in them is already [shown](crate::workspace::shown).
+    /// their line breaks and tabs; every name in them is already shown as results show names.
     /// Text already escaped goes through unchanged, so this is safe to apply twice.
     pub fn escaped(mut self) -> Self {
         let lines = matches!(self.code, ErrorCode::NoMatch | ErrorCode::Conflict);

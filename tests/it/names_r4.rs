@@ -533,3 +533,64 @@ fn history_quotes_names_with_spaces_and_escapes_forged_lines() {
     assert_safe_text("history", &text);
     assert_eq!(text.lines().count(), names.len(), "{text}");
 }
+
+#[test]
+fn errors_that_carry_a_diff_keep_its_lines_but_show_the_name_quoted() {
+    let (_t, root) = tempdir();
+    for n in HOSTILE {
+        write(&root, n, "alpha beta gamma\nsecond line\n");
+    }
+    let f = open(&root, true);
+    for n in HOSTILE {
+        // A near miss: NO_MATCH with the closest region as a diff.
+        let e = err(
+            &f,
+            "edit",
+            json!({"path": n, "old_string": "alpha beta gamme\nsecond line", "new_string": "z"}),
+            ErrorCode::NoMatch,
+        );
+        assert_safe_text(&format!("edit {n:?}"), &e.render());
+        let first = e.message.lines().next().unwrap_or_default();
+        assert!(
+            first.contains(&*ferret::workspace::shown(n)),
+            "{n:?}: {first:?}"
+        );
+        // A stale version: CONFLICT.
+        let e = err(
+            &f,
+            "edit",
+            json!({"path": n, "old_string": "alpha", "new_string": "z", "expected_version": "0000"}),
+            ErrorCode::Conflict,
+        );
+        assert_safe_text(&format!("edit version {n:?}"), &e.render());
+        // The patch tool's prefixes name the file the same way.
+        let patch = format!(
+            "*** Begin Patch\n*** Update File: {}\n@@\n-nothing like this\n+z\n*** End Patch\n",
+            ferret::workspace::shown(n)
+        );
+        if let Err(e) = run(&f, "apply_patch", json!({ "patch": patch })) {
+            assert_safe_text(&format!("apply_patch {n:?}"), &e.render());
+        }
+    }
+}
+
+#[test]
+fn log_lines_on_stderr_never_carry_a_raw_control_or_a_forged_line() {
+    let (_t, root) = tempdir();
+    for (i, n) in HOSTILE.iter().enumerate() {
+        let dir = format!("w{i}{n}");
+        write(&root, &format!("{dir}/a.txt"), "needle\n");
+        write(&root, &format!("{dir}/.ignore"), vec![b'#'; (1 << 20) + 10]);
+    }
+    let out = bin()
+        .arg("--root")
+        .arg(&root)
+        .args(["grep", "needle"])
+        .output()
+        .expect("run ferret");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stderr.contains("ignore file not used"), "{stderr}");
+    assert_safe_text("stderr", &stderr);
+    assert_safe_text("stdout", &stdout);
+}
