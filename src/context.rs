@@ -431,6 +431,10 @@ impl Ferret {
         // An error is an answer too: within the output budget like any other. Except a
         // question for the user: it is asked whole, or the user would approve a change
         // whose paths were cut off.
+        // The one way out for an error: whatever name or agent string it holds, no
+        // control, direction or line-break character reaches the answer raw. A question
+        // for the user stays whole (its paths escaped, never cut).
+        let result = result.map_err(ToolError::escaped);
         let result = result.map_err(|e| match e.code {
             ErrorCode::ConfirmationRequired => e,
             _ => e.fit(ctx.output_budget()),

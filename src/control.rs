@@ -77,7 +77,9 @@ impl Warnings {
 
     /// Records `msg` (once), and says it on stderr (the log) the first time.
     pub fn add(&self, msg: impl Into<String>) {
-        let msg = msg.into();
+        // A warning names files of the workspace and strings the agent gave: it is one
+        // line in the answer and in the log, whatever they hold.
+        let msg = crate::error::echo(&msg.into()).into_owned();
         let mut w = self
             .0
             .lock()

@@ -193,6 +193,20 @@ impl ToolError {
         }
     }
 
+    /// The error with every character that could be read as something other than a
+    /// visible character of its line escaped in the message and hint (see [`echo`]):
+    /// control characters (a newline would let a hostile name forge a line of its own),
+    /// format characters (direction overrides, zero-width) and line separators. The
+    /// codes whose message carries a diff of file content (`NO_MATCH`, `CONFLICT`) keep
+    /// their line breaks and tabs; every name in them is already shown as results show names.
+    /// Text already escaped goes through unchanged, so this is safe to apply twice.
+    pub fn escaped(mut self) -> Self {
+        let lines = matches!(self.code, ErrorCode::NoMatch | ErrorCode::Conflict);
+        self.message = escape(&self.message, lines).into_owned();
+        self.hint = self.hint.map(|h| escape(&h, lines).into_owned());
+        self
+    }
+
     /// The text a model reads: `CODE: message` and the hint on its own line.
     pub fn render(&self) -> String {
         match &self.hint {
@@ -246,4 +260,95 @@ pub enum SetupError {
         dir: std::path::PathBuf,
         root: std::path::PathBuf,
     },
+}
+
+/// Whether `c` could be read as something other than a visible character of the line it
+/// is in: a control character (newline, carriage return, escape, C1 controls), a format
+/// character that changes the text's direction or draws nothing (U+202E, U+2066,
+/// U+200B, U+FEFF, tags…), or a line or paragraph separator (U+2028, U+2029).
+pub fn is_unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'
+                | '\u{1160}'
+                | '\u{17B4}'
+                | '\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0000}'..='\u{E0FFF}'
+        )
+}
+
+/// A string the agent gave (a path, a pattern, a glob), or any text, as it may be echoed
+/// in an error, a warning or a log line: every [unsafe](is_unsafe_char) character
+/// escaped the way Rust writes it (`\n`, `\r`, `\u{202e}`), so the text stays on one
+/// line, reads in one direction, and cannot forge a line or a marker of its own. The
+/// rest is as it is.
+pub fn echo(s: &str) -> std::borrow::Cow<'_, str> {
+    escape(s, false)
+}
+
+/// [`echo`], keeping line breaks (`\n`) and tabs when `lines` is set.
+fn escape(s: &str, lines: bool) -> std::borrow::Cow<'_, str> {
+    let unsafe_here = |c: char| is_unsafe_char(c) && !(lines && (c == '\n' || c == '\t'));
+    if !s.chars().any(unsafe_here) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if unsafe_here(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
+#[cfg(test)]
+mod echo_tests {
+    use super::{ErrorCode, ToolError, echo};
+
+    #[test]
+    fn echoed_text_is_one_line_in_one_direction() {
+        for s in [
+            "x\n[FILE] etc.txt",
+            "a\rb",
+            "\u{1b}[31mred",
+            "nope\u{202e}",
+            "a\u{2066}b",
+            "zw\u{200b}j",
+            "l\u{2028}s",
+            "c1\u{85}x",
+        ] {
+            let e = echo(s);
+            assert!(!e.chars().any(super::is_unsafe_char), "{e:?}");
+            assert!(!e.contains('\n'));
+        }
+        assert_eq!(echo("plain a\\b.txt"), "plain a\\b.txt");
+        assert_eq!(echo("x\n[FILE] y"), "x\\n[FILE] y");
+    }
+
+    #[test]
+    fn errors_keep_their_diff_lines_only_where_they_carry_a_diff() {
+        let e = ToolError::new(ErrorCode::NotFound, "a\nb\u{202e}")
+            .with_hint("h\n")
+            .escaped();
+        assert_eq!(e.message, "a\\nb\\u{202e}");
+        assert_eq!(e.hint.as_deref(), Some("h\\n"));
+        let e = ToolError::new(ErrorCode::NoMatch, "x:\n-a\n+b\u{1b}").escaped();
+        assert_eq!(e.message, "x:\n-a\n+b\\u{1b}");
+    }
 }

@@ -565,7 +565,10 @@ impl<'a> Ctx<'a> {
         let shared: Vec<String> = scope.iter().map(|d| d.display().to_string()).collect();
         Err(ToolError::new(
             ErrorCode::PathEscape,
-            format!("{input} is outside the roots this client shared"),
+            format!(
+                "{} is outside the roots this client shared",
+                crate::workspace::shown(input)
+            ),
         )
         .with_hint(if shared.is_empty() {
             "the client shared no directory inside this workspace".to_string()

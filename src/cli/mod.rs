@@ -61,8 +61,32 @@ fn init_logging() {
     });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_writer(|| SafeStderr)
         .try_init();
+}
+
+/// stderr for log lines: a line names files of the workspace and strings an agent gave,
+/// so every control, direction or line-break character in it is escaped
+/// ([`crate::error::echo`]) but the newline that ends it. A hostile name cannot forge a
+/// log line of its own.
+struct SafeStderr;
+
+impl std::io::Write for SafeStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let (body, end) = match text.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (&*text, ""),
+        };
+        let line = format!("{}{end}", crate::error::echo(body));
+        std::io::stderr().write_all(line.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
 
 /// For the human subcommands, with no root set anywhere: a path outside the current

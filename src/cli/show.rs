@@ -57,9 +57,10 @@ pub fn history(ferret: &Ferret, json: bool, recover: bool) -> anyhow::Result<i32
         if !e.conflicted.is_empty() {
             what.push_str(" (conflicted)");
         }
-        let by =
-            e.by.as_ref()
-                .map_or_else(|| "unknown".to_string(), |o| o.describe());
+        let by = e.by.as_ref().map_or_else(
+            || "unknown".to_string(),
+            |o| crate::error::echo(&o.describe()).into_owned(),
+        );
         // Names are a workspace's, chosen by whoever made the files: shown as every
         // answer shows them, so that none can forge a line of this listing.
         out.push_str(&format!(
@@ -67,13 +68,13 @@ pub fn history(ferret: &Ferret, json: bool, recover: bool) -> anyhow::Result<i32
             e.id,
             e.timestamp,
             what,
-            crate::workspace::shown(&e.path)
+            crate::workspace::shown_in_prose(&e.path)
         ));
         if !e.conflicted.is_empty() {
             let names: Vec<_> = e
                 .conflicted
                 .iter()
-                .map(|p| crate::workspace::shown(p))
+                .map(|p| crate::workspace::shown_in_prose(p))
                 .collect();
             out.push_str(&format!(
                 "      left as found by recovery (changed after the change was interrupted): {}\n",

@@ -93,7 +93,7 @@ pub fn load(
     }
 
     for w in unknown_env(env, &defaults) {
-        eprintln!("ferret: warning: {w}");
+        eprintln!("ferret: warning: {}", crate::error::echo(&w.to_string()));
     }
     let mut env_layer = Vec::new();
     for key in defaults.keys() {
@@ -168,9 +168,11 @@ pub fn load(
             Ok(layer) => narrow(&mut config, &layer, path),
             Err(e) => {
                 let why = format!("the whole file ({e:#})");
+                // The file is the workspace's: what it holds is echoed on one line.
                 eprintln!(
-                    "ferret: warning: {} is inside the workspace and was not used: {why}",
-                    path.display()
+                    "ferret: warning: {} is inside the workspace and was not used: {}",
+                    crate::error::echo(&path.display().to_string()),
+                    crate::error::echo(&why)
                 );
                 super::narrow::Narrowed {
                     applied: Vec::new(),

@@ -253,8 +253,8 @@ pub(super) fn narrow(c: &mut Config, layer: &Map<String, Value>, path: &Path) ->
         eprintln!(
             "ferret: warning: {} is inside the workspace, so it may only narrow the sandbox; ignored: {}. \
              Set these with flags, FERRET_* variables, or a config file outside every root (--config).",
-            path.display(),
-            refused.join("; ")
+            crate::error::echo(&path.display().to_string()),
+            crate::error::echo(&refused.join("; "))
         );
     }
     applied.dedup();

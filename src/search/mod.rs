@@ -467,7 +467,7 @@ pub fn grep(
                 env.control.warn(format!(
                     "{}: not searched: it has a line over {} MiB (the most a search holds in memory{}); \
 read it with read_file and an offset",
-                    ws.display(&found.ws_path(ws)),
+                    ws.shown_name(&found.ws_path(ws)),
                     LINE_HEAP_LIMIT >> 20,
                     if q.multiline {
                         ", and a multiline search holds the whole file"

@@ -509,7 +509,7 @@ impl Walker<'_> {
             let read = read_capped_at(fd, Path::new(k), IGNORE_FILE_MAX);
             self.compile(root, read, || {
                 self.ws
-                    .display(&self.ws.root_path(self.root).join(rel).join(k))
+                    .shown_name(&self.ws.root_path(self.root).join(rel).join(k))
             })
         });
         push(chain, rules, false)

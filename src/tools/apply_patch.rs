@@ -299,7 +299,11 @@ fn plan(
             .with_hint("use file_delete or move for the link itself, or name the file it points to"));
         }
         let at_change = |e: ToolError| ToolError {
-            message: format!("change {n} ({shown}): {}", e.message),
+            message: format!(
+                "change {n} ({}): {}",
+                crate::workspace::shown(&shown),
+                e.message
+            ),
             ..e
         };
         match change {
@@ -560,7 +564,12 @@ pub fn apply_hunks(
         // Each hunk searches and rebuilds the file: the deadline is checked between them.
         check()?;
         let at = |e: ToolError| ToolError {
-            message: format!("change {n} ({shown}), hunk {}: {}", h + 1, e.message),
+            message: format!(
+                "change {n} ({}), hunk {}: {}",
+                crate::workspace::shown(shown),
+                h + 1,
+                e.message
+            ),
             ..e
         };
         if hunk.old.is_empty() {
@@ -655,7 +664,7 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
             None => ws.entry(&op.wp, true)?.real,
         };
         if ws.needs_confirmation(&real, false) {
-            listed.push(shown(&ws.display(&real)).into_owned());
+            listed.push(crate::workspace::shown_in_prose(&ws.display(&real)).into_owned());
         }
     }
     if !listed.is_empty() {

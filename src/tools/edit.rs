@@ -229,7 +229,7 @@ pub fn replace_file(
         ctx.confirm(
             &format!(
                 "{verb} {} (on the confirm list)",
-                crate::workspace::shown(&shown)
+                crate::workspace::shown_in_prose(&shown)
             ),
             false,
         )?;
@@ -257,6 +257,8 @@ pub fn replace_file(
 /// Refuses a change to a file that no longer holds the version the agent read, showing
 /// what changed since when this process still has that version.
 pub fn check_version(ctx: &Ctx, expected: &str, now: &[u8], shown: &str) -> ToolResult<()> {
+    // This message keeps its diff's line breaks: the name in it is shown as results show it.
+    let shown = &*crate::workspace::shown(shown);
     let current = crate::history::version_of(now);
     if current == expected.trim() {
         return Ok(());
@@ -294,6 +296,8 @@ pub fn stopped_or_miss(ctx: &Ctx, m: Miss, shown: &str) -> ToolError {
 }
 
 pub fn miss(m: Miss, shown: &str) -> ToolError {
+    // A NO_MATCH keeps its diff's line breaks: the name in it is shown as results show it.
+    let shown = &*crate::workspace::shown(shown);
     match m {
         Miss::Stopped => ToolError::new(ErrorCode::Timeout, format!("{shown}: the call was stopped while looking for old_string")),
         Miss::TooMany { count } => ToolError::new(

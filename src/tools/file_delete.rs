@@ -109,7 +109,9 @@ permanent: true deletes for good and needs the user's confirmation. dry_run show
         }
         // Names in a question the person answers are quoted when odd, as in every
         // answer: a file's name must not read as ferret's own words.
-        let q = crate::workspace::shown(&shown);
+        // The real name: a question asks about what changes, not a spelling through a link.
+        let real_shown = ws.display(&at.real);
+        let q = crate::workspace::shown_in_prose(&real_shown);
         if ws.needs_confirmation(&at.real, is_dir) {
             ctx.confirm(&format!("deleting {q} (on the confirm list)"), false)?;
         }

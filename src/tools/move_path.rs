@@ -161,8 +161,8 @@ replaces a file only, after backing it up. Undo moves it back. dry_run to previe
             ctx.confirm(
                 &format!(
                     "moving {} to {} (on the confirm list)",
-                    crate::workspace::shown(&src_shown),
-                    crate::workspace::shown(&dst_shown)
+                    crate::workspace::shown_in_prose(&ws.display(&from.real)),
+                    crate::workspace::shown_in_prose(&ws.display(&to.real))
                 ),
                 false,
             )?;
@@ -171,7 +171,7 @@ replaces a file only, after backing it up. Undo moves it back. dry_run to previe
             ctx.confirm(
                 &format!(
                     "moving {}, which holds secrets or VCS internals",
-                    crate::workspace::shown(&src_shown)
+                    crate::workspace::shown_in_prose(&ws.display(&from.real))
                 ),
                 false,
             )?;

@@ -16,8 +16,9 @@ const MAX_FILES: usize = 50;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// Files to read, relative to the workspace root; a glob ("src/**/*.rs") reads every
-    /// file it matches.
+    /// Files to read, relative to the workspace root, as ferret reports names (quoted or
+    /// not); an entry that names no file as written is a glob ("src/**/*.rs") and reads
+    /// every file it matches.
     pub paths: Vec<String>,
     /// Lines read from each file at most (default 400; 0 for whole files within the size
     /// limit).
@@ -81,29 +82,58 @@ denied or too large is reported in its place; the others are still read.",
                 ToolError::invalid("paths is empty").with_hint("name at least one file or glob")
             );
         }
-        // Expand globs in order, without repeats.
-        let mut names: Vec<String> = Vec::new();
+        // Expand globs in order, without repeats. An entry is a name first: one that
+        // exists as written (or is quoted, as ferret shows odd names) is read as that
+        // object and no other, `[` and all; only an entry that names nothing is a glob.
+        // An entry that reaches no file is an error in its place, never silence.
+        // Each with the error that stands in its place, for an entry that reached no file.
+        let mut names: Vec<(String, Option<ToolError>)> = Vec::new();
+        let has =
+            |names: &[(String, Option<ToolError>)], n: &str| names.iter().any(|(m, _)| m == n);
         let mut truncated = false;
         for path in &p.paths {
-            if path.contains(['*', '?', '[', '{']) {
-                let found = glob::Glob.run(
-                    ctx,
-                    glob::Params {
-                        pattern: path.clone(),
-                        path: None,
-                        max_results: MAX_FILES + 1,
-                        include_hidden: false,
-                        sort: glob::Sort::Path,
-                    },
-                )?;
-                truncated |= found.truncated;
-                for f in found.files {
-                    if !names.contains(&f) {
-                        names.push(f);
-                    }
+            if !is_glob(ctx, path) {
+                if !has(&names, path) {
+                    names.push((path.clone(), None));
                 }
-            } else if !names.contains(path) {
-                names.push(path.clone());
+                continue;
+            }
+            let found = glob::Glob.run(
+                ctx,
+                glob::Params {
+                    pattern: path.clone(),
+                    path: None,
+                    max_results: MAX_FILES + 1,
+                    include_hidden: false,
+                    sort: glob::Sort::Path,
+                },
+            );
+            let found = match found {
+                Ok(f) => f,
+                Err(e) if stops_the_call(&e) => return Err(e),
+                Err(e) => {
+                    names.push((path.clone(), Some(e)));
+                    continue;
+                }
+            };
+            truncated |= found.truncated;
+            if found.files.is_empty() {
+                names.push((
+                    path.clone(),
+                    Some(ToolError::new(
+                        ErrorCode::NotFound,
+                        format!(
+                            "{}: no such file, and no file matches it as a glob",
+                            shown(path)
+                        ),
+                    )
+                    .with_hint("check the name with glob or list_directory; pass a name as ferret reported it")),
+                ));
+            }
+            for f in found.files {
+                if !has(&names, &f) {
+                    names.push((f, None));
+                }
             }
         }
         if names.len() > MAX_FILES {
@@ -114,8 +144,16 @@ denied or too large is reported in its place; the others are still read.",
         // One budget for the whole answer, shared out file by file.
         let mut room = ctx.output_budget();
         let mut left_out = Vec::new();
-        for name in names {
+        for (name, missed) in names {
             ctx.check()?;
+            if let Some(e) = missed {
+                files.push(FileRead {
+                    path: name,
+                    file: None,
+                    error: Some(e.escaped()),
+                });
+                continue;
+            }
             if room.is_some_and(|r| r < 1000) {
                 left_out.push(name);
                 continue;
@@ -134,18 +172,11 @@ denied or too large is reported in its place; the others are still read.",
                     error: None,
                 }),
                 // Out of budget or time: the call is over, and says so.
-                Err(e)
-                    if matches!(
-                        e.code,
-                        ErrorCode::RoundLimitExceeded | ErrorCode::Timeout | ErrorCode::Cancelled
-                    ) =>
-                {
-                    return Err(e);
-                }
+                Err(e) if stops_the_call(&e) => return Err(e),
                 Err(e) => files.push(FileRead {
                     path: name,
                     file: None,
-                    error: Some(e),
+                    error: Some(e.escaped()),
                 }),
             }
             if let (Some(r), Some(last)) = (room.as_mut(), files.last()) {
@@ -188,9 +219,38 @@ denied or too large is reported in its place; the others are still read.",
         if !o.left_out.is_empty() {
             s.push_str(&format!(
                 "[not read, to keep within the output budget (max_output_chars): {}; read them in another call]\n",
-                o.left_out.join(", ")
+                o.left_out
+                    .iter()
+                    .map(|n| shown(n).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         s
+    }
+}
+
+/// Out of budget or time: the call is over, and says so.
+fn stops_the_call(e: &ToolError) -> bool {
+    matches!(
+        e.code,
+        ErrorCode::RoundLimitExceeded | ErrorCode::Timeout | ErrorCode::Cancelled
+    )
+}
+
+/// Whether an entry of `paths` is read as a glob: it has a glob character, is not
+/// written quoted (a quoted name is a name), and names nothing as it is written. An
+/// entry that exists, or that the workspace refuses as a name (outside, secret), is read
+/// as a name, so the answer is about that object.
+fn is_glob(ctx: &Ctx, path: &str) -> bool {
+    if !path.contains(['*', '?', '[', '{']) || path.split('/').any(|c| c.starts_with('"')) {
+        return false;
+    }
+    let Ok(wp) = ctx.resolve(path) else {
+        return true;
+    };
+    match ctx.workspace().entry(&wp, false) {
+        Ok(r) => r.meta.is_none(),
+        Err(e) => matches!(e.code, ErrorCode::NotFound | ErrorCode::NotADirectory),
     }
 }

@@ -101,8 +101,8 @@ fn ask_confirm_listed(
                     "undoing change {} ({} of {}), which changes {} (on the confirm list)",
                     target.id,
                     target.action.as_str(),
-                    crate::workspace::shown(&target.path),
-                    crate::workspace::shown(&ws.display(&wp))
+                    crate::workspace::shown_in_prose(&target.path),
+                    crate::workspace::shown_in_prose(&ws.display(&wp))
                 ),
                 false,
             );
@@ -286,7 +286,7 @@ fn undo_create(
         .unified_diff()
         .context_radius(3)
         .header(
-            &format!("a/{} (now)", crate::workspace::shown(&target.path)),
+            &format!("a/{} (now)", crate::workspace::shown_in_prose(&target.path)),
             "/dev/null (removed)",
         )
         .to_string();
@@ -727,7 +727,7 @@ backing up the current content.",
                     "undoing change {} ({} of {}), made by {who}, not by this session",
                     target.id,
                     target.action.as_str(),
-                    crate::workspace::shown(&target.path)
+                    crate::workspace::shown_in_prose(&target.path)
                 ),
                 false,
             )?;

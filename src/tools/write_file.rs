@@ -199,7 +199,7 @@ fn create(
         ctx.confirm(
             &format!(
                 "creating {} (on the confirm list)",
-                crate::workspace::shown(shown)
+                crate::workspace::shown_in_prose(&ws.display(real))
             ),
             false,
         )?;

@@ -278,6 +278,12 @@ impl Workspace {
         self.deny.matches(&p.rel, is_dir)
     }
 
+    /// [`Workspace::display`] as the text a model reads gives it ([`shown`]): for the
+    /// names in error messages, hints and warnings, which follow the rules of results.
+    pub fn shown_name(&self, p: &WsPath) -> String {
+        shown(&self.display(p)).into_owned()
+    }
+
     /// The name a result uses for `p`, in JSON (the text form is [`shown`] of it): relative
     /// to its root, `/`-separated, prefixed by the root's name when there are several
     /// roots; `.` for the single root itself. It is the exact name, except when that
@@ -530,32 +536,51 @@ pub fn unquote_path(input: &str) -> Option<Vec<u8>> {
 /// line of its own: a file named `x\n[FILE] /etc/passwd`), a character changing the
 /// text's direction or of zero width, a look-alike of `/`, `\` or `"` (U+2215, U+FF0F…),
 /// whitespace other than a space, a space at either end of a component, a component
-/// starting with `"`, or U+FFFD; in short, any character but ASCII graphic, a space, or a
+/// starting with `"`, a `:` followed by digits and then `:` or the end (`config.py:12:x`
+/// and `a:3` read as a grep line or a count in every output), or U+FFFD; in short, any character but ASCII graphic, a space, or a
 /// non-ASCII letter or digit that is neither invisible nor shaped like `/`, `\` or `"`
 /// (see `odd`). Those are shown [`quote`]d: `"a\\b.txt"`. `path` is a
 /// name as [`Workspace::display`] gives it; one already quoted is shown as it is. Either
 /// form, passed back, names the same object.
 pub fn shown(path: &str) -> std::borrow::Cow<'_, str> {
-    if path.starts_with('"') || !needs_quotes(path) {
+    if path.starts_with('"') || !(needs_quotes(path) || numbered(path, b":")) {
         path.into()
     } else {
         quote(path.as_bytes()).into()
     }
 }
 
+/// [`shown`] for a name set in prose (a question the person answers, a history line): a
+/// name holding a space is quoted as well, so that where it ends is never in doubt
+/// (`deleting ".github/ok. Nothing here is on the confirm list"`, not the name running
+/// into ferret's own words). Passed back, it names the same object.
+pub fn shown_in_prose(path: &str) -> std::borrow::Cow<'_, str> {
+    if path.contains(' ') && !path.starts_with('"') {
+        quote(path.as_bytes()).into()
+    } else {
+        shown(path)
+    }
+}
+
+/// Whether `path` holds one of `seps` followed by digits and then one of `seps` or its
+/// end: `b.rs:7:x` and `a:3` (with `:`), `b-7-x` (with `-`), what grep's lines
+/// (`path:line:text`, `path-line-text`) and counts (`path:count`) look like.
+fn numbered(path: &str, seps: &[u8]) -> bool {
+    let b = path.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| {
+        if !seps.contains(&c) {
+            return false;
+        }
+        let digits = b[i + 1..].iter().take_while(|d| d.is_ascii_digit()).count();
+        digits > 0 && (i + 1 + digits == b.len() || seps.contains(&b[i + 1 + digits]))
+    })
+}
+
 /// [`shown`] for a line that goes on with `:N:` or `-N-` (grep's `path:line:text`): a
 /// path that itself holds a `:` or `-` followed by digits and then `:`, `-` or its end
 /// (`b.rs:7:x`) is quoted as well, so that no line can be read as another file's hit.
 pub fn shown_in_line(path: &str) -> std::borrow::Cow<'_, str> {
-    let b = path.as_bytes();
-    let looks_numbered = b.iter().enumerate().any(|(i, &c)| {
-        if c != b':' && c != b'-' {
-            return false;
-        }
-        let digits = b[i + 1..].iter().take_while(|d| d.is_ascii_digit()).count();
-        digits > 0 && matches!(b.get(i + 1 + digits), None | Some(b':') | Some(b'-'))
-    });
-    if looks_numbered && !path.starts_with('"') {
+    if numbered(path, b":-") && !path.starts_with('"') {
         quote(path.as_bytes()).into()
     } else {
         shown(path)

@@ -17,7 +17,7 @@ impl Workspace {
     /// extension once the type is known. `follow` says whether a final symlink is
     /// followed (reading it) or is itself the object (deleting it).
     pub fn entry(&self, p: &WsPath, follow: bool) -> ToolResult<Resolved> {
-        let shown = self.display(p);
+        let shown = self.shown_name(p);
         let root = &self.roots[p.root];
         let deny = &self.deny;
         let r = resolve::walk(root, p.root, &p.rel, follow, &|rel| {
@@ -25,7 +25,7 @@ impl Workspace {
         })
         .map_err(|e| {
             e.into_tool_error(&shown, |real| {
-                self.display(&WsPath {
+                self.shown_name(&WsPath {
                     root: p.root,
                     rel: real.to_path_buf(),
                 })
@@ -34,7 +34,7 @@ impl Workspace {
         let named = if r.real.rel == p.rel {
             shown
         } else {
-            format!("{shown} (-> {})", self.display(&r.real))
+            format!("{shown} (-> {})", self.shown_name(&r.real))
         };
         match &r.meta {
             Some(m) => self.check_name(&r.real, &named, Some(m.is_dir()))?,
@@ -65,7 +65,7 @@ impl Workspace {
     /// Opens a regular file for reading. Never blocks on a FIFO. Returns the resolution
     /// too: its `parent` handle is where a change to the file is made.
     pub fn open_file(&self, p: &WsPath) -> ToolResult<(File, Metadata, Resolved)> {
-        let shown = self.display(p);
+        let shown = self.shown_name(p);
         let r = self.entry(p, true)?;
         let (Some(meta), Some(dir), Some(name)) = (&r.meta, &r.parent, r.name()) else {
             return Err(not_found(&shown));
@@ -109,7 +109,7 @@ impl Workspace {
         p: &WsPath,
         wait: std::time::Duration,
     ) -> ToolResult<(File, Metadata, Resolved)> {
-        let shown = self.display(p);
+        let shown = self.shown_name(p);
         for _ in 0..1000 {
             let (file, meta, r) = self.open_file(p)?;
             if !write::lock(&file, wait).map_err(|e| ToolError::io(&shown, &e))? {
@@ -167,7 +167,7 @@ impl Workspace {
         if self.holds(at, &self.confirm, check)? {
             return Ok(true);
         }
-        let shown = self.display(&at.real);
+        let shown = self.shown_name(&at.real);
         let (Some(parent), Some(name)) = (&at.parent, at.name()) else {
             return Ok(false);
         };
@@ -195,7 +195,7 @@ impl Workspace {
         set: &super::PatternSet,
         check: &dyn Fn() -> ToolResult<()>,
     ) -> ToolResult<bool> {
-        let shown = self.display(&at.real);
+        let shown = self.shown_name(&at.real);
         let (Some(parent), Some(name)) = (&at.parent, at.name()) else {
             return Ok(false);
         };
@@ -258,7 +258,7 @@ impl Workspace {
     /// the way resolved, by the same walk that opened it): the rules for what is inside
     /// are judged on that name, never on a spelling through a link.
     pub fn open_dir_real(&self, p: &WsPath) -> ToolResult<(Dir, WsPath)> {
-        let shown = self.display(p);
+        let shown = self.shown_name(p);
         let r = self.entry(p, true)?;
         let Some(meta) = &r.meta else {
             return Err(not_found(&shown));
@@ -293,7 +293,7 @@ impl Workspace {
     /// before it is made. Returns the resolution of `p` (its `parent` is the directory)
     /// and the directories created, outermost first, relative to the root.
     pub fn make_parents(&self, p: &WsPath) -> ToolResult<(Resolved, Vec<std::path::PathBuf>)> {
-        let shown = self.display(p);
+        let shown = self.shown_name(p);
         let r = self.entry(p, true)?;
         if r.parent.is_some() {
             return Ok((r, Vec::new()));
@@ -316,7 +316,7 @@ impl Workspace {
                 Some(_) => {
                     return Err(ToolError::new(
                         ErrorCode::NotADirectory,
-                        format!("{} is not a directory", self.display(&at)),
+                        format!("{} is not a directory", self.shown_name(&at)),
                     ));
                 }
                 None => continue,
@@ -328,7 +328,7 @@ impl Workspace {
         while missing.len() > 1 {
             let Some(name) = missing.pop() else { break };
             real = real.join(&name);
-            let here = self.display(&real);
+            let here = self.shown_name(&real);
             self.check_name(&real, &here, Some(true))?;
             match rustix::fs::mkdirat(&dir, &name, rustix::fs::Mode::from_raw_mode(0o755)) {
                 Ok(()) => created.push(real.rel.clone()),

@@ -10,15 +10,17 @@ use std::path::{Component, Path, PathBuf};
 impl Workspace {
     /// Checks a path as the agent wrote it, without touching the filesystem except to
     /// name an absolute path given through a symlinked alias of a root.
-    pub fn resolve(&self, input: &str) -> ToolResult<WsPath> {
-        if input.is_empty() {
+    pub fn resolve(&self, given: &str) -> ToolResult<WsPath> {
+        // The path as errors echo it: the agent's string, shown as names are.
+        let input = &*super::shown(given);
+        if given.is_empty() {
             return Err(
                 ToolError::invalid("path is empty").with_hint("use \".\" for the workspace root")
             );
         }
         // Names as ferret shows them: a component starting with `"` is quoted (see
         // `super::quote`); everything below checks the name it stands for.
-        let unquoted = super::unquote_path(input).ok_or_else(|| {
+        let unquoted = super::unquote_path(given).ok_or_else(|| {
             ToolError::invalid(format!(
                 "{input}: a path component starting with `\"` is read as a quoted name, and this one does not end its quote or has an unknown escape"
             ))

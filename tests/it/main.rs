@@ -18,6 +18,7 @@ mod layers;
 mod mcp_inprocess;
 mod mcp_r4;
 mod names_r3;
+mod names_r4;
 mod safety;
 mod sandbox;
 mod search;

@@ -244,7 +244,10 @@ impl Shell {
             Command::Rm(a) if !a.yes && !a.permanent => {
                 let config = self.ferret.borrow().config().clone();
                 if config.allow_write && !config.dry_run {
-                    let q = format!("Delete {} (to the trash; /undo brings it back)?", a.path);
+                    let q = format!(
+                        "Delete {} (to the trash; /undo brings it back)?",
+                        crate::workspace::shown_in_prose(&a.path)
+                    );
                     if !self.answer.confirm(&q)? {
                         eprintln!("ferret: not confirmed; nothing was changed");
                         return Ok(2);
