@@ -20,15 +20,10 @@ use std::io::Read;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// The file or directory to move.
     pub source: String,
-    /// Its new path (not the directory to move it into). Missing directories are created.
     pub destination: String,
-    /// Replace a file standing at the destination (backed up first). Directories are never
-    /// replaced.
     #[serde(default)]
     pub overwrite: bool,
-    /// Say what would be moved without moving.
     #[serde(default)]
     pub dry_run: bool,
 }
@@ -39,9 +34,9 @@ pub struct Output {
     pub destination: String,
     #[serde(rename = "type")]
     pub kind: EntryType,
-    /// A file at the destination was replaced; its content was saved here.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backup: Option<String>,
+    /// The file the move replaced (overwrite) was kept, so undo can restore it. Where it is kept is the host's business: no path is sent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub backed_up: bool,
     /// Directories created for the destination, outermost first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub created_dirs: Vec<String>,
@@ -61,9 +56,8 @@ impl Tool for Move {
         ToolMeta {
             name: "move",
             title: "Move or rename",
-            description: "Move or rename a file or directory, within the workspace (across roots too). destination \
-is the new path itself; missing directories are created. Never replaces anything unless overwrite is true, which \
-replaces a file only, after backing it up. Undo moves it back. dry_run to preview.",
+            description: "Move or rename a file or directory. destination is the new path, not a directory to move into. \
+Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }
@@ -130,7 +124,7 @@ replaces a file only, after backing it up. Undo moves it back. dry_run to previe
             source: src_shown.clone(),
             destination: dst_shown.clone(),
             kind,
-            backup: None,
+            backed_up: false,
             created_dirs: Vec::new(),
             change_id: None,
             dry_run,
@@ -202,7 +196,7 @@ replaces a file only, after backing it up. Undo moves it back. dry_run to previe
                 .read_to_end(&mut before)
                 .map_err(|e| ToolError::io(&dst_shown, &e))?;
             let b = history.backup(to.real.root_index(), to.real.rel(), &before)?;
-            out.backup = Some(b.display().to_string());
+            out.backed_up = true;
             entry.backup_path = Some(b);
             entry.sha256_before = Some(sha256(&before));
         }
@@ -226,8 +220,8 @@ replaces a file only, after backing it up. Undo moves it back. dry_run to previe
             shown(&o.source),
             shown(&o.destination)
         );
-        if let Some(b) = &o.backup {
-            s.push_str(&format!(" (replacing a file, backed up at {b})"));
+        if o.backed_up {
+            s.push_str(" (replacing a file, backed up)");
         }
         if !o.created_dirs.is_empty() {
             let dirs: Vec<_> = o.created_dirs.iter().map(|d| shown(d)).collect();

@@ -21,15 +21,12 @@ use std::os::fd::AsFd;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// The change to undo (its change_id); default: your own last change that can still
-    /// be undone. Another's change needs its id and the user's confirmation.
+    /// A change_id (default: your last).
     #[serde(default)]
     #[schemars(with = "u64")]
     pub id: Option<u64>,
-    /// Undo even if the file changed since: its current content is backed up first.
     #[serde(default)]
     pub force: bool,
-    /// Show what would be restored without writing.
     #[serde(default)]
     pub dry_run: bool,
 }
@@ -42,9 +39,10 @@ pub struct Output {
     pub path: String,
     /// The diff from the current content to the restored one.
     pub diff: String,
-    /// Where the content replaced by a forced undo was saved.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backup: Option<String>,
+    /// A forced undo kept the content it replaced (absent otherwise). Where it is kept
+    /// is the host's business: no path is sent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub backed_up: bool,
     /// The journal id of this undo (absent on a dry run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_id: Option<u64>,
@@ -173,7 +171,7 @@ fn undo_entry(
     entry.sha256_before = current.map(sha256);
     if !unchanged && let Some(cur) = current {
         let b = history.backup(target.root, &target.rel, cur)?;
-        out.backup = Some(b.display().to_string());
+        out.backed_up = true;
         entry.backup_path = Some(b);
     }
     Ok(Some(entry))
@@ -587,9 +585,8 @@ impl Tool for Undo {
         ToolMeta {
             name: "undo",
             title: "Undo a change",
-            description: "Undo your session's last change (another's needs its id and the user's confirmation). \
-Refuses with CONFLICT if the file was changed since, showing the difference; force: true undoes anyway after \
-backing up the current content.",
+            description: "Undo your last change, or change id (another session's needs the user's confirmation). CONFLICT if \
+the file changed since; force undoes anyway, backing up the current content. dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }
@@ -659,7 +656,7 @@ backing up the current content.",
             action: target.action.as_str().to_string(),
             path: target.path.clone(),
             diff: String::new(),
-            backup: None,
+            backed_up: false,
             change_id: None,
             dry_run,
         };
@@ -709,8 +706,10 @@ backing up the current content.",
                 shown(&o.path)
             )
         };
-        if let Some(b) = &o.backup {
-            s.push_str(&format!("The content it replaced is saved at {b}.\n"));
+        if o.backed_up {
+            // Never the backup's host path: an agent cannot reach it, and it tells the
+            // host's layout. It is in the state directory, by the journal's entry.
+            s.push_str("The content it replaced is backed up in ferret's state directory.\n");
         }
         s.push_str(&o.diff);
         s
