@@ -666,6 +666,11 @@ fn bad_arguments(tool: &str, e: &serde_json::Error, strict: &Value) -> ToolError
     ToolError::invalid(format!("invalid arguments for {tool}: {msg}")).with_hint(hint)
 }
 
+/// How a change that needs the user's yes gets it, from an agent's side.
+const CONFIRM_HINT: &str = "ask the user, then retry: a client that can ask them (MCP elicitation) is asked by ferret \
+     itself, so this one cannot, or they said no. Else the user runs it with --yes on the command line (`ferret edit`, \
+     `ferret write`, `ferret mv`, `ferret rm`, `ferret undo`). Which paths ask is the `confirm` setting";
+
 /// Who is calling: the session (one MCP connection, one CLI run) and the agent's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Session {
@@ -879,11 +884,22 @@ impl<'a> Ctx<'a> {
         if self.confirmed || allowed {
             return Ok(());
         }
-        Err(ToolError::new(ErrorCode::ConfirmationRequired, format!("{what} needs the user's confirmation"))
-            .with_hint(
-                "ask the user. On the command line they confirm with --yes; a server allows permanent deletes with \
-                 --allow-permanent-delete, and the confirm list is the `confirm` setting",
-            ))
+        Err(ToolError::new(
+            ErrorCode::ConfirmationRequired,
+            format!("{what} needs the user's confirmation"),
+        )
+        .with_hint(CONFIRM_HINT))
+    }
+
+    /// [`Ctx::confirm`] for a permanent delete, which a setting can allow for good.
+    pub fn confirm_permanent(&self, what: &str) -> ToolResult<()> {
+        self.confirm(what, self.config().allow_permanent_delete)
+            .map_err(|e| {
+                e.with_hint(format!(
+                    "{CONFIRM_HINT}. Without permanent the delete goes to the trash and needs no confirmation (undo \
+                     restores it); the user can allow permanent deletes with the `allow_permanent_delete` setting"
+                ))
+            })
     }
 
     /// The directories a search with no path covers: the client's shared roots when the

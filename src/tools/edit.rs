@@ -74,8 +74,8 @@ indentation are forgiven. Returns a diff; undo reverts; dry_run previews.",
 
     fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
         if p.old_string.is_empty() {
-            return Err(ToolError::invalid("old_string is empty")
-                .with_hint("to add text, include a neighbouring line in old_string and repeat it in new_string"));
+            return Err(ToolError::invalid("old_string is empty: edit replaces text that is in the file")
+                .with_hint("to create a file or replace all of it, use write_file (overwrite: true for an existing one); to add text, include a neighbouring line in old_string and repeat it in new_string"));
         }
         if p.old_string == p.new_string {
             return Err(ToolError::invalid(

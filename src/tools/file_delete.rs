@@ -122,10 +122,7 @@ the user's confirmation. dry_run previews.",
             )?;
         }
         if p.permanent {
-            ctx.confirm(
-                &format!("permanently deleting {q}"),
-                ctx.config().allow_permanent_delete,
-            )?;
+            ctx.confirm_permanent(&format!("permanently deleting {q}"))?;
         }
         let history = ctx.history()?;
         let (Some(dir), Some(name)) = (&at.parent, at.name()) else {

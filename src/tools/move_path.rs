@@ -101,8 +101,26 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
                 "{dst_shown} is inside {src_shown}: a directory cannot be moved into itself"
             )));
         }
+        // `mv a.txt docs/` habits: a destination that is a directory is not where a
+        // move goes into; say the path that would do it.
+        let into = || {
+            let name = src_shown.rsplit('/').next().unwrap_or(&src_shown);
+            let inside = format!("{}/{name}", dst_shown.trim_end_matches('/'));
+            ToolError::new(
+                ErrorCode::AlreadyExists,
+                format!(
+                    "{} is an existing directory; nothing was moved (destination is the new path itself)",
+                    shown(&dst_shown),
+                ),
+            )
+            .with_hint(format!(
+                "to move it into that directory, pass destination {}; overwrite replaces files only, never a directory",
+                shown(&inside)
+            ))
+        };
         let replacing = match &to.meta {
             None => false,
+            Some(m) if m.is_dir() => return Err(into()),
             Some(_) if !p.overwrite => {
                 return Err(ToolError::new(
                     ErrorCode::AlreadyExists,
