@@ -89,7 +89,7 @@ impl ErrorCode {
                 "use a path inside the workspace root (relative to it); the user sets the roots with --root"
             }
             ErrorCode::PathTraversal => {
-                "give the path relative to the workspace root, without `..` leading out of it"
+                "give the path relative to the workspace root, without .. leading out of it"
             }
             ErrorCode::DeniedPattern => {
                 "ferret never reads or changes secrets or version-control internals (the `deny` setting); work with other files"

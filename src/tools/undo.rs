@@ -39,8 +39,8 @@ pub struct Output {
     pub path: String,
     /// The diff from the current content to the restored one.
     pub diff: String,
-    /// A forced undo kept the content it replaced (absent otherwise). Where it is kept
-    /// is the host's business: no path is sent.
+    /// The content this undo replaced was kept (absent otherwise). Where it is kept is
+    /// the host's business: no path is sent.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub backed_up: bool,
     /// The journal id of this undo (absent on a dry run).
@@ -430,6 +430,7 @@ fn undo_group(
             (Some(c), false) => Some(history.backup(op.root, &op.rel, c)?),
             _ => None,
         };
+        out.backed_up |= backup_path.is_some();
         planned.push(Planned {
             op: crate::history::GroupOp {
                 kind,

@@ -8,6 +8,7 @@ mod config_r4;
 mod cost_r3;
 mod cost_r4;
 mod crash;
+mod everyday_b;
 mod faults;
 mod http_r3;
 mod index;
