@@ -897,7 +897,8 @@ impl<'a> Ctx<'a> {
             .map_err(|e| {
                 e.with_hint(format!(
                     "{CONFIRM_HINT}. Without permanent the delete goes to the trash and needs no confirmation (undo \
-                     restores it); the user can allow permanent deletes with the `allow_permanent_delete` setting"
+                     restores it); the user can allow permanent deletes with the `allow_permanent_delete` setting \
+                     (--set allow_permanent_delete=true)"
                 ))
             })
     }

@@ -69,9 +69,8 @@ impl Tool for ListDirectory {
         ToolMeta {
             name: "list_directory",
             title: "List directory",
-            description: "List a directory (name, type, size), sorted; recursive for a tree. Dot entries need include_hidden; \
-secrets are never listed; dependency and build folders (node_modules, target, …) are skipped unless \
-named.",
+            description: "List a directory (name, type, size); recursive for a tree. Secrets are never listed; dependency and \
+build folders (node_modules, target, …) are skipped unless named.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }

@@ -64,8 +64,8 @@ impl Tool for ReadFiles {
         ToolMeta {
             name: "read_files",
             title: "Read several files",
-            description: "Read up to 50 files at once (paths or globs like \"src/**/*.rs\"): numbered lines and version. A \
-file that cannot be read is reported in its place.",
+            description: "Read up to 50 files at once (paths or globs like \"src/**/*.rs\"), numbered, with versions; one that \
+cannot be read is reported in its place.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }

@@ -430,7 +430,8 @@ async def test_without_elicitation_confirmations_fail_with_a_hint(ws, tmp_path):
     async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "s")) as c:
         r = await c.call_tool("file_delete", {"path": "a.txt", "permanent": True})
         assert r.is_error and text(r).startswith("CONFIRMATION_REQUIRED")
-        assert "--allow-permanent-delete" in text(r)
+        # the setting that exists (there is no --allow-permanent-delete flag), and the trash
+        assert "allow_permanent_delete" in text(r) and "trash" in text(r)
     async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "s"), "--set", "allow_permanent_delete=true") as c:
         r = await c.call_tool("file_delete", {"path": "a.txt", "permanent": True})
         assert not r.is_error, text(r)
