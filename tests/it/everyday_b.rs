@@ -87,7 +87,7 @@ async fn descriptions_still_steer_the_model() {
         ("read_file", &["offset", "limit", "base64", "read_files"]),
         (
             "list_directory",
-            &["secrets are never listed", "node_modules"],
+            &["ecrets are never listed", "node_modules"],
         ),
         (
             "edit",
