@@ -141,11 +141,24 @@ impl AuditLogger {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(err)?;
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(err)?;
+        // Never following a link at its name, never blocking on a FIFO, and only a
+        // regular file: the log must not be written elsewhere or hang the start.
+        let file = {
+            use std::os::unix::fs::OpenOptionsExt;
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+                .open(path)
+                .map_err(err)?
+        };
+        if !file.metadata().map_err(err)?.file_type().is_file() {
+            return Err(err(std::io::Error::other("not a regular file")));
+        }
+        let flags = rustix::fs::fcntl_getfl(&file).map_err(|e| err(e.into()))?;
+        rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)
+            .map_err(|e| err(e.into()))?;
         Ok(AuditLogger {
             file: Some(Mutex::new(file)),
             memory: Mutex::default(),

@@ -33,6 +33,9 @@ pub struct CallOptions {
     /// Narrows the workspace for this call to these directories (absolute, canonical,
     /// each inside a root): the roots an MCP client shared. `None`: the whole workspace.
     pub scope: Option<Arc<Vec<std::path::PathBuf>>>,
+    /// The most characters of this call's result (`max_output_chars`; 0: no limit), in
+    /// place of the configuration's: `ferret call` answers within a server's budget.
+    pub max_output_chars: Option<u64>,
 }
 
 /// A typed call's result: the tool's own output and the text a person reads.
@@ -164,6 +167,7 @@ impl Ferret {
     /// make the directory if need be (else None when it is not there).
     pub fn index_persist(&self, create: bool) -> Option<crate::search::live::Persist> {
         use sha2::{Digest, Sha256};
+        use std::os::unix::fs::DirBuilderExt;
         let roots = self.workspace.canonical_roots();
         let dir = match crate::history::state_dir(&self.config, &roots) {
             Ok(d) => d,
@@ -172,7 +176,13 @@ impl Ferret {
                 return None;
             }
         };
-        if create && let Err(e) = std::fs::create_dir_all(&dir) {
+        if create
+            && let Err(e) = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .and_then(|()| crate::history::safe::check_state_dir(&dir))
+        {
             tracing::warn!("index: kept in memory only ({}: {e})", dir.display());
             return None;
         }
@@ -189,6 +199,13 @@ impl Ferret {
         };
         if roots.iter().any(|r| dir.starts_with(r)) {
             tracing::warn!("index: kept in memory only (the state directory is inside a root)");
+            return None;
+        }
+        // Another user's directory would hold an index they wrote (answers they chose).
+        if dir.exists()
+            && let Err(e) = crate::history::safe::check_state_dir(&dir)
+        {
+            tracing::warn!("index: kept in memory only ({e})");
             return None;
         }
         let c = &self.config;
@@ -263,12 +280,8 @@ impl Ferret {
     ) -> ToolResult<CallOutput> {
         let audit_path = args.get("path").and_then(Value::as_str).map(str::to_string);
         let Some(t) = self.registry.get(tool) else {
-            let err = ToolError::new(ErrorCode::UnknownTool, format!("no tool named {tool:?}"))
-                .with_hint(format!(
-                    "available tools: {}",
-                    self.registry.names().join(", ")
-                ));
-            return self.wrap(session, tool, audit_path, opts, |_| Err(err), |_| 0);
+            let hint = format!("available tools: {}", self.registry.names().join(", "));
+            return Err(self.refuse_unknown(session, tool, &hint));
         };
         let meta = t.meta();
         let dry_run = args.get("dry_run") == Some(&Value::Bool(true));
@@ -281,8 +294,43 @@ impl Ferret {
                 self.gate(&meta, dry_run)?;
                 t.call(ctx, args)
             },
-            |out| out.text.len() as u64 + crate::tool::json_len(&out.structured),
+            |out| {
+                sent_once(
+                    out.text.len() as u64,
+                    crate::tool::json_len(&out.structured),
+                )
+            },
         )
+    }
+
+    /// Refuses a call of a tool that is not there (or not served) the way every call is
+    /// answered: counted against the caller's budget, audit-logged, within the output
+    /// budget. The name is the caller's and may be anything: it is cut to 64 characters
+    /// and escaped before it is shown or logged.
+    pub fn refuse_unknown(&self, session: &Session, tool: &str, hint: &str) -> ToolError {
+        let shown: String = tool.chars().take(64).collect();
+        let shown = if shown.len() < tool.len() {
+            format!("{shown:?}…")
+        } else {
+            format!("{shown:?}")
+        };
+        let err = ToolError::new(
+            ErrorCode::UnknownTool,
+            format!("no tool named {shown} is served"),
+        )
+        .with_hint(hint.to_string());
+        let name = crate::audit::clip(tool, crate::audit::MAX_NAME_BYTES);
+        match self.wrap(
+            session,
+            &name,
+            None,
+            CallOptions::default(),
+            |_| Err::<(), _>(err),
+            |_| 0,
+        ) {
+            Err(e) => e,
+            Ok(()) => ToolError::new(ErrorCode::UnknownTool, "no such tool"),
+        }
     }
 
     /// Calls `tool` with its own typed parameters; returns its own typed output (and
@@ -309,7 +357,8 @@ impl Ferret {
                 Ok(Typed { output, text })
             },
             |t| {
-                t.text.len() as u64 + serde_json::to_string(&t.output).map_or(0, |s| s.len()) as u64
+                let json = serde_json::to_value(&t.output).map_or(0, |v| crate::tool::json_len(&v));
+                sent_once(t.text.len() as u64, json)
             },
         )
     }
@@ -332,7 +381,7 @@ impl Ferret {
     }
 
     /// The wrapper every call goes through: budget, deadline, cancellation, the charge
-    /// for every byte sent (`sent` measures the answer), and the audit record.
+    /// for what the model receives (`sent` measures the answer), and the audit record.
     fn wrap<R>(
         &self,
         session: &Session,
@@ -351,7 +400,8 @@ impl Ferret {
             opts.scope,
             opts.confirmed,
             audit_path,
-        );
+        )
+        .with_output_chars(opts.max_output_chars);
         let mut bytes_sent = 0;
         // Every change the call makes is recorded as this session's.
         let _as = crate::history::acting_as(session.owner());
@@ -360,8 +410,7 @@ impl Ferret {
             .begin_request(&session.budget)
             .and_then(|()| run(&ctx))
             .and_then(|out| {
-                // Every byte sent counts: the text and the structured result both go on
-                // the wire (MCP sends both).
+                // What the model receives counts, once (see `sent_once`).
                 bytes_sent = sent(&out);
                 self.limiter.charge_bytes(&session.budget, bytes_sent)?;
                 Ok(out)
@@ -442,4 +491,15 @@ impl Ferret {
             engine: ctx.engine().map(str::to_string),
         });
     }
+}
+
+/// The bytes an answer is charged to the round's byte budget (and the audit record's
+/// `bytes_sent`): what a model receives of it, once. A result goes on the wire as text
+/// and as structured JSON saying the same; a client hands its model one of the two (most
+/// the text, some the structured content), never both as two answers. Which one is the
+/// client's choice, so the charge is the larger: never less than what the model read,
+/// never the sum (which charged every answer about twice, and ended a session's budget
+/// at half of what it was given).
+pub fn sent_once(text: u64, structured: u64) -> u64 {
+    text.max(structured)
 }

@@ -133,16 +133,21 @@ impl Control {
         if let Some(d) = self.deadline
             && Instant::now() >= d
         {
-            return Err(ToolError::new(
-                ErrorCode::Timeout,
-                format!(
-                    "the call ran longer than {}",
-                    humantime::format_duration(self.timeout)
-                ),
-            )
-            .with_hint("narrow it down (a smaller path, a more specific pattern, fewer results)"));
+            return Err(self.timeout_error());
         }
         Ok(())
+    }
+
+    /// The `TIMEOUT` error of this call: it ran past its deadline.
+    pub fn timeout_error(&self) -> ToolError {
+        ToolError::new(
+            ErrorCode::Timeout,
+            format!(
+                "the call ran longer than {}",
+                humantime::format_duration(self.timeout)
+            ),
+        )
+        .with_hint("narrow it down (a smaller path, a more specific pattern, fewer results)")
     }
 
     /// Whether the call should stop now (cancelled or out of time).

@@ -140,7 +140,7 @@ impl ResourceLimiter {
                 return Err(ToolError::new(
                     ErrorCode::RateLimitExceeded,
                     format!(
-                        "this session made {max} requests in the current round, the most allowed"
+                        "this client made {max} requests in the current round, the most allowed"
                     ),
                 )
                 .with_hint(format!("the round resets in {}s", left.as_secs().max(1))));

@@ -765,6 +765,8 @@ pub struct Ctx<'a> {
     file_count: AtomicU64,
     path: Mutex<Option<String>>,
     engine: Mutex<Option<&'static str>>,
+    /// `max_output_chars` for this call, in place of the configuration's.
+    output_chars: Option<u64>,
 }
 
 impl<'a> Ctx<'a> {
@@ -789,7 +791,16 @@ impl<'a> Ctx<'a> {
             file_count: AtomicU64::new(0),
             path: Mutex::new(audit_path),
             engine: Mutex::new(None),
+            output_chars: None,
         }
+    }
+
+    /// The same with this call's own `max_output_chars` (0: no limit) in place of the
+    /// configuration's, when `chars` is set (`ferret call` holds a result to the
+    /// server's budget, or lifts it).
+    pub fn with_output_chars(mut self, chars: Option<u64>) -> Self {
+        self.output_chars = chars;
+        self
     }
 
     pub fn workspace(&self) -> &'a Workspace {
@@ -803,7 +814,10 @@ impl<'a> Ctx<'a> {
     /// The state directory, backups and undo journal (opened on first use).
     /// The most characters this call's result may hold (`max_output_chars`), if any.
     pub fn output_budget(&self) -> Option<usize> {
-        match self.services.config.max_output_chars {
+        match self
+            .output_chars
+            .unwrap_or(self.services.config.max_output_chars)
+        {
             0 => None,
             n => Some(usize::try_from(n).unwrap_or(usize::MAX)),
         }
@@ -926,7 +940,8 @@ impl<'a> Ctx<'a> {
     /// budget. Nothing is charged here: the call path charges every byte of the answer
     /// as sent, once it is made.
     pub fn charge_bytes(&self, n: u64) -> ToolResult<()> {
-        self.services.limiter.check_bytes(&self.session.id, n)?;
+        // The key the call path charges: over HTTP the principal, not the connection.
+        self.services.limiter.check_bytes(&self.session.budget, n)?;
         self.bytes_read.fetch_add(n, Ordering::Relaxed);
         Ok(())
     }

@@ -45,7 +45,8 @@ pub struct Global {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Call any tool with JSON arguments; print its structured result as JSON.
+    /// Call any tool with JSON arguments; print its structured result as JSON, as an MCP
+    /// client gets it (within a server's output budget; --full for everything).
     Call(CallArgs),
     /// Print every tool's definition (name, description, schemas, annotations) as JSON.
     Tools {
@@ -146,6 +147,10 @@ pub struct CallArgs {
     /// Print the text rendering (what a model reads) instead of JSON.
     #[arg(long)]
     pub text: bool,
+    /// Print the whole result: lift the output budget a server holds results to
+    /// (max_output_chars, by default the server's own).
+    #[arg(long)]
+    pub full: bool,
 }
 
 #[derive(Debug, Args)]

@@ -112,7 +112,10 @@ pub fn print(
             }
         }
     }
-    if o.truncated {
+    if let Some(i) = &o.incomplete {
+        // On stderr, like the note below: stdout stays lines of results.
+        eprint!("ferret: {}", crate::tools::render_incomplete(i));
+    } else if o.truncated {
         let shown: usize = match o.mode {
             OutputMode::Content => o
                 .files
@@ -221,6 +224,7 @@ mod tests {
             match_count: Some(0),
             engine: "scan".into(),
             warnings: Vec::new(),
+            incomplete: None,
             truncated: false,
             left_out: None,
             mode: OutputMode::Content,

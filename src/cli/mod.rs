@@ -116,7 +116,12 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
     if let Command::Tools { format } = cli.command {
         return show::tools(format);
     }
-    let mode = if server { Mode::Server } else { Mode::Cli };
+    let mode = match &cli.command {
+        // One local client, the user's own agent: its own request budget.
+        Command::Serve(s) if s.http.is_none() => Mode::Stdio,
+        _ if server => Mode::Server,
+        _ => Mode::Cli,
+    };
     let outside = root_from_path(&mut cli.command)?;
     let path_root = outside.as_ref().map(|(_, _, root)| root.clone());
     let loaded = load_config(&cli.global, mode, path_root)?;
@@ -147,6 +152,21 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
+/// `ferret call` is the MCP tool: its result is held to the output budget a server
+/// holds it to (the server's default `max_output_chars`), unless a setting names one
+/// (the user's, or a workspace's narrowing) or `--full` lifts it (0: no limit).
+fn call_output_chars(loaded: &Loaded, full: bool) -> Option<u64> {
+    if full {
+        return Some(0);
+    }
+    match loaded.sources.get("max_output_chars") {
+        None | Some(crate::config::Source::Default) => {
+            Some(crate::config::Config::defaults(Mode::Server).max_output_chars)
+        }
+        Some(_) => None,
+    }
+}
+
 /// Whether a command searches, so a stored index (`ferret index`) may spare it reads.
 fn uses_index(command: &Command) -> bool {
     match command {
@@ -167,7 +187,10 @@ fn dispatch(c: &Caller, loaded: &Loaded, command: Command) -> anyhow::Result<i32
         Command::Serve(_) | Command::Shell(_) => {
             anyhow::bail!("`serve` and `shell` are not commands inside the shell")
         }
-        Command::Call(a) => show::call(f, c.session, a),
+        Command::Call(a) => {
+            let chars = call_output_chars(loaded, a.full);
+            show::call(f, c.session, a, chars)
+        }
         Command::History { json, recover } => show::history(f, json, recover),
         Command::Index(a) => show::index(f, c.cancel.clone(), a),
         Command::Config { json } => show::config(loaded, f, json),

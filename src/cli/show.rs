@@ -174,7 +174,15 @@ struct ErrorShown<'a> {
 
 /// `ferret call TOOL JSON`: the same JSON path as the MCP server. Exit 0, or 1 on a tool
 /// error (printed as `{"error": …}`).
-pub fn call(ferret: &Ferret, session: &Session, a: CallArgs) -> anyhow::Result<i32> {
+/// `ferret call`: one tool by name with JSON arguments, its result as an MCP client gets
+/// it (structured JSON, or `--text`), held to `max_output_chars` (see
+/// `call_output_chars`: a server's budget unless set or lifted).
+pub fn call(
+    ferret: &Ferret,
+    session: &Session,
+    a: CallArgs,
+    max_output_chars: Option<u64>,
+) -> anyhow::Result<i32> {
     let raw = if a.json == "-" {
         let mut s = String::new();
         std::io::stdin().read_to_string(&mut s)?;
@@ -187,7 +195,11 @@ pub fn call(ferret: &Ferret, session: &Session, a: CallArgs) -> anyhow::Result<i
     if !args.is_object() {
         anyhow::bail!("the arguments must be a JSON object, like '{{\"path\":\"a.txt\"}}'");
     }
-    let result = ferret.call(session, &a.tool, args, CallOptions::default());
+    let opts = CallOptions {
+        max_output_chars,
+        ..CallOptions::default()
+    };
+    let result = ferret.call(session, &a.tool, args, opts);
     match (&result, a.text) {
         (Ok(out), true) => print_text(&out.text)?,
         (Ok(out), false) => print_json(&out.structured)?,

@@ -128,7 +128,11 @@ pub fn load(
         None => {
             let root = first_root.clone().unwrap_or_else(|| PathBuf::from("."));
             let candidate = root.join("ferret.toml");
-            let workspace = candidate.is_file().then_some(candidate);
+            // Whatever stands at the name is the workspace's: a directory, FIFO or link
+            // there is refused with a warning (read_table), not passed over in silence.
+            let workspace = std::fs::symlink_metadata(&candidate)
+                .is_ok()
+                .then_some(candidate);
             // The user's own file, unless a root holds it: there an agent allowed to
             // write could edit it, and it would widen the next session.
             match user_config_file(env).filter(|f| f.is_file()) {

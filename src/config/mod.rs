@@ -146,14 +146,35 @@ pub const DEFAULT_BASH_BLOCKLIST: &[&str] = &[
     "systemctl kexec",
 ];
 
-/// How ferret is being run; the two have different limit defaults.
+/// How ferret is being run; each has its own limit defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// One command, one person: no per-round budgets, no timeout.
     Cli,
-    /// A long-lived server whose callers are agents: every limit on.
+    /// A long-lived server whose callers are agents (MCP over HTTP): every limit on.
     Server,
+    /// The MCP server on stdio: one local client, the user's own agent. Every limit of
+    /// [`Mode::Server`] except the request count, which is
+    /// [`STDIO_MAX_REQUESTS_PER_ROUND`].
+    Stdio,
 }
+
+/// The request budget of a server's round (`max_requests_per_round`) over HTTP, where
+/// several clients may share one server: each principal's fair share.
+pub const SERVER_MAX_REQUESTS_PER_ROUND: u64 = 50;
+
+/// The request budget of a round (one minute by default) over stdio: 3 000 calls, 50 a
+/// second for a whole minute. Over stdio the one client is the user's own agent, and an
+/// agent calls a tool once per model turn (a turn takes a second or more; parallel calls
+/// and subagents make bursts of tens): an ordinary session makes tens to a few hundred
+/// calls a minute, and fifty, the HTTP default, stopped one exploring a project within a
+/// minute. The budget is not off, because a client stuck in a loop (a retry without a
+/// pause) calls thousands of times a second: it meets this within a second or two and
+/// is answered RATE_LIMIT_EXCEEDED, which costs nothing, instead of a search each time.
+/// What a model reads stays bounded by the byte budget (`max_bytes_per_round`), which is
+/// the same over stdio and HTTP. An explicit setting (file, environment, flag) applies
+/// over stdio as anywhere.
+pub const STDIO_MAX_REQUESTS_PER_ROUND: u64 = 3_000;
 
 /// The effective configuration. Every field can be set in `ferret.toml`, as
 /// `FERRET_<FIELD>` and as `--set field=value`.
@@ -187,9 +208,13 @@ pub struct Config {
     /// Search result lines longer than this many bytes are cut around the match, with a
     /// marker giving the whole length (0: never; like ripgrep's max-columns).
     pub max_columns: usize,
-    /// Bytes a session may read in one round (0: no limit).
+    /// Bytes of answers a session may receive in one round (0: no limit). An answer is
+    /// charged once, for what a model reads of it: the larger of its text and its
+    /// structured JSON (a client hands the model one of the two; they say the same).
     pub max_bytes_per_round: u64,
-    /// Tool calls a session may make in one round (0: no limit).
+    /// Tool calls a session may make in one round (0: no limit). Default: 50 per
+    /// principal over HTTP, 3 000 over stdio (see [`STDIO_MAX_REQUESTS_PER_ROUND`]), none
+    /// on the command line.
     pub max_requests_per_round: u64,
     /// How long one tool call may run ("0s": no limit).
     #[serde(with = "duration_serde")]
@@ -241,7 +266,7 @@ pub struct Config {
 
 impl Config {
     pub fn defaults(mode: Mode) -> Config {
-        let server = mode == Mode::Server;
+        let server = mode != Mode::Cli;
         Config {
             roots: Vec::new(),
             deny: DEFAULT_DENY.iter().map(|s| s.to_string()).collect(),
@@ -256,7 +281,11 @@ impl Config {
             max_output_chars: if server { 80_000 } else { 0 },
             max_columns: 400,
             max_bytes_per_round: if server { 5 * 1024 * 1024 } else { 0 },
-            max_requests_per_round: if server { 50 } else { 0 },
+            max_requests_per_round: match mode {
+                Mode::Cli => 0,
+                Mode::Server => SERVER_MAX_REQUESTS_PER_ROUND,
+                Mode::Stdio => STDIO_MAX_REQUESTS_PER_ROUND,
+            },
             request_timeout: if server {
                 Duration::from_secs(5)
             } else {

@@ -19,7 +19,7 @@
 //! | `allow_write`, `allow_permanent_delete` | set `false` |
 //! | `dry_run`, `direct_bash_confirm`, `backup_enabled` | set `true` |
 //! | `max_path_depth`, `max_file_size`, `search_max_file_size`, `max_files_per_request`, `max_output_chars`, `max_columns`, `max_bytes_per_round`, `max_requests_per_round`, `max_edit_file_size`, `index_max_files`, `index_max_bytes`, `request_timeout` | lower (0 means none, so only a non-zero value below the user's, or any non-zero value where the user's is 0) |
-//! | `round_window` | lengthen (budgets reset less often; `0s` never resets them) |
+//! | `round_window` | lengthen, up to ten minutes (budgets reset less often) |
 //!
 //! A workspace file never stops ferret: a value of the wrong type, an unknown key, an
 //! unknown tool, a pattern that does not compile or weighs too much is refused on its own
@@ -69,6 +69,9 @@ pub const MAX_WILDCARDS: usize = 32;
 /// Most wildcards in all the patterns a workspace file adds to one list (the weight an
 /// ignore file may have, see search/cost.rs).
 pub const MAX_WEIGHT: usize = 4000;
+/// The longest round a workspace file may set: with the floor of 30 requests, an agent
+/// keeps at least three requests a minute however the two are set.
+pub const MAX_ROUND_WINDOW: Duration = Duration::from_secs(600);
 /// Longest pattern from a workspace file, in bytes.
 const MAX_PATTERN_LEN: usize = 1024;
 
@@ -80,9 +83,9 @@ pub fn floor(key: &str) -> u64 {
         "max_columns" => 80,
         "max_path_depth" => 2,
         "max_files_per_request" => 10,
-        "max_requests_per_round" => 10,
+        "max_requests_per_round" => 30,
         "max_file_size" | "search_max_file_size" | "max_edit_file_size" => 4096,
-        "max_bytes_per_round" => 64 * 1024,
+        "max_bytes_per_round" => 1 << 20,
         "index_max_files" => 1000,
         "index_max_bytes" => 1 << 20,
         "request_timeout" => 1000, // milliseconds
@@ -489,8 +492,17 @@ fn narrow_key(
         }
         "round_window" => {
             let d: Duration = duration_serde::deserialize(v.clone())?;
-            // A longer round resets budgets less often; 0 never resets them.
-            if d.is_zero() || (!c.round_window.is_zero() && d > c.round_window) {
+            // A longer round resets budgets less often; 0 never resets them. Up to a
+            // ceiling: with a round of years, ten requests would stop ferret for good.
+            if d.is_zero() || d > MAX_ROUND_WINDOW {
+                ignored.push(format!(
+                    "round_window = {} (a workspace file may lengthen it up to {})",
+                    humantime::format_duration(d),
+                    humantime::format_duration(MAX_ROUND_WINDOW)
+                ));
+                return Ok(None);
+            }
+            if !c.round_window.is_zero() && d > c.round_window {
                 c.round_window = d;
             }
         }

@@ -36,7 +36,7 @@ impl History {
         let shown = entry.path.clone();
         let temp = format!(".ferret-{}.tmp", stamp());
         entry.temp = Some(temp.clone());
-        let id = self.journal.with(|j| {
+        let id = self.write_journal(|j| {
             guard(j)?;
             j.begin(entry, self.lease())
         })?;
@@ -66,7 +66,7 @@ impl History {
         let shown = entry.path.clone();
         let temp = format!(".ferret-{}.tmp", stamp());
         entry.temp = Some(temp.clone());
-        let id = self.journal.with(|j| j.begin(entry, self.lease()))?;
+        let id = self.write_journal(|j| j.begin(entry, self.lease()))?;
         let temp = OsString::from(temp);
         let done = write::stage(dir, &temp, content, None)
             .and_then(|()| write::move_noreplace(dir, &temp, dir, name))
@@ -114,7 +114,7 @@ impl History {
             .as_ref()
             .map(|m| m.to_path.clone())
             .unwrap_or_default();
-        let id = self.journal.with(|j| {
+        let id = self.write_journal(|j| {
             guard(j)?;
             j.begin(entry, self.lease())
         })?;
@@ -172,7 +172,7 @@ impl History {
         guard: impl FnOnce(&Locked) -> ToolResult<()>,
     ) -> ToolResult<u64> {
         let shown = entry.path.clone();
-        let id = self.journal.with(|j| {
+        let id = self.write_journal(|j| {
             guard(j)?;
             j.begin(entry, self.lease())
         })?;
@@ -209,6 +209,7 @@ impl History {
             .filter(|t| t.dev == st.st_dev);
         let mut trashes = Vec::new();
         trashes.extend(home);
+        self.made()?;
         trashes.push(Trash::ferret(&self.dir)?);
         let mut last_err = None;
         for trash in trashes {
@@ -228,7 +229,7 @@ impl History {
                 sha256: hash.clone(),
                 is_dir,
             });
-            let id = self.journal.with(|j| j.begin(entry, self.lease()))?;
+            let id = self.write_journal(|j| j.begin(entry, self.lease()))?;
             match write::move_noreplace(dir, name, &trash.files, OsStr::new(&tname)) {
                 Ok(()) => {}
                 Err(e) => {
@@ -299,7 +300,7 @@ impl History {
             real.root_index(),
             real.rel(),
         );
-        let id = self.journal.with(|j| j.begin(entry, self.lease()))?;
+        let id = self.write_journal(|j| j.begin(entry, self.lease()))?;
         let done = if is_dir {
             dir.remove_dir_all(name)
         } else {
@@ -348,7 +349,7 @@ impl History {
         let mut entry = Entry::new(Action::Undo, target.path.clone(), target.root, &target.rel);
         entry.undoes = Some(target.id);
         entry.trash = Some(rec.clone());
-        let id = self.journal.with(|j| {
+        let id = self.write_journal(|j| {
             guard(j)?;
             j.begin(entry, self.lease())
         })?;
@@ -397,7 +398,7 @@ impl History {
     }
 
     pub(super) fn settle(&self, id: u64, outcome: Outcome, note: Option<String>) -> ToolResult<()> {
-        self.journal.with(|j| j.settle(id, outcome, note))
+        self.write_journal(|j| j.settle(id, outcome, note))
     }
 
     /// Marks `id` committed if the change succeeded, aborted (and returns the error) if

@@ -54,7 +54,7 @@ impl History {
             }
         }
         entry.group = planned.iter().map(|p| p.op.clone()).collect();
-        let id = self.journal.with(|j| {
+        let id = self.write_journal(|j| {
             guard(j)?;
             j.begin(entry, self.lease())
         })?;
@@ -73,7 +73,7 @@ impl History {
                 return Err(err);
             }
         }
-        self.journal.with(|j| j.settle(id, Outcome::Staged, None))?;
+        self.write_journal(|j| j.settle(id, Outcome::Staged, None))?;
         super::change::die_here_in_tests();
 
         // The renames and removals, in order; on a failure, back out what landed.

@@ -317,7 +317,8 @@ pub struct Journal {
 /// The journal's content while it is locked: settled entries (committed) and those still
 /// pending; aborted ones are left out. `next_id` is the id the next entry gets.
 pub struct Locked<'a> {
-    file: &'a File,
+    /// None when there is no journal yet (a look, which makes none).
+    file: Option<&'a File>,
     pub entries: &'a mut Vec<Entry>,
     pub next_id: u64,
 }
@@ -378,7 +379,9 @@ impl Locked<'_> {
     /// parsing only those that name `id` or one of its undos: an undo that far back is
     /// rare, and paying for it then keeps every other call off the file's length.
     pub fn find_in_file(&self, id: u64) -> ToolResult<(Option<Entry>, bool)> {
-        let mut f = self.file;
+        let Some(mut f) = self.file else {
+            return Ok((None, false));
+        };
         f.seek(SeekFrom::Start(0))
             .map_err(|e| io_err("journal", &e))?;
         let mut reader = BufReader::new(f);
@@ -389,9 +392,8 @@ impl Locked<'_> {
         let wanted = id.to_string();
         loop {
             line.clear();
-            let n = reader
-                .read_until(b'\n', &mut line)
-                .map_err(|e| io_err("journal", &e))?;
+            let n =
+                read_line(&mut reader, &mut line, MAX_LINE).map_err(|e| io_err("journal", &e))?;
             if n == 0 {
                 break;
             }
@@ -427,9 +429,14 @@ impl Locked<'_> {
         line.push('\n');
         // One write per line, then fsync: a crash leaves whole lines only, and a line
         // reported written is on disk.
-        let mut f = self.file;
+        let Some(mut f) = self.file else {
+            return Err(ToolError::new(
+                ErrorCode::IoError,
+                "the journal was opened to be read, not written",
+            ));
+        };
         f.write_all(line.as_bytes())
-            .and_then(|()| self.file.sync_data())
+            .and_then(|()| f.sync_data())
             .map_err(|e| io_err("journal", &e))
     }
 }
@@ -493,19 +500,60 @@ impl Journal {
     /// Runs `f` with the journal locked and read. Only what was appended since this
     /// process last held the lock is read (by this process or another): re-reading the
     /// whole journal made every change cost as much as the history behind it.
-    pub fn with<T>(&self, f: impl FnOnce(&mut Locked) -> ToolResult<T>) -> ToolResult<T> {
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&self.path)
-            .map_err(|e| io_err("journal", &e))?;
+    ///
+    /// `create`: make the journal if it is not there (for a change; the directory must
+    /// exist). Otherwise a missing journal reads as empty and nothing is made. The file is
+    /// opened never following a link, never blocking on a FIFO, only if it is a regular
+    /// file, and only up to [`super::safe::JOURNAL_MAX_BYTES`].
+    pub fn with<T>(
+        &self,
+        create: bool,
+        f: impl FnOnce(&mut Locked) -> ToolResult<T>,
+    ) -> ToolResult<T> {
+        let opened = super::safe::open_regular(
+            &self.path,
+            OpenOptions::new().read(true).append(true).create(create),
+        );
+        let file = match opened {
+            Ok(file) => file,
+            Err(e) if !create && e.kind() == std::io::ErrorKind::NotFound => {
+                *crate::error::lock(&self.cache) = None;
+                let mut none = Vec::new();
+                return f(&mut Locked {
+                    file: None,
+                    entries: &mut none,
+                    next_id: 1,
+                });
+            }
+            Err(e) => {
+                return Err(super::safe::state_file_err(
+                    "the undo journal",
+                    &self.path,
+                    &e,
+                ));
+            }
+        };
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
             .map_err(|e| io_err("journal lock", &e.into()))?;
         // Taken after the file lock by every caller, so the two never wait on each other.
         let mut cache = crate::error::lock(&self.cache);
         let st = rustix::fs::fstat(&file).map_err(|e| io_err("journal", &e.into()))?;
         let (dev, ino, size) = (st.st_dev as u64, st.st_ino as u64, st.st_size as u64);
+        if size > super::safe::JOURNAL_MAX_BYTES {
+            *cache = None;
+            return Err(ToolError::new(
+                ErrorCode::FileTooLarge,
+                format!(
+                    "the undo journal {} is {size} bytes, over the {} ferret reads",
+                    self.path.display(),
+                    super::safe::JOURNAL_MAX_BYTES
+                ),
+            )
+            .with_hint(
+                "move it aside (its history can then no longer be undone) or choose another state \
+                 directory (--state-dir, FERRET_STATE_DIR)",
+            ));
+        }
         // A journal replaced or cut short since is read whole again.
         let same = cache
             .as_ref()
@@ -528,7 +576,7 @@ impl Journal {
             return Err(e);
         }
         let mut locked = Locked {
-            file: &file,
+            file: Some(&file),
             entries: &mut c.entries,
             next_id: c.max_id + 1,
         };
@@ -556,6 +604,46 @@ struct Cache {
     max_id: u64,
 }
 
+/// The longest journal line kept: a longer one is skipped as damaged (its bytes are
+/// consumed, never held). A patch of thousands of files makes lines of a few MB.
+const MAX_LINE: usize = 64 << 20;
+
+/// Reads one line (with its newline) into `line` as `read_until` does, returning the
+/// bytes consumed; a line over [`MAX_LINE`] is consumed whole but `line` holds only
+/// `{}` and its newline (then it parses as nothing and is skipped).
+fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>, max: usize) -> std::io::Result<usize> {
+    let mut consumed = 0;
+    let mut too_long = false;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        let (take, done) = match memchr::memchr(b'\n', buf) {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        if !too_long {
+            if line.len() + take > max {
+                too_long = true;
+                line.clear();
+            } else {
+                line.extend_from_slice(&buf[..take]);
+            }
+        }
+        reader.consume(take);
+        consumed += take;
+        if done {
+            if too_long {
+                tracing::warn!("skipping a journal line over {max} bytes");
+                line.extend_from_slice(b"{}\n");
+            }
+            break;
+        }
+    }
+    Ok(consumed)
+}
+
 /// Reads the lines appended since `c.offset` into `c`.
 fn read_tail(file: &File, c: &mut Cache) -> ToolResult<()> {
     let mut f = file;
@@ -565,9 +653,7 @@ fn read_tail(file: &File, c: &mut Cache) -> ToolResult<()> {
     let mut line = Vec::new();
     loop {
         line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| io_err("journal", &e))?;
+        let n = read_line(&mut reader, &mut line, MAX_LINE).map_err(|e| io_err("journal", &e))?;
         if n == 0 || line.last() != Some(&b'\n') {
             // The end, or a line still being written: read it next time.
             return Ok(());
@@ -600,7 +686,7 @@ mod tests {
     use super::*;
 
     fn begin(j: &Journal, path: &str) -> u64 {
-        j.with(|l| {
+        j.with(true, |l| {
             l.begin(
                 Entry::new(Action::Edit, path.into(), 0, Path::new(path)),
                 "t",
@@ -610,8 +696,10 @@ mod tests {
     }
 
     fn seen(j: &Journal) -> Vec<(u64, bool)> {
-        j.with(|l| Ok(l.entries.iter().map(|e| (e.id, e.pending)).collect()))
-            .unwrap()
+        j.with(true, |l| {
+            Ok(l.entries.iter().map(|e| (e.id, e.pending)).collect())
+        })
+        .unwrap()
     }
 
     #[test]
@@ -621,7 +709,7 @@ mod tests {
         let j = Journal::new(path.clone());
         let old_pending = begin(&j, "pending.txt");
         let n = 3 * KEEP_ENTRIES as u64;
-        j.with(|l| {
+        j.with(true, |l| {
             for i in 0..n {
                 let id = l.begin(
                     Entry::new(Action::Edit, format!("f{i}"), 0, Path::new("f")),
@@ -659,8 +747,10 @@ mod tests {
             (1, 2),
             "ids are given under the lock, across processes"
         );
-        b.with(|l| l.settle(one, Outcome::Committed, None)).unwrap();
-        a.with(|l| l.settle(two, Outcome::Aborted, None)).unwrap();
+        b.with(true, |l| l.settle(one, Outcome::Committed, None))
+            .unwrap();
+        a.with(true, |l| l.settle(two, Outcome::Aborted, None))
+            .unwrap();
         assert_eq!(seen(&a), vec![(1, false)]);
         assert_eq!(seen(&b), vec![(1, false)]);
         // An aborted id is never given again.
@@ -677,6 +767,25 @@ mod tests {
         std::fs::write(&path, "").unwrap();
         assert_eq!(seen(&b), vec![]);
         assert_eq!(begin(&a, "v"), 1);
+    }
+
+    #[test]
+    fn a_line_over_the_cap_is_consumed_not_kept_and_the_next_one_read() {
+        let text = format!("{}\n{{\"id\":1}}\npartial", "x".repeat(100));
+        // A reader with a small buffer: the long line spans many fills.
+        let mut r = std::io::BufReader::with_capacity(7, text.as_bytes());
+        let mut line = Vec::new();
+        assert_eq!(read_line(&mut r, &mut line, 50).unwrap(), 101);
+        assert_eq!(line, b"{}\n");
+        line.clear();
+        assert_eq!(read_line(&mut r, &mut line, 50).unwrap(), 9);
+        assert_eq!(line, b"{\"id\":1}\n");
+        line.clear();
+        // The end, no newline: what is there, for the caller to leave for next time.
+        assert_eq!(read_line(&mut r, &mut line, 50).unwrap(), 7);
+        assert_eq!(line, b"partial");
+        line.clear();
+        assert_eq!(read_line(&mut r, &mut line, 50).unwrap(), 0);
     }
 
     #[test]
@@ -703,7 +812,7 @@ mod tests {
             l.settle(u, outcome, None)
         };
         let (kept, dropped, undone, group) = j
-            .with(|l| {
+            .with(true, |l| {
                 let mk = |l: &mut Locked, outcome| {
                     let id =
                         l.begin(Entry::new(Action::Edit, "a".into(), 0, Path::new("a")), "t")?;
@@ -730,7 +839,7 @@ mod tests {
                 Ok((kept, dropped, undone, group))
             })
             .unwrap();
-        j.with(|l| {
+        j.with(true, |l| {
             assert!(l.entries.iter().all(|e| e.id > group), "out of the window");
             let (e, was) = l.find_in_file(kept)?;
             assert_eq!(e.map(|e| (e.id, e.pending)), Some((kept, false)));

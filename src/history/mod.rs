@@ -8,6 +8,10 @@
 //! lie outside every root, so an agent can neither read nor tamper with it through
 //! ferret.
 //!
+//! Nothing is created there before the first change: opening the history to show it,
+//! a dry run or a refused change leave the file system as they found it (the directory,
+//! `leases/` and the journal are made by the first change, [`History::made`]).
+//!
 //! Each process that changes files holds a *lease*: a file in `leases/` it keeps
 //! `flock`ed while it lives. A change still pending in the journal whose lease is no
 //! longer locked belongs to a process that died mid-change; [`History::recover`] settles
@@ -17,6 +21,7 @@
 pub mod change;
 pub mod group;
 pub mod journal;
+pub mod safe;
 pub mod seen;
 pub mod trash;
 
@@ -43,9 +48,14 @@ pub fn sha256(bytes: &[u8]) -> String {
 
 /// The state directory and what lives in it.
 pub struct History {
+    /// Where the state directory is (or will be made): resolved through every link in
+    /// what exists of it, and outside every root.
     dir: PathBuf,
     journal: Journal,
-    lease: Lease,
+    /// This process's lease, taken (the directory made) by its first change.
+    lease: std::sync::OnceLock<Lease>,
+    /// Held while the lease is being taken.
+    making: std::sync::Mutex<()>,
     /// The canonical roots, to keep the home trash out of the workspace.
     roots: Vec<PathBuf>,
 }
@@ -170,46 +180,127 @@ pub fn state_dir(config: &Config, roots: &[PathBuf]) -> Result<PathBuf, SetupErr
 }
 
 impl History {
-    /// Opens (creating) the workspace's state directory. Refused if it lies inside a
-    /// root.
+    /// Opens the workspace's state directory, creating nothing: the directory, its
+    /// `leases/` and the journal are made by the first change ([`History::made`]).
+    /// Refused if it lies (or would lie) inside a root.
     pub fn open(config: &Config, roots: &[PathBuf]) -> Result<History, SetupError> {
-        let dir = state_dir(config, roots)?;
+        let dir = resolve(&state_dir(config, roots)?);
+        if let Some(r) = roots.iter().find(|r| dir.starts_with(r)) {
+            return Err(SetupError::StateInsideRoot {
+                dir,
+                root: r.clone(),
+            });
+        }
+        // One that exists must be this user's own directory: a journal another user
+        // wrote would name any file as a backup to restore, or a change to settle.
+        if std::fs::symlink_metadata(&dir).is_ok() {
+            safe::check_state_dir(&dir).map_err(|source| SetupError::StateDir {
+                dir: dir.clone(),
+                source,
+            })?;
+        }
+        Ok(History {
+            journal: Journal::new(dir.join("journal.jsonl")),
+            dir,
+            lease: std::sync::OnceLock::new(),
+            making: std::sync::Mutex::new(()),
+            roots: roots.to_vec(),
+        })
+    }
+
+    /// The state directory made and this process's lease taken: what a change needs
+    /// before it writes a backup or a journal line. Done once per process.
+    pub fn made(&self) -> ToolResult<()> {
+        if self.lease.get().is_some() {
+            return Ok(());
+        }
+        let _one = crate::error::lock(&self.making);
+        if self.lease.get().is_some() {
+            return Ok(());
+        }
+        let lease = self.take_lease().map_err(|e| {
+            crate::error::ToolError::new(crate::error::ErrorCode::IoError, format!("{e:#}"))
+                .with_hint(
+                    "changes need the state directory for their backups and undo journal, so none is \
+                     made without it: fix it or choose another (--state-dir, FERRET_STATE_DIR); reading works",
+                )
+        })?;
+        let _ = self.lease.set(lease);
+        Ok(())
+    }
+
+    /// Makes the state directory (mode 0700) if need be, and checks it: resolved again
+    /// (a link put in its way meanwhile is refused), outside every root, a real
+    /// directory this user owns. For the first change, and for the interactive shell's
+    /// line history.
+    pub fn make_dir(&self) -> Result<PathBuf, SetupError> {
+        let dir = &self.dir;
         let err = |dir: &Path| {
             let dir = dir.to_path_buf();
             move |source| SetupError::StateDir { dir, source }
         };
-        std::fs::create_dir_all(dir.join("leases")).map_err(err(&dir))?;
-        let canon = std::fs::canonicalize(&dir).map_err(err(&dir))?;
-        if let Some(r) = roots.iter().find(|r| canon.starts_with(r)) {
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(err(dir))?;
+        }
+        let canon = std::fs::canonicalize(dir).map_err(err(dir))?;
+        if let Some(r) = self.roots.iter().find(|r| canon.starts_with(r)) {
             return Err(SetupError::StateInsideRoot {
                 dir: canon,
                 root: r.clone(),
             });
         }
+        if &canon != dir {
+            return Err(err(dir)(std::io::Error::other(format!(
+                "it now resolves to {}: a link was put in its way",
+                canon.display()
+            ))));
+        }
+        safe::check_state_dir(&canon).map_err(err(&canon))?;
+        Ok(canon)
+    }
+
+    fn take_lease(&self) -> Result<Lease, SetupError> {
+        let err = |dir: &Path| {
+            let dir = dir.to_path_buf();
+            move |source| SetupError::StateDir { dir, source }
+        };
+        let canon = self.make_dir()?;
+        let leases = canon.join("leases");
+        safe::ensure_dir(&leases).map_err(err(&leases))?;
         let name = format!("{}-{}", std::process::id(), stamp());
-        let path = canon.join("leases").join(&name);
+        let path = leases.join(&name);
         // The lease appears under its name only once locked: another process finding it
         // unlocked in between would take this one for dead, remove its lease and later
         // roll back a change it is making (an edit lost under three concurrent processes).
-        let fresh = canon.join("leases").join(format!("{NEW_LEASE}{name}"));
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&fresh)
+        let fresh = leases.join(format!("{NEW_LEASE}{name}"));
+        let file = safe::open_regular(&fresh, OpenOptions::new().write(true).create_new(true))
             .map_err(err(&fresh))?;
         rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
             .map_err(|e| err(&fresh)(e.into()))?;
-        std::fs::rename(&fresh, &path).map_err(err(&path))?;
-        Ok(History {
-            journal: Journal::new(canon.join("journal.jsonl")),
-            dir: canon,
-            lease: Lease {
-                name,
-                path,
-                _file: file,
-            },
-            roots: roots.to_vec(),
+        if let Err(e) = std::fs::rename(&fresh, &path) {
+            let _ = std::fs::remove_file(&fresh);
+            return Err(err(&path)(e));
+        }
+        Ok(Lease {
+            name,
+            path,
+            _file: file,
         })
+    }
+
+    /// Runs `f` with the journal locked, for a change: the state directory is made
+    /// first if need be.
+    pub(crate) fn write_journal<T>(
+        &self,
+        f: impl FnOnce(&mut Locked) -> ToolResult<T>,
+    ) -> ToolResult<T> {
+        self.made()?;
+        self.journal.with(true, f)
     }
 
     pub fn dir(&self) -> &Path {
@@ -219,7 +310,7 @@ impl History {
     /// Every settled change, oldest first (changes under way in another process are
     /// included, marked `pending`).
     pub fn entries(&self) -> ToolResult<Vec<Entry>> {
-        self.journal.with(|j| Ok(j.entries.clone()))
+        self.journal.with(false, |j| Ok(j.entries.clone()))
     }
 
     /// The change an undo is asked for, and whether it was already undone (or is being
@@ -232,7 +323,7 @@ impl History {
         id: Option<u64>,
         mine: impl Fn(&Entry) -> bool,
     ) -> ToolResult<Option<(Entry, bool)>> {
-        self.journal.with(|j| {
+        self.journal.with(false, |j| {
             let undone: std::collections::HashSet<u64> =
                 j.entries.iter().filter_map(|e| e.undoes).collect();
             let Some(id) = id else {
@@ -262,21 +353,19 @@ impl History {
     /// Saves `content` as the backup of `rel` (named `{filename}.{timestamp}.bak`, in a
     /// folder per file) and drops the oldest beyond [`BACKUPS_PER_FILE`].
     pub fn backup(&self, root: usize, rel: &Path, content: &[u8]) -> ToolResult<PathBuf> {
-        let per_file = self
-            .dir
-            .join("backups")
-            .join(&sha256(format!("{root}/{}", rel.display()).as_bytes())[..16]);
-        std::fs::create_dir_all(&per_file).map_err(|e| io_err("backup folder", &e))?;
+        self.made()?;
+        let all = self.dir.join("backups");
+        let per_file = all.join(&sha256(format!("{root}/{}", rel.display()).as_bytes())[..16]);
+        for d in [&all, &per_file] {
+            safe::ensure_dir(d).map_err(|e| safe::state_file_err("backup folder", d, &e))?;
+        }
         let name = rel
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let path = per_file.join(format!("{name}.{}.bak", stamp()));
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| io_err("backup", &e))?;
+        let mut f = safe::open_regular(&path, OpenOptions::new().write(true).create_new(true))
+            .map_err(|e| safe::state_file_err("backup", &path, &e))?;
         f.write_all(content)
             .and_then(|()| f.sync_all())
             .map_err(|e| io_err("backup", &e))?;
@@ -293,14 +382,39 @@ impl History {
         Ok(path)
     }
 
+    /// Reads the backup `path` a journal entry names, for an undo: only a regular file
+    /// in this state directory's `backups/` (never followed, never a FIFO), whatever
+    /// the journal says.
+    pub fn read_backup(&self, path: &Path) -> ToolResult<Vec<u8>> {
+        let inside = path.starts_with(self.dir.join("backups"))
+            && path.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::RootDir
+                )
+            });
+        if !inside {
+            return Err(crate::error::ToolError::new(
+                crate::error::ErrorCode::IoError,
+                format!(
+                    "cannot read the backup {}: it is not in the state directory's backups",
+                    path.display()
+                ),
+            )
+            .with_hint(safe::HINT));
+        }
+        safe::read_backup(path)
+    }
+
     /// Settles every change left pending by a process that is gone: finished if it
     /// landed, rolled back (its temporary file removed) if not. Returns how many.
     pub fn recover(&self, ws: &Workspace) -> ToolResult<usize> {
-        self.journal.with(|j| {
+        // Without a journal there is nothing to settle, and none is made.
+        self.journal.with(false, |j| {
             let pending: Vec<Entry> = j
                 .entries
                 .iter()
-                .filter(|e| e.pending && e.lease != self.lease.name)
+                .filter(|e| e.pending && e.lease != self.lease())
                 .cloned()
                 .collect();
             let mut dead_leases: Vec<String> = Vec::new();
@@ -322,7 +436,10 @@ impl History {
                 settled += 1;
             }
             // Leases of processes that are gone, whatever they left.
-            if let Ok(rd) = std::fs::read_dir(self.dir.join("leases")) {
+            // Only in a real `leases/`: through a link there, this would remove the
+            // files of whatever folder it leads to.
+            let leases = self.dir.join("leases");
+            if let Ok(rd) = safe::is_real_dir(&leases).and_then(|()| std::fs::read_dir(&leases)) {
                 for l in rd.flatten() {
                     let name = l.file_name().to_string_lossy().into_owned();
                     if name.starts_with(NEW_LEASE) {
@@ -337,7 +454,7 @@ impl History {
                         if old {
                             let _ = std::fs::remove_file(l.path());
                         }
-                    } else if name != self.lease.name && !self.lease_alive(&name) {
+                    } else if name != self.lease() && !self.lease_alive(&name) {
                         let _ = std::fs::remove_file(l.path());
                     }
                 }
@@ -349,7 +466,7 @@ impl History {
     /// Whether `e` is a change left pending by a process that is gone: the next process
     /// allowed to write settles it.
     pub fn interrupted(&self, e: &Entry) -> bool {
-        e.pending && e.lease != self.lease.name && !self.lease_alive(&e.lease)
+        e.pending && e.lease != self.lease() && !self.lease_alive(&e.lease)
     }
 
     /// Whether the process holding lease `name` still runs (it keeps the lease locked).
@@ -357,7 +474,12 @@ impl History {
         if name.is_empty() || name.contains('/') {
             return false;
         }
-        let Ok(f) = File::open(self.dir.join("leases").join(name)) else {
+        // Never blocking on a FIFO put at a lease's name, never following a link: only a
+        // regular file can be a lease.
+        let Ok(f) = safe::open_regular(
+            &self.dir.join("leases").join(name),
+            OpenOptions::new().read(true),
+        ) else {
             return false;
         };
         match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockShared) {
@@ -366,8 +488,9 @@ impl History {
         }
     }
 
+    /// This process's lease; empty before its first change.
     fn lease(&self) -> &str {
-        &self.lease.name
+        self.lease.get().map_or("", |l| l.name.as_str())
     }
 
     fn inside_roots(&self, p: &Path) -> bool {
@@ -375,6 +498,20 @@ impl History {
             .iter()
             .any(|r| p.starts_with(r) || r.starts_with(p))
     }
+}
+
+/// `path` resolved through every link in the part of it that exists (the rest is not
+/// there to be a link): where the state directory is, or will be once made.
+fn resolve(path: &Path) -> PathBuf {
+    for above in path.ancestors() {
+        if let Ok(c) = std::fs::canonicalize(above) {
+            return match path.strip_prefix(above) {
+                Ok(rest) if !rest.as_os_str().is_empty() => c.join(rest),
+                _ => c,
+            };
+        }
+    }
+    path.to_path_buf()
 }
 
 /// `20261122T034500.123456789Z-<n>`: sortable, unique within a process.

@@ -1,4 +1,5 @@
-//! Streamable HTTP transport at `/mcp`.
+//! Streamable HTTP transport at `/mcp`, and an unauthenticated `GET /health` that
+//! answers `{"status":"ok"}` and nothing else (see [`HEALTH_PATH`]).
 //!
 //! Safe by default: binds loopback; a non-loopback address needs a bearer token; the token
 //! is checked on every request in constant time (401 otherwise); `Host` and `Origin` are
@@ -110,7 +111,7 @@ pub async fn serve_http(ferret: Arc<Ferret>, opts: HttpOptions) -> anyhow::Resul
         .to_vec();
     origins.extend(opts.allowed_origins.iter().cloned());
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(hosts)
+        .with_allowed_hosts(hosts.clone())
         .with_allowed_origins(origins)
         .with_max_request_body_bytes(opts.max_body_bytes)
         .with_cancellation_token(stop.child_token());
@@ -127,6 +128,7 @@ pub async fn serve_http(ferret: Arc<Ferret>, opts: HttpOptions) -> anyhow::Resul
         config,
     );
     let gate = Arc::new(Gate {
+        hosts: hosts.clone(),
         token: opts.token.clone().filter(|t| !t.is_empty()),
         max_body: opts.max_body_bytes,
         read_timeout: opts.read_timeout,
@@ -579,6 +581,9 @@ fn principal(token: bool, peer: Option<SocketAddr>) -> Principal {
 
 /// What every request passes before rmcp sees it.
 struct Gate {
+    /// The `Host` values served (rmcp's allow-list; checked here for [`HEALTH_PATH`],
+    /// which rmcp never sees).
+    hosts: Vec<String>,
     token: Option<String>,
     max_body: usize,
     read_timeout: Duration,
@@ -636,7 +641,9 @@ impl Gate {
     }
 
     async fn pass(&self, req: Request, next: Next) -> Response {
+        let health = req.uri().path() == HEALTH_PATH;
         if let Some(expected) = &self.token
+            && !health
             && !token_matches(&req, expected)
         {
             let mut r =
@@ -667,6 +674,9 @@ impl Gate {
                 "Origin is not a well-formed origin\n",
             )
                 .into_response();
+        }
+        if health {
+            return self.health(&req);
         }
         if req.method() == Method::DELETE {
             // rmcp answers a session's end with 202; the Python SDK takes anything but
@@ -766,6 +776,73 @@ impl Gate {
             .await
     }
 }
+
+impl Gate {
+    /// `GET /health` (and `HEAD`): 200 `{"status":"ok"}` and nothing else (no version,
+    /// roots, counts or sessions), without a token, so that a supervisor or a load
+    /// balancer can tell the server answers. What every request passes still applies:
+    /// one well-formed `Host` naming this server (a web page reaching a local server
+    /// through DNS rebinding names its own host: 403), and no `Origin` at all (a health
+    /// check is never a web page's request: 403). It runs no tool, so no budget is
+    /// charged; a refusal is audited like any other, an answer is not (a probe every
+    /// few seconds would fill the log).
+    fn health(&self, req: &Request) -> Response {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.parse::<axum::http::uri::Authority>().ok());
+        let allowed = host.is_some_and(|h| {
+            let name = h.host().trim_matches(['[', ']']).to_ascii_lowercase();
+            self.hosts
+                .iter()
+                .any(|a| allowed_host(a, &name, h.port_u16()))
+        });
+        if !allowed {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "Host is not one this server answers to",
+            );
+        }
+        if req.headers().contains_key(header::ORIGIN) {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "a health check is not answered to a web page (an Origin header)",
+            );
+        }
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            let mut r = (StatusCode::METHOD_NOT_ALLOWED, "GET /health\n").into_response();
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+        let mut r = (StatusCode::OK, HEALTH_BODY).into_response();
+        let h = r.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        r
+    }
+}
+
+/// Whether `allowed` (an entry of the Host allow-list: a name, or a name and port)
+/// admits the host `name` (lower case, no brackets) on `port`, as rmcp matches them.
+fn allowed_host(allowed: &str, name: &str, port: Option<u16>) -> bool {
+    let allowed = allowed.trim();
+    let (a_name, a_port) = match allowed.parse::<axum::http::uri::Authority>() {
+        Ok(a) => (a.host().to_string(), a.port_u16()),
+        Err(_) => (allowed.to_string(), None),
+    };
+    let a_name = a_name.trim_matches(['[', ']']).to_ascii_lowercase();
+    !a_name.is_empty() && a_name == name && a_port.is_none_or(|p| port == Some(p))
+}
+
+/// The unauthenticated health check's path.
+pub const HEALTH_PATH: &str = "/health";
+/// Its whole answer.
+pub const HEALTH_BODY: &str = "{\"status\":\"ok\"}\n";
 
 /// The largest `initialize` body: a session keeps what it says about the client.
 pub const MAX_INITIALIZE_BYTES: usize = 64 * 1024;

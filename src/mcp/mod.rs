@@ -343,7 +343,8 @@ impl ServerHandler for FerretServer {
             return Err(McpError::invalid_params(
                 format!(
                     "no prompt named {:?}; this server has one: {GUIDE_PROMPT:?}",
-                    request.name
+                    // The client's string, cut: an error is no echo chamber.
+                    request.name.chars().take(64).collect::<String>()
                 ),
                 Some(json!({ "prompts": [GUIDE_PROMPT] })),
             ));
@@ -381,12 +382,9 @@ impl ServerHandler for FerretServer {
             } else {
                 format!("available tools: {}", served.join(", "))
             };
-            return Ok(error_result(
-                ErrorCode::UnknownTool,
-                &format!("no tool named {name:?} is served"),
-                Some(&hint),
-            )
-            .into());
+            // Through the same wrapper as every call: budget, audit, output budget.
+            let e = self.shared.ferret.refuse_unknown(&session, &name, &hint);
+            return Ok(error_result(e.code, &e.message, e.hint.as_deref()).into());
         }
         let args = Value::Object(request.arguments.unwrap_or_default());
 
@@ -431,6 +429,7 @@ impl ServerHandler for FerretServer {
             progress,
             scope: self.client_scope(&ctx).await,
             confirmed: answered,
+            ..CallOptions::default()
         };
         let mut outcome = self.run(&session, &name, &args, opts.clone(), &ctx).await;
         if let Err(e) = &outcome

@@ -130,13 +130,18 @@ impl Persist {
     /// A damaged one (a checksum mismatch, bounds, a list that does not decode) is
     /// discarded: the caller builds anew, and a note beside it says why, for
     /// `ferret index status` ([`Persist::discarded`]).
-    fn load(&self, bounds: Bounds) -> Option<Index> {
+    ///
+    /// `write`: whether this caller writes the index (a build); one that only reads (a
+    /// search's command) discards nothing and removes no note.
+    fn load(&self, bounds: Bounds, write: bool) -> Option<Index> {
         match Mapped::open(&self.path, &self.fingerprint) {
             Ok(m) => {
                 let index = Index::from_stored(m, bounds);
                 if index.is_none() {
-                    self.discard("the paths list does not decode");
-                } else {
+                    if write {
+                        self.discard("the paths list does not decode");
+                    }
+                } else if write {
                     // A damaged file is removed when discarded: one that loads whole
                     // now is the rebuilt one, and it has been reported.
                     let _ = std::fs::remove_file(self.note());
@@ -145,7 +150,11 @@ impl Persist {
             }
             Err(Unusable::Missing) => None,
             Err(Unusable::Damaged(why)) => {
-                self.discard(&why);
+                if write {
+                    self.discard(&why);
+                } else {
+                    tracing::debug!("index: the file on disk is damaged ({why}); not used");
+                }
                 None
             }
             Err(e) => {
@@ -243,7 +252,7 @@ impl Live {
         persist: Option<&Persist>,
     ) -> ToolResult<(Arc<Live>, Stats)> {
         let index = persist
-            .and_then(|p| p.load(bounds))
+            .and_then(|p| p.load(bounds, true))
             .unwrap_or_else(|| Index::bounded(bounds));
         let (watcher, blind) = if !watch {
             (None, Some("the watcher is off".to_string()))
@@ -290,7 +299,9 @@ impl Live {
     /// searches walk as a scan does and skip reading the files whose stamp proves their
     /// content is the one indexed. None when there is no usable stored index.
     pub fn stored(persist: &Persist, bounds: Bounds) -> Option<Arc<Live>> {
-        let index = persist.load(bounds)?;
+        // A search only reads: a damaged file is not used, and left (with no note) for
+        // the next `ferret index` or server to discard and rebuild.
+        let index = persist.load(bounds, false)?;
         Some(Live::new(
             index,
             None,
@@ -308,7 +319,8 @@ impl Live {
             return Ok(None);
         }
         if let Some(dir) = persist.path.parent() {
-            std::fs::create_dir_all(dir)?;
+            // A real directory of ferret's (a link there would put the index elsewhere).
+            crate::history::safe::ensure_dir(dir)?;
         }
         self.index
             .save(&persist.path, &persist.fingerprint)

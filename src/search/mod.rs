@@ -12,7 +12,10 @@
 //! - Files with a NUL byte are binary and contribute nothing (ripgrep's rule for files
 //!   found by walking). Files over `search_max_file_size` are skipped.
 //! - Cancellation and the call's deadline are checked before every file and on every
-//!   read, so a stop takes effect within one buffer (64 KiB) of work per thread.
+//!   read, so a stop takes effect within one buffer (64 KiB) of work per thread. A
+//!   search past its deadline returns what it found in the files searched until then
+//!   ([`until_deadline`]): the tool marks the answer incomplete, and fails with
+//!   `TIMEOUT` only when it found nothing. A cancelled search is an error.
 //! - Results are collected in path order with bounded memory ([`collect::TopN`]), so the
 //!   output is identical from run to run whatever the thread timing.
 //!
@@ -148,13 +151,15 @@ where
 }
 
 /// Visits every file a walk of `bases` would, from the live index's list when its
-/// watcher vouches for it, else by walking. Returns the engine that answered.
+/// watcher vouches for it, else by walking. Returns the engine that answered, and
+/// whether the call's time ran out before the visit ended (see [`until_deadline`]):
+/// the files visited until then were visited, the rest were not.
 pub fn visit_files<'s, M, V>(
     env: &SearchEnv,
     bases: &[Base],
     opts: &WalkOptions,
     mk: M,
-) -> ToolResult<&'static str>
+) -> ToolResult<(&'static str, bool)>
 where
     M: Fn() -> V + Sync,
     V: FnMut(&Found) -> Go + Send + 's,
@@ -163,13 +168,28 @@ where
         let view = live.view(env)?;
         env.control.check()?;
         if let Some(done) = live::walk_listed(env, &view, bases, opts, &mk) {
-            done?;
-            live.count_listed();
-            return Ok("index");
+            let out_of_time = until_deadline(done)?;
+            if !out_of_time {
+                live.count_listed();
+            }
+            return Ok(("index", out_of_time));
         }
     }
-    walk(env, bases, opts, mk)?;
-    Ok("scan")
+    let out_of_time = until_deadline(walk(env, bases, opts, mk))?;
+    Ok(("scan", out_of_time))
+}
+
+/// How a search's walk ended: `Ok(false)` when it ran to the end, `Ok(true)` when the
+/// call's time ran out first (what was found until then stands, and the tool says its
+/// answer is incomplete, or fails with `TIMEOUT` if it found nothing), the error when it
+/// was cancelled or failed otherwise. Only the walk's end is read so: a deadline passed
+/// before the walk began (waiting for admission, loading the index) is the error.
+pub fn until_deadline(walked: ToolResult<()>) -> ToolResult<bool> {
+    match walked {
+        Ok(()) => Ok(false),
+        Err(e) if e.code == ErrorCode::Timeout => Ok(true),
+        Err(e) => Err(e),
+    }
 }
 
 fn threads() -> usize {
@@ -248,6 +268,9 @@ pub struct GrepOutcome {
     /// Which engine answered: `index` (the live index chose the files to read) or
     /// `scan` (every file was read).
     pub engine: &'static str,
+    /// The call's time ran out before every file was searched: the outcome is what the
+    /// files searched until then hold (see [`until_deadline`]).
+    pub out_of_time: bool,
 }
 
 /// Builds the matcher; an invalid pattern is `INVALID_REGEX` with the parser's account
@@ -483,18 +506,21 @@ read it with read_file and an offset",
             true
         }
     };
-    match view
+    let out_of_time = match view
         .as_ref()
         .and_then(|v| live::walk_listed(env, v, bases, opts, visitor))
     {
         Some(done) => {
-            done?;
-            if let Some(live) = env.index {
+            let out_of_time = until_deadline(done)?;
+            if let Some(live) = env.index
+                && !out_of_time
+            {
                 live.count_listed();
             }
+            out_of_time
         }
-        None => walk(env, bases, opts, visitor)?,
-    }
+        None => until_deadline(walk(env, bases, opts, visitor))?,
+    };
     let files = top
         .into_inner()
         .map_err(|_| ToolError::new(ErrorCode::IoError, "a search thread panicked"))?
@@ -509,6 +535,7 @@ read it with read_file and an offset",
         capped: capped.into_inner(),
         files_searched: searched.into_inner(),
         engine: if view.is_some() { "index" } else { "scan" },
+        out_of_time,
     })
 }
 

@@ -432,7 +432,19 @@ pub fn write(
         std::process::id()
     ));
     let result = (|| {
-        let file = File::create(&tmp)?;
+        // A name of this process's own: whatever stands there (left by a killed run, or
+        // put there: a link would send the write elsewhere, a FIFO would block) is
+        // removed, and the file made new, never followed.
+        let _ = std::fs::remove_file(&tmp);
+        let file = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&tmp)?
+        };
         let mut w = Sections {
             w: BufWriter::with_capacity(1 << 20, file),
             h: xxhash_rust::xxh3::Xxh3::new(),

@@ -260,6 +260,8 @@ fn plan(
         Ok(())
     };
     let mut out = Vec::new();
+    // What the plan holds (old and new contents, diffs), over all its files.
+    let mut held: u64 = 0;
     for (i, change) in changes.iter().enumerate() {
         let n = i + 1;
         let wp = ctx.resolve(change.path())?;
@@ -299,22 +301,26 @@ fn plan(
                     .with_hint("update it instead (*** Update File, or edits)"));
                 }
                 check_size(max, content.len(), &shown)?;
-                out.push(PlannedFile {
-                    outcome: FileOutcome {
-                        path: shown.clone(),
-                        action: "add".into(),
-                        moved_to: None,
-                        matches: Vec::new(),
-                        diff: diff("", content, "/dev/null", &shown),
+                keep(
+                    &mut out,
+                    &mut held,
+                    PlannedFile {
+                        outcome: FileOutcome {
+                            path: shown.clone(),
+                            action: "add".into(),
+                            moved_to: None,
+                            matches: Vec::new(),
+                            diff: diff("", content, "/dev/null", &shown),
+                        },
+                        ops: vec![PlanOp {
+                            kind: OpKind::Create,
+                            wp,
+                            content: Some(content.clone().into_bytes()),
+                            before: None,
+                            old: None,
+                        }],
                     },
-                    ops: vec![PlanOp {
-                        kind: OpKind::Create,
-                        wp,
-                        content: Some(content.clone().into_bytes()),
-                        before: None,
-                        old: None,
-                    }],
-                });
+                )?;
             }
             FileChange::Delete { .. } => {
                 let (file, before, at) = read_locked(ctx, &wp, &shown).map_err(at_change)?;
@@ -322,22 +328,26 @@ fn plan(
                     super::edit::check_version(ctx, v, &before, &shown).map_err(at_change)?;
                 }
                 let text = String::from_utf8_lossy(&before).into_owned();
-                out.push(PlannedFile {
-                    outcome: FileOutcome {
-                        path: shown.clone(),
-                        action: "delete".into(),
-                        moved_to: None,
-                        matches: Vec::new(),
-                        diff: diff(&text, "", &shown, "/dev/null"),
+                keep(
+                    &mut out,
+                    &mut held,
+                    PlannedFile {
+                        outcome: FileOutcome {
+                            path: shown.clone(),
+                            action: "delete".into(),
+                            moved_to: None,
+                            matches: Vec::new(),
+                            diff: diff(&text, "", &shown, "/dev/null"),
+                        },
+                        ops: vec![PlanOp {
+                            kind: OpKind::Remove,
+                            wp,
+                            content: None,
+                            before: Some(before),
+                            old: Some((file, at)),
+                        }],
                     },
-                    ops: vec![PlanOp {
-                        kind: OpKind::Remove,
-                        wp,
-                        content: None,
-                        before: Some(before),
-                        old: Some((file, at)),
-                    }],
-                });
+                )?;
             }
             FileChange::Update { hunks, move_to, .. } => {
                 let (file, before, at) = read_locked(ctx, &wp, &shown).map_err(at_change)?;
@@ -354,7 +364,9 @@ fn plan(
                         "not UTF-8 text; patches change text files",
                     ))
                 })?;
-                let limit = if max > 0 { max } else { u64::MAX };
+                // Within the file's limit and what the patch may still hold.
+                let limit = if max > 0 { max } else { u64::MAX }
+                    .min(PATCH_HOLDS.saturating_sub(held + before.len() as u64));
                 let (new_text, matches) = apply_hunks(
                     text,
                     hunks,
@@ -385,7 +397,16 @@ fn plan(
                         let dst = ctx.resolve(to)?;
                         let dst_shown = ws.display(&dst);
                         claim(ctx, &dst, n)?;
-                        if ws.entry(&dst, false)?.meta.is_some() {
+                        let there = ws.entry(&dst, false)?;
+                        // A link to a secret is the secret: denied, as `move` says, not
+                        // "already exists" (which would tell that the hidden link is there).
+                        if there.meta.as_ref().is_some_and(|m| m.is_symlink())
+                            && let Err(e) = ws.entry(&dst, true)
+                            && e.code == ErrorCode::DeniedPattern
+                        {
+                            return Err(at_change(e));
+                        }
+                        if there.meta.is_some() {
                             return Err(at_change(ToolError::new(
                                 ErrorCode::AlreadyExists,
                                 format!("{dst_shown} already exists; nothing was changed"),
@@ -412,11 +433,53 @@ fn plan(
                         ]
                     }
                 };
-                out.push(PlannedFile { outcome, ops });
+                keep(&mut out, &mut held, PlannedFile { outcome, ops })?;
             }
         }
     }
     Ok(out)
+}
+
+/// The most a patch holds while it is planned and written, all files together: each
+/// file's old and new content and its diff. Under every per-file cap, 60 files of 99 000
+/// places each held 2.9 GB at once (a dry run too).
+pub const PATCH_HOLDS: u64 = 256 << 20;
+/// The diffs a patch's result carries, all files together; past it a file's diff is left
+/// out (its action and path still say what changes).
+pub const PATCH_DIFFS: usize = 4 << 20;
+
+/// Adds a planned file, counting what it holds against [`PATCH_HOLDS`] and its diff
+/// against [`PATCH_DIFFS`].
+fn keep(out: &mut Vec<PlannedFile>, held: &mut u64, mut file: PlannedFile) -> ToolResult<()> {
+    let diffs: usize = out.iter().map(|f| f.outcome.diff.len()).sum();
+    if diffs + file.outcome.diff.len() > PATCH_DIFFS {
+        file.outcome.diff = format!(
+            "(diff left out: the patch's diffs passed {} MiB)\n",
+            PATCH_DIFFS >> 20
+        );
+    }
+    let bytes: u64 = file
+        .ops
+        .iter()
+        .map(|o| {
+            o.content.as_ref().map_or(0, |c| c.len() as u64)
+                + o.before.as_ref().map_or(0, |b| b.len() as u64)
+        })
+        .sum::<u64>()
+        + file.outcome.diff.len() as u64;
+    *held += bytes;
+    if *held > PATCH_HOLDS {
+        return Err(ToolError::new(
+            ErrorCode::FileTooLarge,
+            format!(
+                "the patch's files come to over {} MiB of old and new content; nothing was changed",
+                PATCH_HOLDS >> 20
+            ),
+        )
+        .with_hint("split it into several patches"));
+    }
+    out.push(file);
+    Ok(())
 }
 
 /// Most files one patch changes.
@@ -536,8 +599,15 @@ pub fn apply_hunks(
             &hunk.new,
             hunk.replace_all,
             limit.saturating_sub(start as u64),
+            &|| check().is_err(),
         )
-        .map_err(|m| at(super::edit::miss(m, shown)))?;
+        .map_err(|m| match m {
+            // The call's own TIMEOUT or CANCELLED, as the check says it.
+            locate::Miss::Stopped => check()
+                .err()
+                .unwrap_or_else(|| at(super::edit::miss(m, shown))),
+            m => at(super::edit::miss(m, shown)),
+        })?;
         let mut shifted = found.clone();
         for p in &mut shifted.places {
             p.range = p.range.start + start..p.range.end + start;

@@ -125,8 +125,9 @@ indentation are forgiven. Returns a diff; undo reverts; dry_run previews.",
             &p.new_string,
             p.replace_all,
             limit.saturating_sub(bom.len() as u64),
+            &|| ctx.check().is_err(),
         )
-        .map_err(|m| miss(m, &shown))?;
+        .map_err(|m| stopped_or_miss(ctx, m, &shown))?;
         let after_text = found.apply(text);
         let replacements = found.places.len();
         let mut after = Vec::with_capacity(bom.len() + after_text.len());
@@ -273,8 +274,20 @@ pub fn check_version(ctx: &Ctx, expected: &str, now: &[u8], shown: &str) -> Tool
 }
 
 /// The error for an `old_string` that was not found once.
+/// The error for a miss, or for the call's stop (`TIMEOUT`, `CANCELLED`) when that is
+/// why the search for a place ended.
+pub fn stopped_or_miss(ctx: &Ctx, m: Miss, shown: &str) -> ToolError {
+    match m {
+        Miss::Stopped => ctx.check().err().unwrap_or_else(|| {
+            ToolError::new(ErrorCode::Timeout, "the call was stopped").with_hint("try again")
+        }),
+        m => miss(m, shown),
+    }
+}
+
 pub fn miss(m: Miss, shown: &str) -> ToolError {
     match m {
+        Miss::Stopped => ToolError::new(ErrorCode::Timeout, format!("{shown}: the call was stopped while looking for old_string")),
         Miss::TooMany { count } => ToolError::new(
             ErrorCode::InvalidArgument,
             format!(

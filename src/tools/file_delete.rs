@@ -73,6 +73,12 @@ the user's confirmation. dry_run previews.",
         // link. Its directory is a handle opened beneath the root: the move to the trash
         // happens there, whatever the path names now.
         let at = ws.entry(&wp, false)?;
+        if ws.holds_root(&at.real) {
+            return Err(ToolError::invalid(format!(
+                "{shown} holds another workspace root; a root is never deleted"
+            ))
+            .with_hint("delete the entries inside it instead"));
+        }
         let meta = at.meta.as_ref().ok_or_else(|| {
             ToolError::io(&shown, &std::io::Error::from(std::io::ErrorKind::NotFound))
         })?;

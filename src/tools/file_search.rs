@@ -61,6 +61,10 @@ pub struct Output {
     /// Files not searched and why, ignore files not used (see grep).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Set when the search reached its time limit: the matches are those of the files
+    /// searched until then (`truncated` is set too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<crate::tools::Incomplete>,
 }
 
 pub struct FileSearch;
@@ -106,6 +110,12 @@ strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
         let found = search::grep(&ctx.search_env(), &bases, &opts, &q)?;
         ctx.count_files(found.files_searched);
         ctx.set_engine(found.engine);
+        let incomplete = crate::tools::incomplete(
+            ctx,
+            found.out_of_time,
+            found.match_count > 0,
+            found.files_searched,
+        )?;
         let total = found.match_count;
         let matches: Vec<Match> = found
             .files
@@ -123,9 +133,10 @@ strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
         ctx.charge_bytes(matches.iter().map(|m| m.text.len() as u64).sum())?;
         Ok(Output {
             query: p.query,
-            truncated: (matches.len() as u64) < total,
+            truncated: (matches.len() as u64) < total || incomplete.is_some(),
             matches,
             warnings: ctx.control().warnings.list(),
+            incomplete,
         })
     }
 
@@ -143,7 +154,10 @@ strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
         for m in &o.matches {
             s.push_str(&format!("- `{}:{}`: {}\n", shown(&m.path), m.line, m.text));
         }
-        if o.truncated {
+        if let Some(i) = &o.incomplete {
+            s.push('\n');
+            s.push_str(&crate::tools::render_incomplete(i));
+        } else if o.truncated {
             s.push_str(&format!(
                 "\n(Stopped at {MAX_MATCHES} matches; narrow the query, path or include to see the rest.)\n"
             ));

@@ -55,7 +55,8 @@ fn default_max() -> usize {
 pub struct Output {
     /// Matching files, relative to the workspace root.
     pub files: Vec<String>,
-    /// Matching files in all, even when `files` was cut.
+    /// Matching files in all, even when `files` was cut (found so far, when
+    /// incomplete).
     pub count: u64,
     pub truncated: bool,
     /// Which engine answered: "index" (the live index's file list) or "scan" (a walk).
@@ -64,6 +65,10 @@ pub struct Output {
     /// large to use, so files it would hide may be listed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Set when the search reached its time limit: `files` and `count` are what the
+    /// directories walked until then hold (`truncated` is set too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<crate::tools::Incomplete>,
 }
 
 pub struct Glob;
@@ -77,16 +82,19 @@ fn name(p: &std::path::Path) -> &std::ffi::OsStr {
     std::ffi::OsStr::from_bytes(&b[from..])
 }
 
-/// One walker thread's matches, added to the shared ones when the thread ends.
+/// One walker thread's matches (and files visited), added to the shared ones when the
+/// thread ends.
 struct Mine<'a> {
     count: u64,
+    visited: u64,
     top: TopN<()>,
-    into: (&'a AtomicU64, &'a Mutex<TopN<()>>),
+    into: (&'a AtomicU64, &'a Mutex<TopN<()>>, &'a AtomicU64),
 }
 
 impl Drop for Mine<'_> {
     fn drop(&mut self) {
         self.into.0.fetch_add(self.count, Ordering::Relaxed);
+        self.into.2.fetch_add(self.visited, Ordering::Relaxed);
         let mut shared = crate::error::lock(self.into.1);
         let mine = std::mem::replace(&mut self.top, TopN::new(0));
         for (k, ()) in mine.into_sorted() {
@@ -169,16 +177,19 @@ newest first.",
         let by_path: Mutex<TopN<()>> = Mutex::new(TopN::new(p.max_results));
         let by_time: Mutex<TopN<(), ModKey>> = Mutex::new(TopN::new(p.max_results));
 
-        let engine = search::visit_files(&ctx.search_env(), &bases, &opts, || {
+        let visited = AtomicU64::new(0);
+        let (engine, out_of_time) = search::visit_files(&ctx.search_env(), &bases, &opts, || {
             let (matcher, by_time) = (&matcher, &by_time);
             // Each thread keeps its own count and first paths, merged as it ends: no
             // lock or shared counter per match (a kernel-wide glob matches 32 000).
             let mut mine = Mine {
                 count: 0,
+                visited: 0,
                 top: TopN::new(p.max_results),
-                into: (&count, &by_path),
+                into: (&count, &by_path, &visited),
             };
             move |f: &Found| {
+                mine.visited += 1;
                 let hit = if by_name {
                     matcher.is_match(name(f.rel_to_base))
                 } else {
@@ -225,6 +236,8 @@ newest first.",
         let count = count.into_inner();
         ctx.count_files(count);
         ctx.set_engine(engine);
+        let incomplete =
+            crate::tools::incomplete(ctx, out_of_time, count > 0, visited.into_inner())?;
         // A walk's names were read through directory handles beneath the root. The
         // index's list is older: confirm each name shown from it through the sandbox, so
         // a directory swapped for a symlink since cannot show outside names. (Sorting by
@@ -239,11 +252,12 @@ newest first.",
         });
         ctx.charge_bytes(files.iter().map(|f| f.len() as u64 + 1).sum())?;
         Ok(Output {
-            truncated: (files.len() as u64) < count,
+            truncated: (files.len() as u64) < count || incomplete.is_some(),
             files,
             count,
             engine: engine.to_string(),
             warnings: ctx.control().warnings.list(),
+            incomplete,
         })
     }
 
@@ -257,7 +271,16 @@ newest first.",
             s.push_str(&shown(f));
             s.push('\n');
         }
-        if o.truncated {
+        if let Some(i) = &o.incomplete {
+            if (o.files.len() as u64) < o.count {
+                s.push_str(&format!(
+                    "[{} of the {} files found so far shown]\n",
+                    o.files.len(),
+                    o.count
+                ));
+            }
+            s.push_str(&crate::tools::render_incomplete(i));
+        } else if o.truncated {
             s.push_str(&format!(
                 "[truncated: {} of {} files shown; narrow the pattern or path, or raise max_results]\n",
                 o.files.len(),

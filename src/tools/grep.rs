@@ -110,7 +110,7 @@ pub struct LeftOut {
 pub struct Output {
     /// Sorted by path.
     pub files: Vec<FileResult>,
-    /// Files that match, in all.
+    /// Files that match, in all (in the files searched, when incomplete).
     pub file_count: u64,
     /// Matching lines, in all (content and count modes).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -128,6 +128,10 @@ pub struct Output {
     /// and why (a line too long to hold), ignore files too large to use.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Set when the search reached its time limit: the results and totals are those of
+    /// the files searched until then (`truncated` is set too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<crate::tools::Incomplete>,
     #[serde(skip)]
     pub mode: OutputMode,
     #[serde(skip)]
@@ -202,6 +206,12 @@ hidden and binary files.",
         let found = search::grep(&ctx.search_env(), &bases, &opts, &q)?;
         ctx.count_files(found.files_searched);
         ctx.set_engine(found.engine);
+        let incomplete = crate::tools::incomplete(
+            ctx,
+            found.out_of_time,
+            found.file_count > 0,
+            found.files_searched,
+        )?;
         let take = if max == 0 { usize::MAX } else { max };
 
         let mut left_out = None;
@@ -298,10 +308,11 @@ hidden and binary files.",
             files,
             file_count: found.file_count,
             match_count: (mode != GrepMode::Files).then_some(found.match_count),
-            truncated,
+            truncated: truncated || incomplete.is_some(),
             left_out,
             engine: found.engine.to_string(),
             warnings: ctx.control().warnings.list(),
+            incomplete,
             mode: p.output_mode,
             context: q.before + q.after > 0,
             offset: p.offset,
@@ -351,7 +362,10 @@ pub fn render(o: &Output) -> String {
             }
         }
     }
-    if o.truncated {
+    if let Some(i) = &o.incomplete {
+        // The totals are the files searched so far: no page of a whole answer to offer.
+        s.push_str(&crate::tools::render_incomplete(i));
+    } else if o.truncated {
         let (unit, shown) = match o.mode {
             OutputMode::Content => (
                 "lines",

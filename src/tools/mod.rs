@@ -138,6 +138,59 @@ pub fn render_warnings(warnings: &[String]) -> String {
         .collect()
 }
 
+/// How a search's answer is incomplete: it reached the call's time limit
+/// (`request_timeout`) before every file was searched, and answers with the matches in
+/// the files searched until then.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct Incomplete {
+    /// Why: "time limit".
+    pub reason: String,
+    /// Files searched before the search stopped.
+    pub files_searched: u64,
+    /// How to get a whole answer.
+    pub hint: String,
+}
+
+/// What a search does when its walk ran out of time (`out_of_time`, from
+/// [`crate::search::until_deadline`]): nothing when it did not; the `TIMEOUT` error when
+/// it found nothing by then; else the account of an incomplete answer, which the tool
+/// returns with what it found (and `truncated` set).
+pub fn incomplete(
+    ctx: &Ctx,
+    out_of_time: bool,
+    found_any: bool,
+    files_searched: u64,
+) -> ToolResult<Option<Incomplete>> {
+    if !out_of_time {
+        return Ok(None);
+    }
+    if !found_any {
+        let e = ctx.control().timeout_error();
+        return Err(e.with_hint(format!(
+            "nothing was found in the {files_searched} files searched before the time limit; narrow path \
+or glob, or make the pattern more specific"
+        )));
+    }
+    Ok(Some(Incomplete {
+        reason: "time limit".into(),
+        files_searched,
+        hint: format!(
+            "the search stopped at its time limit ({}) and shows what the files searched until then hold; \
+other files may match, and totals count only what was found. Narrow path or glob, or make the pattern more \
+specific; the same search again is often faster (files now cached)",
+            humantime::format_duration(ctx.control().timeout)
+        ),
+    }))
+}
+
+/// The text line saying an answer is incomplete.
+pub fn render_incomplete(i: &Incomplete) -> String {
+    format!(
+        "[incomplete ({}): searched {} files before stopping; {}]\n",
+        i.reason, i.files_searched, i.hint
+    )
+}
+
 /// The most bytes (before and after together) a change's diff is computed over: a diff
 /// holds both texts line by line, and a change may be 64 MiB. Past it a line says so.
 pub const DIFF_MAX_BYTES: usize = 4 << 20;

@@ -94,6 +94,22 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
                 return Err(e);
             }
         }
+        if ws.holds_root(&from.real) || (to.meta.is_some() && ws.holds_root(&to.real)) {
+            return Err(ToolError::invalid(format!(
+                "{} holds another workspace root; a root cannot be moved or replaced",
+                if ws.holds_root(&from.real) {
+                    &src_shown
+                } else {
+                    &dst_shown
+                }
+            ))
+            .with_hint("move the entries inside it instead"));
+        }
+        if to.real == from.real {
+            return Err(ToolError::invalid(format!(
+                "{src_shown} and {dst_shown} are the same entry; nothing was moved"
+            )));
+        }
         if to.real.root_index() == from.real.root_index()
             && to.real.rel().starts_with(from.real.rel())
         {

@@ -65,6 +65,10 @@ pub struct Output {
     /// Files not searched and why, ignore files not used (see grep).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Set when the search reached its time limit: the matches are those of the files
+    /// searched until then (`truncated` is set too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<crate::tools::Incomplete>,
 }
 
 pub struct SearchFiles;
@@ -117,6 +121,12 @@ showing context around matches.",
         })?;
         ctx.count_files(found.files_searched);
         ctx.set_engine(found.engine);
+        let incomplete = crate::tools::incomplete(
+            ctx,
+            found.out_of_time,
+            found.file_count > 0,
+            found.files_searched,
+        )?;
         let take = if p.max_results == 0 {
             usize::MAX
         } else {
@@ -143,10 +153,11 @@ showing context around matches.",
                 .sum(),
         )?;
         Ok(Output {
-            truncated: (files.len() as u64) < found.file_count,
+            truncated: (files.len() as u64) < found.file_count || incomplete.is_some(),
             files,
             file_count: found.file_count,
             warnings: ctx.control().warnings.list(),
+            incomplete,
         })
     }
 
@@ -166,7 +177,10 @@ showing context around matches.",
                 ));
             }
         }
-        if o.truncated {
+        if let Some(i) = &o.incomplete {
+            s.push('\n');
+            s.push_str(&crate::tools::render_incomplete(i));
+        } else if o.truncated {
             s.push_str(&format!(
                 "\n(Showing the first {} of {} matching files; raise max_results to see more.)\n",
                 o.files.len(),

@@ -320,14 +320,9 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
     remove_empty_dirs(ctx, m.to_root, &target.created_dirs);
     // The file the move replaced comes back from its backup.
     if let Some(b) = &target.backup_path {
-        let content = std::fs::read(b).map_err(|e| {
-            ToolError::new(
-                ErrorCode::IoError,
-                format!(
-                    "moved back, but cannot read the backup {} of the file it replaced: {e}",
-                    b.display()
-                ),
-            )
+        let content = history.read_backup(b).map_err(|mut e| {
+            e.message = format!("moved back, but {}", e.message);
+            e
         })?;
         let mut entry = Entry::new(Action::Undo, m.to_path.clone(), m.to_root, &m.to_rel);
         entry.undoes = Some(target.id);
@@ -385,12 +380,7 @@ fn undo_group(
                     op.path
                 ))
             })?;
-            std::fs::read(b).map_err(|e| {
-                ToolError::new(
-                    ErrorCode::IoError,
-                    format!("cannot read the backup {}: {e}", b.display()),
-                )
-            })
+            history.read_backup(b)
         };
         // The inverse of this file's change.
         let (kind, content) = match (op.kind, &current) {
@@ -513,12 +503,7 @@ fn undo_edit(
         ))
         .with_hint("turn backups on (backup_enabled = true, the default) for edits that can be undone")
     })?;
-    let restored = std::fs::read(backup_path).map_err(|e| {
-        ToolError::new(
-            ErrorCode::IoError,
-            format!("cannot read the backup {}: {e}", backup_path.display()),
-        )
-    })?;
+    let restored = history.read_backup(backup_path)?;
     let wp = ws.root_path(target.root).join(&target.rel);
     let probe = ws.entry(&wp, false)?;
     if probe.real.rel() != target.rel {

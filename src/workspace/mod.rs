@@ -215,6 +215,20 @@ impl Workspace {
         &self.roots
     }
 
+    /// Whether `real` (a real path, links resolved up to its last component) is or holds
+    /// another root: a root nested inside another one (`--root ws --root ws/sub/deep`).
+    /// Deleting or moving `real` whole would delete or move that root.
+    pub fn holds_root(&self, real: &WsPath) -> bool {
+        let Some(base) = self.roots.get(real.root) else {
+            return false;
+        };
+        let here = base.canonical.join(&real.rel);
+        self.roots
+            .iter()
+            .enumerate()
+            .any(|(i, r)| i != real.root && r.canonical.starts_with(&here))
+    }
+
     /// The roots' canonical paths (what the state directory's id is made from).
     pub fn canonical_roots(&self) -> Vec<PathBuf> {
         self.roots.iter().map(|r| r.canonical.clone()).collect()

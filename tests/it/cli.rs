@@ -621,23 +621,36 @@ fn the_cli_has_no_per_round_budgets() {
 #[test]
 fn a_workspace_ferret_toml_narrows_whatever_env_says() {
     let t = tree();
-    std::fs::write(t.path().join("ferret.toml"), "max_file_size = 4\n").unwrap();
+    std::fs::write(t.path().join("ferret.toml"), "max_file_size = 5000\n").unwrap();
     let out = ferret(t.path())
-        .env("FERRET_MAX_FILE_SIZE", "100")
+        .env("FERRET_MAX_FILE_SIZE", "100000")
         .args(["config", "--json"])
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["config"]["max_file_size"], 4);
+    assert_eq!(v["config"]["max_file_size"], 5000);
     assert_eq!(v["sources"]["max_file_size"]["kind"], "file");
 }
 
 #[test]
 fn a_typo_in_a_config_file_is_an_error_naming_the_key() {
+    // The user's own file: an error (their typo, their fix).
     let t = tree();
+    let home = tempfile::tempdir().unwrap();
+    let cfg = home.path().join("config.toml");
+    std::fs::write(&cfg, "max_fil_size = 5\n").unwrap();
+    let out = ferret(t.path())
+        .arg("--config")
+        .arg(&cfg)
+        .args(["config"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("max_fil_size"));
+    // A workspace's file: a warning naming the key; a repository never stops ferret.
     std::fs::write(t.path().join("ferret.toml"), "max_fil_size = 5\n").unwrap();
     let out = ferret(t.path()).args(["config"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("max_fil_size"));
 }
 

@@ -247,6 +247,11 @@ fn a_config_file_that_is_no_regular_file_is_refused_whole_and_never_read() {
         );
         assert!(!stderr.contains("SECRETWORD"), "{kind}: {stderr}");
         assert!(!stdout.contains("SECRETWORD"), "{kind}: {stdout}");
+        // Refused out loud, never passed over in silence.
+        assert!(
+            stderr.contains("ferret.toml") && stderr.contains("not used"),
+            "{kind}: {stderr}"
+        );
     }
 }
 
@@ -288,7 +293,9 @@ fn limits_from_a_workspace_file_have_floors() {
     for (key, low, ok) in [
         ("max_output_chars", "1", "5000"),
         ("request_timeout", "\"1ms\"", "\"2s\""),
-        ("max_requests_per_round", "1", "20"),
+        ("max_requests_per_round", "10", "40"),
+        ("round_window", "\"100000000y\"", "\"10m\""),
+        ("round_window", "\"0s\"", "\"5m\""),
         ("max_file_size", "1", "8192"),
     ] {
         write(&root, "ferret.toml", format!("{key} = {low}\n"));

@@ -69,18 +69,18 @@ fn run_call(root: &Path, extra: &[&str], tool: &str, args: &Value) -> Run {
 }
 
 /// `ferret serve` over stdio, for measuring: requests in, answers out, and its peak RSS.
-struct Server {
+pub(crate) struct Server {
     child: std::process::Child,
     stdin: Option<std::process::ChildStdin>,
     answers: std::sync::mpsc::Receiver<Value>,
 }
 
 impl Server {
-    fn start(root: &Path, extra: &[&str]) -> Server {
+    pub(crate) fn start(root: &Path, extra: &[&str]) -> Server {
         Server::serving(root, extra, "glob,grep,file_search,search_files")
     }
 
-    fn serving(root: &Path, extra: &[&str], tools: &str) -> Server {
+    pub(crate) fn serving(root: &Path, extra: &[&str], tools: &str) -> Server {
         use std::io::BufRead;
         let mut cmd = bin();
         cmd.arg("--root")
@@ -140,7 +140,7 @@ impl Server {
     }
 
     /// One call's result (`isError`, `content`, `structuredContent`).
-    fn call(&mut self, tool: &str, args: &Value) -> Value {
+    pub(crate) fn call(&mut self, tool: &str, args: &Value) -> Value {
         self.ask(7, tool, args);
         loop {
             let v = self.recv();
@@ -151,7 +151,7 @@ impl Server {
     }
 
     /// Peak resident memory so far, in MiB.
-    fn peak_mib(&self) -> u64 {
+    pub(crate) fn peak_mib(&self) -> u64 {
         let status =
             std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("status");
         let kb: u64 = status
@@ -172,7 +172,7 @@ impl Drop for Server {
 }
 
 /// The text of a tool result.
-fn said(r: &Value) -> String {
+pub(crate) fn said(r: &Value) -> String {
     r["content"][0]["text"]
         .as_str()
         .unwrap_or_default()

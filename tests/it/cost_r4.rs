@@ -122,3 +122,97 @@ fn a_search_that_may_hold_a_long_line_takes_it_from_the_shared_pool() {
         .expect("the pool is free");
     assert_eq!(r["file_count"], 1, "{r}");
 }
+
+/// The attacker pass: an `old_string` of a big file's first 10 000 lines plus one line
+/// that is not there took 41 s past a 5 s deadline (the closest-region score compared
+/// every window with every line). The forgiving rules now look at the deadline as they
+/// go, and the closest region is scored on the first lines: without a deadline the miss
+/// answers at once with its closest region, with one it ends at the deadline.
+#[test]
+fn a_near_miss_on_a_big_file_answers_promptly_and_stops_at_its_deadline() {
+    let (_t, root) = tempdir();
+    let text: String = (0..100_000)
+        .map(|i| format!("line {i} some text here\n"))
+        .collect();
+    write(&root, "big.txt", &text);
+    let before = snapshot(&root);
+    let near: String = text
+        .lines()
+        .take(10_000)
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        + "NOPE\n";
+    for timeout_ms in [0, 200] {
+        let f = open(&root, timeout_ms);
+        for (tool, args) in [
+            (
+                "edit",
+                json!({"path": "big.txt", "old_string": near, "new_string": "x"}),
+            ),
+            (
+                "apply_patch",
+                json!({"patch": format!(
+                    "*** Begin Patch\n*** Update File: big.txt\n@@\n{}+x\n*** End Patch\n",
+                    near.lines().map(|l| format!("-{l}\n")).collect::<String>()
+                )}),
+            ),
+        ] {
+            let started = std::time::Instant::now();
+            let e = crate::util::call(&f, tool, args).expect_err("not there");
+            let took = started.elapsed();
+            assert!(
+                took < Duration::from_secs(20),
+                "{tool} {timeout_ms}: {took:?}"
+            );
+            if timeout_ms == 0 {
+                assert_eq!(e.code, ErrorCode::NoMatch, "{tool}: {e:?}");
+                assert!(
+                    e.message.contains("line") || e.hint.is_some(),
+                    "{tool}: {e:?}"
+                );
+            } else {
+                assert!(
+                    matches!(e.code, ErrorCode::Timeout | ErrorCode::NoMatch),
+                    "{tool}: {e:?}"
+                );
+            }
+        }
+    }
+    assert_eq!(snapshot(&root), before);
+}
+
+/// The attacker pass: 60 files of 99 000 places each, every one under the per-file caps,
+/// held 2.9 GB at once in a dry run (45 KB of request). A patch now holds at most
+/// 256 MiB of old and new content in all: past it, it is refused and nothing changes.
+#[test]
+fn a_patch_of_many_files_holds_a_bounded_amount_in_all() {
+    use crate::cost_r3::{Server, said};
+    let (_t, root) = tempdir();
+    for i in 0..20 {
+        write(&root, &format!("f{i}.txt"), "a".repeat(99_000));
+    }
+    let before = snapshot(&root);
+    let changes: Vec<serde_json::Value> = (0..20)
+        .map(|i| {
+            json!({"path": format!("f{i}.txt"), "edits": [
+                {"old_string": "a", "new_string": "B".repeat(670), "replace_all": true}
+            ]})
+        })
+        .collect();
+    for dry_run in [true, false] {
+        let mut s = Server::serving(&root, &["--allow-write"], "apply_patch");
+        let r = s.call(
+            "apply_patch",
+            &json!({"changes": changes, "dry_run": dry_run}),
+        );
+        let text = said(&r);
+        assert!(
+            r["isError"] == true && text.contains("FILE_TOO_LARGE"),
+            "{}",
+            &text[..text.len().min(400)]
+        );
+        let peak = s.peak_mib();
+        assert!(peak < 700, "dry run {dry_run}: peak {peak} MiB");
+    }
+    assert_eq!(snapshot(&root), before);
+}

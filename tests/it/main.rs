@@ -3,11 +3,13 @@
 
 mod adversarial;
 mod changes;
+mod changes_r4;
 mod cli;
 mod config_r4;
 mod cost_r3;
 mod cost_r4;
 mod crash;
+mod everyday_a;
 mod everyday_b;
 mod faults;
 mod http_r3;
@@ -15,12 +17,14 @@ mod index;
 mod index_r3;
 mod layers;
 mod mcp_inprocess;
+mod mcp_r4;
 mod names_r3;
 mod safety;
 mod sandbox;
 mod search;
 mod security_doc;
 mod shell;
+mod state_r4;
 mod undo_r3;
 mod util;
 mod walker;

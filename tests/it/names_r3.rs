@@ -531,11 +531,11 @@ fn rules() -> BTreeMap<&'static str, (Option<&'static str>, Option<(&'static str
         ("max_columns", (Some("0"), Some(("100", "max_columns")))),
         (
             "max_bytes_per_round",
-            (Some("0"), Some(("100000", "max_bytes_per_round"))),
+            (Some("0"), Some(("2000000", "max_bytes_per_round"))),
         ),
         (
             "max_requests_per_round",
-            (Some("100000"), Some(("10", "max_requests_per_round"))),
+            (Some("100000"), Some(("40", "max_requests_per_round"))),
         ),
         (
             "request_timeout",

@@ -586,22 +586,27 @@ async def test_http_request_budget_is_shared_by_stateless_requests_and_sessions(
 
 @pytest.mark.anyio
 async def test_http_byte_budget_counts_every_byte_sent(ws):
-    """Both the text and the structured result go on the wire, and both count."""
+    """Every answer counts, once, for what a model receives of it: the larger of its text
+    and its structured result, which say the same (issue 26: charging their sum spent a
+    budget at about half of what it gave)."""
     (ws / "big.txt").write_text(("x" * 99 + "\n") * 100)  # 10,000 bytes
     budget = 50_000
     proc, url = start_http(ws, "--set", f"max_bytes_per_round={budget}")
     try:
-        sent, refused = 0, False
+        sent, refused, one = 0, False, 0
         async with http_client(url) as c:
-            for _ in range(6):
+            for _ in range(8):
                 r = await c.call_tool("read_file", {"path": "big.txt"})
                 if r.is_error:
                     assert text(r).startswith("ROUND_LIMIT_EXCEEDED"), text(r)
                     refused = True
                     break
-                sent += len(text(r).encode()) + len(json.dumps(r.structured_content).encode())
+                one = received(r)
+                sent += one
         assert refused, "the budget was never reached"
         assert sent <= budget, f"{sent} bytes sent past a {budget}-byte budget"
+        # Refused only when the next answer would not fit: the budget went on content.
+        assert sent + one > budget, f"refused at {sent} of {budget} bytes"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -1226,6 +1231,141 @@ async def test_hostile_request_shapes_are_refused_and_structured_results_fit_the
             assert r.structured_content["truncated"] is True
             jsonschema.validate(r.structured_content, tools[name].output_schema)
             assert len(text(r)) <= budget
+
+
+# Issue 26 (everyday use), brief 26A: budgets that fit the transport, `ferret call` is the
+# MCP tool, a slow search returns what it found, GET /health.
+
+EVERYDAY_CALLS = [
+    ("file_exists", {"path": "a.txt"}),
+    ("read_file", {"path": "src/main.rs"}),
+    ("grep", {"pattern": "TODO", "output_mode": "content"}),
+    ("glob", {"pattern": "*.rs"}),
+    ("list_directory", {"path": "."}),
+    ("get_file_info", {"path": "a.txt"}),
+    ("read_files", {"paths": ["a.txt", "src/main.rs"]}),
+    ("grep", {"pattern": "o", "output_mode": "count"}),
+]
+
+
+def received(r):
+    """What a model can receive of a successful result: the larger of its text and its
+    structured content (compact JSON), in bytes."""
+    t = len(text(r).encode())
+    if r.structured_content is None:
+        return t
+    return max(t, len(json.dumps(r.structured_content, separators=(",", ":"), ensure_ascii=False).encode()))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_everyday_stdio_defaults_take_300_mixed_calls_and_charge_what_is_returned(ws, tmp_path, mode):
+    """With the default configuration, 300 mixed calls within a minute all succeed over
+    stdio (the old budget stopped the 51st), and the bytes charged to the round (the
+    audit's bytes_sent) equal, call by call, the content returned."""
+    audit = tmp_path / "audit.jsonl"
+    returned = []
+    started = time.monotonic()
+    async with stdio(ws, "--audit-log", str(audit), mode=mode) as c:
+        for i in range(300):
+            name, args = EVERYDAY_CALLS[i % len(EVERYDAY_CALLS)]
+            r = await c.call_tool(name, args)
+            assert not r.is_error, (i + 1, name, text(r))
+            returned.append(received(r))
+    assert time.monotonic() - started < 60, "300 calls took over a minute: the test proves nothing"
+    records = [e for e in audit_records(audit) if e.get("operation") != "http"]
+    assert len(records) == 300
+    assert [e["bytes_sent"] for e in records] == returned
+
+
+@pytest.mark.anyio
+async def test_everyday_an_explicit_request_budget_still_applies_over_stdio(ws):
+    async with stdio(ws, "--set", "max_requests_per_round=50") as c:
+        for i in range(50):
+            name, args = EVERYDAY_CALLS[i % len(EVERYDAY_CALLS)]
+            assert not (await c.call_tool(name, args)).is_error
+        r = await c.call_tool("file_exists", {"path": "a.txt"})
+        assert r.is_error and text(r).startswith("RATE_LIMIT_EXCEEDED"), text(r)
+
+
+@pytest.mark.anyio
+async def test_everyday_ferret_call_prints_at_most_what_mcp_would(tmp_path):
+    """`ferret call grep` with a huge max_results prints what the same call over stdio
+    MCP returns (text, and structured JSON), within max_output_chars; --full prints all."""
+    root = tmp_path / "many"
+    for d in range(10):
+        sub = root / f"dir{d}"
+        sub.mkdir(parents=True)
+        for i in range(300):
+            (sub / f"file{i:03}.txt").write_text(f"hello {d} {i}, a line long enough to count\n")
+    args = {"pattern": "hello", "output_mode": "content", "max_results": 10_000_000}
+    async with stdio(root, "--set", "max_bytes_per_round=0") as c:
+        r = await c.call_tool("grep", args)
+    assert not r.is_error
+
+    def cli(*extra):
+        out = subprocess.run([FERRET, "--root", str(root), "call", "grep", json.dumps(args), *extra],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    budget = 80_000
+    shown = cli("--text")
+    assert len(shown) <= budget + 1
+    assert shown.rstrip("\n") == text(r).rstrip("\n")
+    assert "max_output_chars" in shown
+    structured = json.loads(cli())
+    structured.pop("engine"), r.structured_content.pop("engine")
+    assert structured == r.structured_content
+    full = cli("--text", "--full")
+    assert sum(1 for line in full.splitlines() if ":1:hello" in line) == 3000
+    assert len(full) > 2 * budget
+
+
+@pytest.mark.anyio
+async def test_everyday_a_time_limited_grep_returns_partial_results_marked_incomplete(big):
+    """Past its time limit a search answers with what it found, marked incomplete in the
+    text and the structured result (which still validates against the output schema);
+    one that found nothing by then is TIMEOUT."""
+    for d in range(20):
+        (big / f"d{d:02}" / "f000.txt").write_text("NEEDLE 1\n")
+    params = StdioServerParameters(command=FERRET, args=[
+        "--root", str(big), "--set", "request_timeout=50ms", "--set", "tools=grep,glob", "serve", "--no-index"])
+    async with Client(params) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        r = await c.call_tool("grep", {"pattern": r"lorem|NEEDLE", "output_mode": "count"})
+        assert not r.is_error, text(r)
+        sc = r.structured_content
+        assert sc["truncated"] is True
+        assert sc["incomplete"]["reason"] == "time limit"
+        assert 0 < sc["file_count"] < 2001
+        assert 0 < sc["incomplete"]["files_searched"] < 2001
+        assert "[incomplete (time limit)" in text(r)
+        jsonschema.validate(sc, tools["grep"].output_schema)
+        r = await c.call_tool("grep", {"pattern": SLOW})
+        assert r.is_error and text(r).startswith("TIMEOUT"), text(r)[:300]
+
+
+def test_everyday_health_is_unauthenticated_tiny_and_checks_host(ws, tmp_path):
+    """GET /health: 200 {"status":"ok"} with no token, a wrong one or the right one, and
+    nothing else; a Host that is not this server's, or any Origin, is refused (403)."""
+    proc, url = start_http(ws)
+    try:
+        _, port = host_port(url)
+        health = url.replace("/mcp", "/health")
+        for auth in ({}, {"Authorization": "Bearer nope"}, {"Authorization": f"Bearer {TOKEN}"}):
+            r = httpx2.get(health, headers=auth)
+            assert r.status_code == 200, (auth, r.status_code)
+            assert r.json() == {"status": "ok"}
+            assert VERSION not in r.text and str(ws) not in r.text
+        assert httpx2.post(url, json=INIT, headers=HEADERS).status_code == 401
+        for headers in ({"Host": "evil.example"}, {"Host": f"evil.example:{port}"},
+                        {"Origin": "http://evil.example"}, {"Origin": f"http://localhost:{port}"}):
+            r = httpx2.get(health, headers=headers)
+            assert r.status_code == 403, (headers, r.status_code)
+            assert "ok" not in r.text
+    finally:
+        stop(proc)
 
 
 # Issue 26, items 6-8 (the token diet, lenient schemas, receipts): through the official SDK.

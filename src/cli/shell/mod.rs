@@ -122,7 +122,9 @@ impl Shell {
             self.session.clone(),
         )));
         let history = self.history_file();
-        if let Some(h) = &history {
+        if let Some(h) = &history
+            && usable_history(h, false)
+        {
             let _ = editor.load_history(h); // none yet: a fresh history
         }
         eprintln!("ferret shell: tool commands, !cmd for bash, /help for more, Ctrl-D to leave");
@@ -153,13 +155,21 @@ impl Shell {
     }
 
     /// `shell_history` in the state directory (never inside a root), or none when
-    /// there is no state directory to be had.
+    /// there is no state directory to be had. Only the interactive shell keeps one (the
+    /// lines a person typed, as a login shell does): it makes the state directory for
+    /// it, with the checks a change makes (outside every root, mode 0700, this user's,
+    /// not a link). A script creates nothing unless it changes something.
     fn history_file(&self) -> Option<std::path::PathBuf> {
         let ferret = self.ferret.borrow();
         let roots = ferret.workspace().canonical_roots();
-        let dir = crate::history::state_dir(ferret.config(), &roots).ok()?;
-        std::fs::create_dir_all(&dir).ok()?;
-        Some(dir.join("shell_history"))
+        let h = crate::history::History::open(ferret.config(), &roots).ok()?;
+        match h.make_dir() {
+            Ok(dir) => Some(dir.join("shell_history")),
+            Err(e) => {
+                tracing::warn!("the shell history is not kept: {e}");
+                None
+            }
+        }
     }
 
     /// Runs one line; never fails: errors are printed and give exit code 2.
@@ -331,6 +341,9 @@ fn save_history(
     editor: &mut rustyline::Editor<complete::Helper, rustyline::history::FileHistory>,
     path: &std::path::Path,
 ) {
+    if !usable_history(path, true) {
+        return;
+    }
     if let Err(e) = editor.append_history(path) {
         tracing::warn!(error = %e, path = %path.display(), "cannot save the shell history");
         return;
@@ -339,6 +352,28 @@ fn save_history(
     {
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    }
+}
+
+/// Whether the history file at `path` may be opened by the line editor (which opens it
+/// by name, following links and blocking on a FIFO): its directory must be the user's
+/// own real state directory, and the file a regular one or, to be written, not there
+/// yet.
+fn usable_history(path: &std::path::Path, write: bool) -> bool {
+    let Some(dir) = path.parent() else {
+        return false;
+    };
+    if crate::history::safe::check_state_dir(dir).is_err() {
+        return false;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(md) if md.file_type().is_file() => true,
+        Err(e) if write && e.kind() == std::io::ErrorKind::NotFound => true,
+        Ok(_) => {
+            tracing::warn!(path = %path.display(), "the shell history is not a regular file: not used");
+            false
+        }
+        Err(_) => false,
     }
 }
 
