@@ -647,21 +647,39 @@ fn bad_arguments(tool: &str, e: &serde_json::Error, strict: &Value) -> ToolError
         .and_then(Value::as_object)
         .map(|p| p.keys().map(String::as_str).collect())
         .unwrap_or_default();
-    let hint = match unknown {
-        Some(field) => match OTHER_NAMES
-            .iter()
-            .find(|(o, ours)| *o == field && has(ours))
-        {
-            Some((_, ours)) => {
-                format!("{tool} calls it `{ours}`: send `{ours}` instead of `{field}`")
-            }
-            None => format!("{tool} takes: {}", params.join(", ")),
-        },
-        None => format!("{tool} takes: {} (see its input schema)", params.join(", ")),
-    };
-    let msg = match msg.split_once(", expected one of") {
-        Some((head, _)) => head.to_string(),
-        None => msg,
+    // What the caller sent is echoed cut short and quoted: a 60 000-character name, or
+    // one holding a newline and "Hint:", must not fill the answer or forge its lines.
+    let quoted = |s: &str| format!("{:?}", s.chars().take(64).collect::<String>());
+    let (msg, hint) = match unknown {
+        Some(field) => (
+            format!("unknown parameter {}", quoted(field)),
+            match OTHER_NAMES
+                .iter()
+                .find(|(o, ours)| *o == field && has(ours))
+            {
+                Some((_, ours)) => {
+                    format!(
+                        "{tool} calls it `{ours}`: send `{ours}` instead of {}",
+                        quoted(field)
+                    )
+                }
+                None => format!("{tool} takes: {}", params.join(", ")),
+            },
+        ),
+        None => {
+            let head = msg
+                .split_once(", expected one of")
+                .map_or(msg.as_str(), |(h, _)| h);
+            let head: String = head
+                .chars()
+                .take(300)
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
+            (
+                head,
+                format!("{tool} takes: {} (see its input schema)", params.join(", ")),
+            )
+        }
     };
     ToolError::invalid(format!("invalid arguments for {tool}: {msg}")).with_hint(hint)
 }
