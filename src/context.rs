@@ -415,6 +415,15 @@ impl Ferret {
                 self.limiter.charge_bytes(&session.budget, bytes_sent)?;
                 Ok(out)
             });
+        // Every error says what to do instead: one that has no hint of its own gets its
+        // code's.
+        let result = result.map_err(|e| match e.hint {
+            Some(_) => e,
+            None => {
+                let hint = e.code.default_hint();
+                e.with_hint(hint)
+            }
+        });
         // A call that failed (a TIMEOUT) still says what it met on the way: an ignore
         // file too large to use explains why a walk took long.
         let result = result.map_err(|e| {

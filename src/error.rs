@@ -80,6 +80,79 @@ impl ErrorCode {
         }
     }
 
+    /// What to do about an error of this code, for an error that has no hint of its own:
+    /// every error an agent gets says what to do instead (tests/it/everyday_b.rs checks
+    /// that each names only tools, parameters, settings and flags that exist).
+    pub fn default_hint(self) -> &'static str {
+        match self {
+            ErrorCode::PathEscape => {
+                "use a path inside the workspace root (relative to it); the user sets the roots with --root"
+            }
+            ErrorCode::PathTraversal => {
+                "give the path relative to the workspace root, without .. leading out of it"
+            }
+            ErrorCode::DeniedPattern => {
+                "ferret never reads or changes secrets or version-control internals (the `deny` setting); work with other files"
+            }
+            ErrorCode::ExtensionDenied => {
+                "only the extensions in the `allowed_extensions` setting are served; work with other files"
+            }
+            ErrorCode::PathTooDeep => {
+                "the path is deeper than the `max_path_depth` setting allows; use a shorter path"
+            }
+            ErrorCode::FileTooLarge => {
+                "read a range with offset and limit, or find the lines with grep first"
+            }
+            ErrorCode::ResultTooLarge => {
+                "ask for less: a narrower path or glob, offset and limit, or max_results"
+            }
+            ErrorCode::RoundLimitExceeded | ErrorCode::RateLimitExceeded => {
+                "wait for the round to end (the `round_window` setting), or ask for less at a time"
+            }
+            ErrorCode::Timeout => {
+                "narrow it (a path or glob) and retry; the limit is the `request_timeout` setting"
+            }
+            ErrorCode::Cancelled => {
+                "the call was cancelled before it finished; send it again if it is still wanted"
+            }
+            ErrorCode::InvalidArgument => {
+                "see the tool's input schema (tools/list, or `ferret tools`)"
+            }
+            ErrorCode::InvalidRegex => {
+                "fix the pattern, or pass fixed_strings: true to search for the text as written"
+            }
+            ErrorCode::InvalidGlob => {
+                "check the glob's brackets and braces, as in \"*.rs\" or \"src/**/*.{ts,tsx}\""
+            }
+            ErrorCode::NotFound => {
+                "check the path with glob or list_directory; paths are relative to the workspace root"
+            }
+            ErrorCode::NotADirectory => {
+                "a part of the path is a file; list its parent with list_directory"
+            }
+            ErrorCode::IsADirectory => "use list_directory for directories",
+            ErrorCode::BinaryFile => "read its bytes with read_file and encoding base64",
+            ErrorCode::UnknownTool => "list the tools served with tools/list (`ferret tools`)",
+            ErrorCode::WriteDisabled => {
+                "the user enables changes by starting ferret with --allow-write"
+            }
+            ErrorCode::NoMatch => {
+                "read the file again (read_file) and copy old_string from it exactly"
+            }
+            ErrorCode::NotUnique => {
+                "add neighbouring lines to old_string so it occurs once, or pass replace_all: true"
+            }
+            ErrorCode::Conflict => {
+                "read the file again (read_file) and make the change on its current content"
+            }
+            ErrorCode::AlreadyExists => {
+                "choose another path, or pass overwrite: true to replace a file"
+            }
+            ErrorCode::ConfirmationRequired => "ask the user to confirm, then retry",
+            ErrorCode::IoError => "the operating system refused; check the path with get_file_info",
+        }
+    }
+
     /// Whether the audit log records this as `denied` (a policy said no) rather than
     /// `error` (the request or the filesystem failed).
     pub fn is_denial(self) -> bool {

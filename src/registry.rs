@@ -64,13 +64,7 @@ fn export_one(t: &dyn DynTool, format: SchemaFormat) -> Value {
             "description": m.description,
             "inputSchema": t.input_schema(),
             "outputSchema": t.output_schema(),
-            "annotations": {
-                "title": m.title,
-                "readOnlyHint": m.annotations.read_only,
-                "destructiveHint": m.annotations.destructive,
-                "idempotentHint": m.annotations.idempotent,
-                "openWorldHint": false,
-            },
+            "annotations": annotations(m.annotations),
         }),
         SchemaFormat::Openai => json!({
             "type": "function",
@@ -86,4 +80,23 @@ fn export_one(t: &dyn DynTool, format: SchemaFormat) -> Value {
             "input_schema": t.input_schema(),
         }),
     }
+}
+
+/// MCP annotations, only where they differ from the spec's defaults (not read-only,
+/// destructive, not idempotent, open world): the title is the tool's own, and
+/// `destructiveHint`/`idempotentHint` mean something only when `readOnlyHint` is false.
+fn annotations(a: crate::tool::Annotations) -> Value {
+    let mut v = json!({});
+    if a.read_only {
+        v["readOnlyHint"] = json!(true);
+    } else {
+        if !a.destructive {
+            v["destructiveHint"] = json!(false);
+        }
+        if a.idempotent {
+            v["idempotentHint"] = json!(true);
+        }
+    }
+    v["openWorldHint"] = json!(false);
+    v
 }

@@ -12,8 +12,8 @@ use crate::limits::{Limits, ResourceLimiter};
 use crate::search::SearchEnv;
 use crate::workspace::{Workspace, WsPath};
 use schemars::JsonSchema;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -97,22 +97,30 @@ impl<T: Tool> DynTool for T {
     }
 
     fn input_schema(&self) -> Value {
-        schema_for::<T::Params>()
+        let mut v = schema_for::<T::Params>();
+        lenient(&mut v);
+        v
     }
 
     fn output_schema(&self) -> Value {
-        schema_for::<T::Output>()
+        let mut v = schema_for::<T::Output>();
+        compact(&mut v);
+        v
     }
 
     fn call(&self, ctx: &Ctx, args: Value) -> ToolResult<CallOutput> {
-        let args = if args.is_null() { json!({}) } else { args };
-        let params: T::Params = serde_json::from_value(args).map_err(|e| {
-            ToolError::invalid(format!(
-                "invalid arguments for {}: {e}",
-                Tool::meta(self).name
-            ))
-            .with_hint("see the tool's input schema (`ferret tools`)")
-        })?;
+        let mut args = if args.is_null() { json!({}) } else { args };
+        let name = Tool::meta(self).name;
+        // Read in place (no copy of a megabyte `content`); only a failed read pays for
+        // the schema, to turn "5" into 5 and "true" into true as the schema allows.
+        let params = match T::Params::deserialize(&args) {
+            Ok(p) => p,
+            Err(_) => {
+                let strict = schema_for::<T::Params>();
+                coerce(&mut args, &strict, "")?;
+                T::Params::deserialize(&args).map_err(|e| bad_arguments(name, &e, &strict))?
+            }
+        };
         let out = self.run(ctx, params)?;
         let text = fit_text(self.render(&out), ctx.output_budget());
         let structured = serde_json::to_value(&out).map_err(|e| {
@@ -318,6 +326,12 @@ fn portable(v: &mut Value) {
                     map.insert("type".into(), non_null[0].clone());
                 }
             }
+            // An optional enum's null goes with its null type.
+            if map.get("type").is_some_and(|t| t != "null")
+                && let Some(Value::Array(values)) = map.get_mut("enum")
+            {
+                values.retain(|x| !x.is_null());
+            }
             for key in ["anyOf", "oneOf"] {
                 if let Some(Value::Array(branches)) = map.get(key) {
                     let non_null: Vec<Value> = branches
@@ -337,6 +351,11 @@ fn portable(v: &mut Value) {
                     }
                 }
             }
+            // `Option<T>` fields come out of schemars with `"default": null`: absent is
+            // the default, and null is not a value ferret takes.
+            if map.get("default").is_some_and(Value::is_null) {
+                map.remove("default");
+            }
             if map
                 .get("format")
                 .and_then(Value::as_str)
@@ -352,6 +371,323 @@ fn portable(v: &mut Value) {
         _ => {}
     }
 }
+
+/// JSON Schema keywords whose value is a map from names to subschemas (the names are
+/// not keywords: a property may be called `description`).
+const NAMED_SUBSCHEMAS: &[&str] = &["properties", "$defs", "definitions", "patternProperties"];
+
+/// Applies `f` to every subschema in `v` and to `v`, keyword by keyword.
+fn each_schema(v: &mut Value, f: &mut dyn FnMut(&mut serde_json::Map<String, Value>)) {
+    match v {
+        Value::Object(map) => {
+            // Children first: what `f` adds to a schema is not walked again.
+            for (k, x) in map.iter_mut() {
+                if NAMED_SUBSCHEMAS.contains(&k.as_str()) {
+                    if let Value::Object(named) = x {
+                        named.values_mut().for_each(|s| each_schema(s, f));
+                    }
+                } else if matches!(x, Value::Object(_) | Value::Array(_)) {
+                    each_schema(x, f);
+                }
+            }
+            f(map);
+        }
+        Value::Array(items) => items.iter_mut().for_each(|x| each_schema(x, f)),
+        _ => {}
+    }
+}
+
+/// The pattern a number given as a string must match (`"5"`, `"-3"`).
+const INTEGER_TEXT: &str = r"^-?\d+$";
+const UNSIGNED_TEXT: &str = r"^\d+$";
+const NUMBER_TEXT: &str = r"^-?\d+(\.\d+)?$";
+
+/// An input schema that says what ferret accepts: models often send numbers as strings
+/// (`"offset": "5"`) and booleans as `"true"`, and [`DynTool::call`] takes both, so every
+/// integer and number becomes `anyOf` the typed value and its digits (one type per branch,
+/// which strict validators and Gemini's subset take), and every boolean the `enum`
+/// `[true, false, "true", "false"]`. Defaults that go without saying (false, 0) go.
+pub fn lenient(v: &mut Value) {
+    each_schema(v, &mut |map| {
+        one_enum(map);
+        // A boolean is false and a count 0 unless given: saying so is noise.
+        if matches!(map.get("default"), Some(d) if d == &json!(false) || d == &json!(0)) {
+            map.remove("default");
+        }
+        let unsigned = map
+            .get("minimum")
+            .and_then(Value::as_f64)
+            .is_some_and(|m| m >= 0.0);
+        let text = match map.get("type").and_then(Value::as_str) {
+            Some("integer") if unsigned => json!({"type": "string", "pattern": UNSIGNED_TEXT}),
+            Some("integer") => json!({"type": "string", "pattern": INTEGER_TEXT}),
+            Some("number") => json!({"type": "string", "pattern": NUMBER_TEXT}),
+            Some("boolean") => {
+                // Four values say it in half the characters of two typed branches.
+                map.remove("type");
+                map.insert("enum".into(), json!([true, false, "true", "false"]));
+                return;
+            }
+            _ => return,
+        };
+        let mut typed = serde_json::Map::new();
+        for k in [
+            "type",
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+        ] {
+            if let Some(x) = map.remove(k) {
+                typed.insert(k.into(), x);
+            }
+        }
+        map.insert("anyOf".into(), json!([typed, text]));
+    });
+}
+
+/// An output schema as small as it can be and still validate every result: programs
+/// read it, not the model, so descriptions go (the field names say it), and a choice of
+/// constant strings is one `enum`.
+pub fn compact(v: &mut Value) {
+    shallow(v, 0);
+    each_schema(v, &mut |map| {
+        map.remove("description");
+        // Which fields every result has is the tool's documentation; a schema without
+        // `required` still holds every result, and is a fifth smaller.
+        map.remove("required");
+        // Unsigned types say `minimum: 0`; a result never needs telling.
+        if map.get("minimum").and_then(Value::as_f64) == Some(0.0) {
+            map.remove("minimum");
+        }
+        one_enum(map);
+        // A long list of codes (every ErrorCode) is documentation, not a check a
+        // program needs: a string.
+        if map
+            .get("enum")
+            .and_then(Value::as_array)
+            .is_some_and(|e| e.len() > 12)
+        {
+            map.remove("enum");
+        }
+    });
+}
+
+/// How many levels of named fields an output schema spells out: a result's fields and
+/// the fields of its lists' entries (a match's `path`, `count`, `lines`). Below that a
+/// value is typed (`array`, `object`) and no more; a program that needs the inner shape
+/// reads the documentation, and every session does not pay for it.
+const OUTPUT_DEPTH: usize = 1;
+
+fn shallow(v: &mut Value, depth: usize) {
+    let Value::Object(map) = v else { return };
+    let nested = |m: &serde_json::Map<String, Value>| {
+        ["object", "array"].contains(&m.get("type").and_then(Value::as_str).unwrap_or(""))
+    };
+    if depth >= OUTPUT_DEPTH && nested(map) {
+        map.retain(|k, _| k == "type");
+        return;
+    }
+    if let Some(Value::Object(props)) = map.get_mut("properties") {
+        props.values_mut().for_each(|p| shallow(p, depth + 1));
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(x @ Value::Object(_)) = map.get_mut(key) {
+            shallow(x, depth);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(branches)) = map.get_mut(key) {
+            branches.iter_mut().for_each(|b| shallow(b, depth));
+        }
+    }
+}
+
+/// A choice of constant strings (`oneOf` of `const`s, as schemars writes an enum with
+/// documented variants) as one `enum`: the field's own description says what they mean.
+fn one_enum(map: &mut serde_json::Map<String, Value>) {
+    for key in ["oneOf", "anyOf"] {
+        let Some(Value::Array(branches)) = map.get(key) else {
+            continue;
+        };
+        let mut values = Vec::new();
+        for b in branches {
+            match (b.get("const"), b.get("enum").and_then(Value::as_array)) {
+                (Some(c), _) => values.push(c.clone()),
+                (None, Some(e)) => values.extend(e.iter().cloned()),
+                _ => return,
+            }
+            if b.get("type").and_then(Value::as_str) != Some("string") {
+                return;
+            }
+        }
+        map.remove(key);
+        map.insert("type".into(), json!("string"));
+        map.insert("enum".into(), Value::Array(values));
+    }
+}
+
+/// Turns the numbers and booleans given as text in `args` into values, as the strict
+/// `schema` types them; text that is not one is an `INVALID_ARGUMENT` naming the field.
+fn coerce(args: &mut Value, schema: &Value, at: &str) -> ToolResult<()> {
+    match args {
+        Value::Object(fields) => {
+            let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+                return Ok(());
+            };
+            for (k, x) in fields.iter_mut() {
+                if let Some(s) = props.get(k) {
+                    let at = if at.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{at}.{k}")
+                    };
+                    coerce(x, s, &at)?;
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, x) in items.iter_mut().enumerate() {
+                    coerce(x, s, &format!("{at}[{i}]"))?;
+                }
+            }
+        }
+        Value::String(text) => {
+            let t = text.trim();
+            let wrong = |what: &str, example: &str| {
+                ToolError::invalid(format!(
+                    "`{at}` must be {what}, not {}",
+                    Value::String(t.chars().take(40).collect())
+                ))
+                .with_hint(format!(
+                    "give `{at}` {example} (a JSON value, or the same as a string)"
+                ))
+            };
+            match schema.get("type").and_then(Value::as_str) {
+                Some("integer") => {
+                    *args = if let Ok(n) = t.parse::<u64>() {
+                        json!(n)
+                    } else if let Ok(n) = t.parse::<i64>() {
+                        json!(n)
+                    } else {
+                        return Err(wrong("a whole number", "a number such as 5 or \"5\""));
+                    };
+                }
+                Some("number") => {
+                    match t.parse::<f64>().ok().and_then(serde_json::Number::from_f64) {
+                        Some(n) => *args = Value::Number(n),
+                        None => return Err(wrong("a number", "a number such as 5 or \"5\"")),
+                    }
+                }
+                Some("boolean") => match t {
+                    "true" => *args = json!(true),
+                    "false" => *args = json!(false),
+                    _ => return Err(wrong("true or false", "true or false")),
+                },
+                _ => {}
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Names models reach for that are not ferret's, with the parameter meant: an unknown
+/// field is answered with the first of these the tool has (ripgrep's and Claude Code's
+/// flags, seed 004's camelCase, another tool's name for the same thing).
+const OTHER_NAMES: &[(&str, &str)] = &[
+    ("-i", "ignore_case"),
+    ("case_insensitive", "ignore_case"),
+    ("-A", "context_after"),
+    ("A", "context_after"),
+    ("-B", "context_before"),
+    ("B", "context_before"),
+    ("-C", "context"),
+    ("C", "context"),
+    ("-n", "output_mode"),
+    ("head_limit", "max_results"),
+    ("limit", "max_lines_each"),
+    ("limit", "max_results"),
+    ("max_lines", "max_lines_each"),
+    ("maxLines", "limit"),
+    ("max_lines", "limit"),
+    ("maxDepth", "max_depth"),
+    ("includeHidden", "include_hidden"),
+    ("hidden", "include_hidden"),
+    ("file_path", "path"),
+    ("filePath", "path"),
+    ("paths", "path"),
+    ("path", "paths"),
+    ("query", "pattern"),
+    ("regex", "pattern"),
+    ("type", "glob"),
+    ("include", "glob"),
+    ("old_str", "old_string"),
+    ("new_str", "new_string"),
+    ("oldText", "old_string"),
+    ("newText", "new_string"),
+    ("text", "content"),
+    ("source_path", "source"),
+    ("destination_path", "destination"),
+    ("dest", "destination"),
+    ("recursive", "max_depth"),
+];
+
+/// `INVALID_ARGUMENT` for arguments the tool cannot take, its hint naming the parameter
+/// meant when the mistake is a known other name.
+fn bad_arguments(tool: &str, e: &serde_json::Error, strict: &Value) -> ToolError {
+    let msg = e.to_string();
+    let has = |p: &str| strict.pointer(&format!("/properties/{p}")).is_some();
+    let unknown = msg
+        .strip_prefix("unknown field `")
+        .and_then(|r| r.split('`').next());
+    let params: Vec<&str> = strict
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    // What the caller sent is echoed cut short and quoted: a 60 000-character name, or
+    // one holding a newline and "Hint:", must not fill the answer or forge its lines.
+    let quoted = |s: &str| format!("{:?}", s.chars().take(64).collect::<String>());
+    let (msg, hint) = match unknown {
+        Some(field) => (
+            format!("unknown parameter {}", quoted(field)),
+            match OTHER_NAMES
+                .iter()
+                .find(|(o, ours)| *o == field && has(ours))
+            {
+                Some((_, ours)) => {
+                    format!(
+                        "{tool} calls it `{ours}`: send `{ours}` instead of {}",
+                        quoted(field)
+                    )
+                }
+                None => format!("{tool} takes: {}", params.join(", ")),
+            },
+        ),
+        None => {
+            let head = msg
+                .split_once(", expected one of")
+                .map_or(msg.as_str(), |(h, _)| h);
+            let head: String = head
+                .chars()
+                .take(300)
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
+            (
+                head,
+                format!("{tool} takes: {} (see its input schema)", params.join(", ")),
+            )
+        }
+    };
+    ToolError::invalid(format!("invalid arguments for {tool}: {msg}")).with_hint(hint)
+}
+
+/// How a change that needs the user's yes gets it, from an agent's side.
+const CONFIRM_HINT: &str = "ask the user, then retry: a client that can ask them (MCP elicitation) is asked by ferret \
+     itself, so this one cannot, or they said no. Else the user runs it with --yes on the command line (`ferret edit`, \
+     `ferret write`, `ferret mv`, `ferret rm`, `ferret undo`). Which paths ask is the `confirm` setting";
 
 /// Who is calling: the session (one MCP connection, one CLI run) and the agent's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -583,11 +919,23 @@ impl<'a> Ctx<'a> {
         if self.confirmed || allowed {
             return Ok(());
         }
-        Err(ToolError::new(ErrorCode::ConfirmationRequired, format!("{what} needs the user's confirmation"))
-            .with_hint(
-                "ask the user. On the command line they confirm with --yes; a server allows permanent deletes with \
-                 --allow-permanent-delete, and the confirm list is the `confirm` setting",
-            ))
+        Err(ToolError::new(
+            ErrorCode::ConfirmationRequired,
+            format!("{what} needs the user's confirmation"),
+        )
+        .with_hint(CONFIRM_HINT))
+    }
+
+    /// [`Ctx::confirm`] for a permanent delete, which a setting can allow for good.
+    pub fn confirm_permanent(&self, what: &str) -> ToolResult<()> {
+        self.confirm(what, self.config().allow_permanent_delete)
+            .map_err(|e| {
+                e.with_hint(format!(
+                    "{CONFIRM_HINT}. Without permanent the delete goes to the trash and needs no confirmation (undo \
+                     restores it); the user can allow permanent deletes with the `allow_permanent_delete` setting \
+                     (--set allow_permanent_delete=true)"
+                ))
+            })
     }
 
     /// The directories a search with no path covers: the client's shared roots when the

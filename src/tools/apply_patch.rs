@@ -24,34 +24,30 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditSpec {
-    /// Text to replace (found as edit finds it).
     pub old_string: String,
     pub new_string: String,
     #[serde(default)]
     pub replace_all: bool,
 }
 
-/// One file's change: `edits`, or `create` (its whole content), or `delete`; `move_to`
-/// renames it (with or without edits).
+// One file's change: `edits`, or `create` (its whole content), or `delete`; `move_to`
+// renames it (with or without edits).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Change {
     pub path: String,
     #[serde(default)]
     pub edits: Vec<EditSpec>,
-    /// Create the file with this content (it must not exist).
+    /// New file content.
     #[serde(default)]
     #[schemars(with = "String")]
     pub create: Option<String>,
-    /// Delete the file.
     #[serde(default)]
     pub delete: bool,
-    /// Move the file here (after its edits).
     #[serde(default)]
     #[schemars(with = "String")]
     pub move_to: Option<String>,
-    /// The version read_file gave: the whole patch is refused (CONFLICT) if this file
-    /// has changed since.
+    /// From read_file.
     #[serde(default)]
     #[schemars(with = "String")]
     pub expected_version: Option<String>,
@@ -60,19 +56,14 @@ pub struct Change {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// The changes, file by file.
     #[serde(default)]
     pub changes: Vec<Change>,
-    /// Or a patch in the "*** Begin Patch" text format (Add File, Delete File, Update
-    /// File with @@ hunks, Move to).
     #[serde(default)]
     #[schemars(with = "String")]
     pub patch: Option<String>,
-    /// With patch: the versions read_file gave, by path; the whole patch is refused
-    /// (CONFLICT) if any of those files has changed since.
+    /// With patch: read_file's versions by path.
     #[serde(default)]
     pub expected_versions: std::collections::BTreeMap<String, String>,
-    /// Check everything and show the diffs without writing.
     #[serde(default)]
     pub dry_run: bool,
 }
@@ -110,12 +101,10 @@ impl Tool for ApplyPatch {
         ToolMeta {
             name: "apply_patch",
             title: "Change many files at once",
-            description: "Apply changes to several files as one all-or-nothing step: if any change does not apply, \
-no file changes and the error names the change and hunk. Give either changes: [{path, edits: [{old_string, \
-new_string, replace_all}]} | {path, create: content} | {path, delete: true} | {path, move_to}] or patch: text in the \
-\"*** Begin Patch\" format (*** Add File / *** Delete File / *** Update File with @@ hunks of ' ', '-', '+' lines \
-/ *** Move to / *** End Patch). Hunks are found like edit's old_string (forgiving whitespace). One undo reverts \
-the whole patch; dry_run shows the diffs.",
+            description: "Change several files all-or-nothing; one undo reverts all; dry_run previews. Give changes: [{path, \
+edits: [{old_string, new_string, replace_all}]} | {path, create} | {path, delete: true} | {path, \
+move_to}], or patch: \"*** Begin Patch\" text (*** Add File / Delete File / Update File with @@ \
+hunks, *** Move to, *** End Patch).",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }

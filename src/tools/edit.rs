@@ -21,21 +21,15 @@ use std::os::fd::AsFd;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// File to edit, relative to the workspace root.
     pub path: String,
-    /// The exact text to replace, with enough context to occur once.
     pub old_string: String,
-    /// The text to put in its place.
     pub new_string: String,
-    /// Replace every occurrence instead of requiring exactly one.
     #[serde(default)]
     pub replace_all: bool,
-    /// The version read_file gave for the content this edit was written against: the
-    /// edit is refused (CONFLICT) if the file has changed since.
+    /// From read_file; CONFLICT if the file changed since.
     #[serde(default)]
     #[schemars(with = "String")]
     pub expected_version: Option<String>,
-    /// Show the change without writing it.
     #[serde(default)]
     pub dry_run: bool,
 }
@@ -50,9 +44,10 @@ pub struct Output {
     pub matched: Rule,
     /// Unified diff of the change, 3 lines of context.
     pub diff: String,
-    /// Where the previous content was saved (absent on a dry run).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backup: Option<String>,
+    /// The old content was kept, so undo can restore it (absent on a dry run, or with
+    /// backups off). Where it is kept is the host's business: no path is sent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub backed_up: bool,
     /// The undo journal's id for this change (absent on a dry run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_id: Option<u64>,
@@ -69,12 +64,9 @@ impl Tool for Edit {
         ToolMeta {
             name: "edit",
             title: "Edit a file",
-            description: "Change a file by replacing a string. Read the file first and copy old_string from it; it \
-must occur once, unless replace_all is true: give enough surrounding lines to make it unique. If the exact text \
-is not there, it is matched with the file's line endings, then ignoring trailing whitespace, then with the \
-block's indentation shifted (only where that finds one place; the result's match field says which). A miss shows \
-the closest region. Returns a unified diff. The old content is backed up and the change can be undone with undo; \
-set dry_run to preview. Keeps line endings, BOM and permissions.",
+            description: "Replace old_string with new_string in a file (prefer it to write_file for part of a file). \
+old_string must be unique (add nearby lines) unless replace_all; line endings, trailing spaces and \
+indentation are forgiven. Returns a diff; undo reverts; dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }
@@ -82,8 +74,8 @@ set dry_run to preview. Keeps line endings, BOM and permissions.",
 
     fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
         if p.old_string.is_empty() {
-            return Err(ToolError::invalid("old_string is empty")
-                .with_hint("to add text, include a neighbouring line in old_string and repeat it in new_string"));
+            return Err(ToolError::invalid("old_string is empty: edit replaces text that is in the file")
+                .with_hint("to create a file or replace all of it, use write_file (overwrite: true for an existing one); to add text, include a neighbouring line in old_string and repeat it in new_string"));
         }
         if p.old_string == p.new_string {
             return Err(ToolError::invalid(
@@ -156,7 +148,7 @@ set dry_run to preview. Keeps line endings, BOM and permissions.",
                 replacements,
                 matched: found.rule,
                 diff,
-                backup: None,
+                backed_up: false,
                 change_id: None,
                 dry_run,
             });
@@ -168,7 +160,7 @@ set dry_run to preview. Keeps line endings, BOM and permissions.",
             replacements,
             matched: found.rule,
             diff,
-            backup: backup.map(|b| b.display().to_string()),
+            backed_up: backup.is_some(),
             change_id: Some(id),
             dry_run: false,
         })
@@ -194,8 +186,8 @@ set dry_run to preview. Keeps line endings, BOM and permissions.",
                 o.replacements,
                 plural(o.replacements),
                 // Not the backup's host path: useless to an agent, and it tells the
-                // host's layout (the structured result keeps it for programs).
-                if o.backup.is_some() {
+                // host's layout.
+                if o.backed_up {
                     "backed up"
                 } else {
                     "no backup, backups are off: this edit cannot be undone"

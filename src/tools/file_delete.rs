@@ -20,12 +20,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// File or directory to delete, relative to the workspace root.
     pub path: String,
-    /// Remove it for good instead of moving it to the trash (needs the user's confirmation).
     #[serde(default)]
     pub permanent: bool,
-    /// Say what would be deleted without deleting.
     #[serde(default)]
     pub dry_run: bool,
 }
@@ -55,8 +52,8 @@ impl Tool for FileDelete {
         ToolMeta {
             name: "file_delete",
             title: "Delete safely",
-            description: "Delete a file or a directory (whole) by moving it to the trash; undo brings it back. \
-permanent: true deletes for good and needs the user's confirmation. dry_run shows what would be deleted.",
+            description: "Delete a file or directory into the trash (undo restores it). permanent skips the trash and needs \
+the user's confirmation. dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }
@@ -133,10 +130,7 @@ permanent: true deletes for good and needs the user's confirmation. dry_run show
             )?;
         }
         if p.permanent {
-            ctx.confirm(
-                &format!("permanently deleting {q}"),
-                ctx.config().allow_permanent_delete,
-            )?;
+            ctx.confirm_permanent(&format!("permanently deleting {q}"))?;
         }
         let history = ctx.history()?;
         let (Some(dir), Some(name)) = (&at.parent, at.name()) else {

@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// Path to check, relative to the workspace root (or absolute inside it).
     pub path: String,
 }
 
@@ -36,8 +35,7 @@ impl Tool for FileExists {
         ToolMeta {
             name: "file_exists",
             title: "Check a path exists",
-            description: "Check whether a file or directory exists in the workspace and whether it is a file or a \
-directory. Cheaper than reading it or listing its parent.",
+            description: "Whether a path exists, as a file or a directory. Cheaper than reading or listing.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }

@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// File or directory, relative to the workspace root (or absolute inside it).
     pub path: String,
 }
 
@@ -51,8 +50,7 @@ impl Tool for GetFileInfo {
         ToolMeta {
             name: "get_file_info",
             title: "File metadata",
-            description: "Get a file's or directory's metadata without reading it: size, type, modification, \
-creation and access times (RFC 3339), permissions (\"0644\") and whether it is read-only or a symlink.",
+            description: "Metadata without reading: size, type, times, permissions, read-only, symlink target.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }

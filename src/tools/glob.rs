@@ -34,19 +34,15 @@ pub enum Sort {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// Glob: "*.c" (any depth), "src/**/*.rs", "*.{ts,tsx}", "test_[ab]*.py".
     pub pattern: String,
-    /// Directory to search (default: the whole workspace).
     #[serde(default)]
     #[schemars(with = "String")]
     pub path: Option<String>,
-    /// Most files to return (default 100; 0 for all).
+    /// 0: all.
     #[serde(default = "default_max")]
     pub max_results: usize,
-    /// Match hidden files and look inside hidden directories too.
     #[serde(default)]
     pub include_hidden: bool,
-    /// path (default) or modified (newest first).
     #[serde(default)]
     pub sort: Sort,
 }
@@ -115,11 +111,9 @@ impl Tool for Glob {
         ToolMeta {
             name: "glob",
             title: "Find files by name",
-            description: "Find files whose path matches a glob pattern. Prefer this to running find or ls -R in a \
-shell. A pattern without '/' matches file names at any depth (\"*.c\" finds every C file); with '/' it matches the \
-path from `path` (\"src/**/*.rs\"). '*' stays within a directory, '**' crosses directories, {a,b} and [ab] work. \
-Returns files only, sorted by path or (sort: \"modified\") newest first; honours .gitignore and skips hidden files \
-unless include_hidden.",
+            description: "Find files by glob (prefer it to find or ls -R in a shell): \"*.c\" matches names at any depth, \
+\"src/**/*.rs\" paths under `path`. Honours .gitignore; skips hidden files. sort: modified for \
+newest first.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }

@@ -51,48 +51,39 @@ impl Globs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// Regular expression (Rust syntax, like ripgrep), or literal text with fixed_strings.
+    /// Rust regex syntax.
     pub pattern: String,
-    /// File or directory to search (default: the whole workspace).
     #[serde(default)]
     #[schemars(with = "String")]
     pub path: Option<String>,
-    /// Only files matching these globs: "*.rs", "src/**", "*.{ts,tsx}"; "!*.min.js" excludes.
+    /// "*.rs", "src/**", "!*.min.js" excludes.
     #[serde(default)]
     pub glob: Globs,
-    /// Case-insensitive search.
-    #[serde(default, alias = "-i")]
+    #[serde(default)]
     pub ignore_case: bool,
-    /// Treat the pattern as literal text, not a regex.
+    /// Literal pattern.
     #[serde(default)]
     pub fixed_strings: bool,
-    /// Let the pattern match across lines (`.` matches newlines too).
+    /// Matches may span lines.
     #[serde(default)]
     pub multiline: bool,
-    /// Lines of context before and after each match (content mode).
-    #[serde(default, alias = "-C", alias = "C")]
+    #[serde(default)]
     #[schemars(with = "u64")]
     pub context: Option<usize>,
-    /// Lines of context before each match (content mode).
-    #[serde(default, alias = "-B", alias = "B")]
+    #[serde(default)]
     #[schemars(with = "u64")]
     pub context_before: Option<usize>,
-    /// Lines of context after each match (content mode).
-    #[serde(default, alias = "-A", alias = "A")]
+    #[serde(default)]
     #[schemars(with = "u64")]
     pub context_after: Option<usize>,
-    /// content, files_with_matches (default) or count.
     #[serde(default)]
     pub output_mode: OutputMode,
-    /// Most results to return: files (files_with_matches, count) or lines (content).
-    /// Default 200; 0 for all.
-    #[serde(default, alias = "head_limit")]
+    /// Default 200; 0: all.
+    #[serde(default)]
     #[schemars(with = "u64")]
     pub max_results: Option<usize>,
-    /// Skip this many results first (to page through a long result).
     #[serde(default)]
     pub offset: usize,
-    /// Search hidden files and directories too.
     #[serde(default)]
     pub include_hidden: bool,
 }
@@ -159,12 +150,9 @@ impl Tool for Grep {
         ToolMeta {
             name: "grep",
             title: "Search file contents",
-            description: "Search file contents with a regular expression (ripgrep syntax and speed). Prefer this to \
-running grep or rg in a shell. output_mode: files_with_matches (default: paths only), content (matching lines \
-with line numbers; add context, context_before, context_after), count (matches per file). Filter files with glob \
-(\"*.rs\", \"src/**\", \"!*.min.js\"), set ignore_case, fixed_strings for literal text, multiline to match across \
-lines. Honours .gitignore, skips hidden and binary files. Results are sorted by path; page with offset and \
-max_results.",
+            description: "Search contents by regex, ripgrep's engine (prefer it to grep or rg in a shell). output_mode: \
+files_with_matches (paths, cheapest), content (numbered lines), count. Honours .gitignore; skips \
+hidden and binary files.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }

@@ -19,21 +19,16 @@ use std::path::PathBuf;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// Directory to list, relative to the workspace root (default: the root).
     #[serde(default = "default_dot")]
     pub path: String,
-    /// List subdirectories too, down to `max_depth`.
     #[serde(default)]
     pub recursive: bool,
-    /// How many levels to list: 1 is the directory's own entries. Default 1, or the
-    /// workspace's path depth limit (20) when `recursive` is true.
-    #[serde(default, alias = "maxDepth")]
+    /// Levels (default 1; 20 if recursive).
+    #[serde(default)]
     #[schemars(with = "u64")]
     pub max_depth: Option<u64>,
-    /// Include names starting with a dot.
-    #[serde(default, alias = "includeHidden")]
+    #[serde(default)]
     pub include_hidden: bool,
-    /// Skip this many entries first (to page through a listing over the limit).
     #[serde(default)]
     pub offset: usize,
 }
@@ -74,10 +69,8 @@ impl Tool for ListDirectory {
         ToolMeta {
             name: "list_directory",
             title: "List directory",
-            description: "List the entries of a directory in the workspace (name, type, size), sorted by path. \
-Set recursive (and max_depth) to see a tree. Hidden entries need include_hidden; secrets are never listed and \
-dependency/build folders (node_modules, target, …) are left out unless listed by name. To find files by name \
-pattern use glob instead.",
+            description: "List a directory (name, type, size); recursive for a tree. Secrets are never listed; dependency and \
+build folders (node_modules, target, …) are skipped unless named.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }

@@ -20,15 +20,10 @@ use std::io::Read;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// The file or directory to move.
     pub source: String,
-    /// Its new path (not the directory to move it into). Missing directories are created.
     pub destination: String,
-    /// Replace a file standing at the destination (backed up first). Directories are never
-    /// replaced.
     #[serde(default)]
     pub overwrite: bool,
-    /// Say what would be moved without moving.
     #[serde(default)]
     pub dry_run: bool,
 }
@@ -39,9 +34,9 @@ pub struct Output {
     pub destination: String,
     #[serde(rename = "type")]
     pub kind: EntryType,
-    /// A file at the destination was replaced; its content was saved here.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backup: Option<String>,
+    /// The file the move replaced (overwrite) was kept, so undo can restore it. Where it is kept is the host's business: no path is sent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub backed_up: bool,
     /// Directories created for the destination, outermost first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub created_dirs: Vec<String>,
@@ -61,9 +56,8 @@ impl Tool for Move {
         ToolMeta {
             name: "move",
             title: "Move or rename",
-            description: "Move or rename a file or directory, within the workspace (across roots too). destination \
-is the new path itself; missing directories are created. Never replaces anything unless overwrite is true, which \
-replaces a file only, after backing it up. Undo moves it back. dry_run to preview.",
+            description: "Move or rename a file or directory. destination is the new path, not a directory to move into. \
+Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }
@@ -123,8 +117,26 @@ replaces a file only, after backing it up. Undo moves it back. dry_run to previe
                 "{dst_shown} is inside {src_shown}: a directory cannot be moved into itself"
             )));
         }
+        // `mv a.txt docs/` habits: a destination that is a directory is not where a
+        // move goes into; say the path that would do it.
+        let into = || {
+            let name = src_shown.rsplit('/').next().unwrap_or(&src_shown);
+            let inside = format!("{}/{name}", dst_shown.trim_end_matches('/'));
+            ToolError::new(
+                ErrorCode::AlreadyExists,
+                format!(
+                    "{} is an existing directory; nothing was moved (destination is the new path itself)",
+                    shown(&dst_shown),
+                ),
+            )
+            .with_hint(format!(
+                "to move it into that directory, pass destination {}; overwrite replaces files only, never a directory",
+                shown(&inside)
+            ))
+        };
         let replacing = match &to.meta {
             None => false,
+            Some(m) if m.is_dir() => return Err(into()),
             Some(_) if !p.overwrite => {
                 return Err(ToolError::new(
                     ErrorCode::AlreadyExists,
@@ -146,7 +158,7 @@ replaces a file only, after backing it up. Undo moves it back. dry_run to previe
             source: src_shown.clone(),
             destination: dst_shown.clone(),
             kind,
-            backup: None,
+            backed_up: false,
             created_dirs: Vec::new(),
             change_id: None,
             dry_run,
@@ -218,7 +230,7 @@ replaces a file only, after backing it up. Undo moves it back. dry_run to previe
                 .read_to_end(&mut before)
                 .map_err(|e| ToolError::io(&dst_shown, &e))?;
             let b = history.backup(to.real.root_index(), to.real.rel(), &before)?;
-            out.backup = Some(b.display().to_string());
+            out.backed_up = true;
             entry.backup_path = Some(b);
             entry.sha256_before = Some(sha256(&before));
         }
@@ -242,8 +254,8 @@ replaces a file only, after backing it up. Undo moves it back. dry_run to previe
             shown(&o.source),
             shown(&o.destination)
         );
-        if let Some(b) = &o.backup {
-            s.push_str(&format!(" (replacing a file, backed up at {b})"));
+        if o.backed_up {
+            s.push_str(" (replacing a file, backed up)");
         }
         if !o.created_dirs.is_empty() {
             let dirs: Vec<_> = o.created_dirs.iter().map(|d| shown(d)).collect();

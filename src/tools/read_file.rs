@@ -26,21 +26,18 @@ pub enum Encoding {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// File to read, relative to the workspace root (or absolute inside it).
     pub path: String,
-    /// `utf-8` (default) for text; `base64` for the raw bytes of a binary file.
     #[serde(default)]
     pub encoding: Encoding,
-    /// Read at most this many lines from the start (same as `limit`).
-    #[serde(default, alias = "maxLines")]
-    #[schemars(with = "u64")]
+    /// Seed 004's name for `limit`: not taken any more (one name per thing in the schema;
+    /// the error for `max_lines` names `limit`). Kept for the front ends that build params.
+    #[serde(skip)]
     pub max_lines: Option<u64>,
-    /// First line to return, 1-based (default 1). With encoding base64: the first byte,
-    /// 0-based.
+    /// First line, 1-based (base64: byte, 0-based).
     #[serde(default)]
     #[schemars(with = "u64")]
     pub offset: Option<u64>,
-    /// How many lines to return from `offset`. With encoding base64: how many bytes.
+    /// Lines (base64: bytes).
     #[serde(default)]
     #[schemars(with = "u64")]
     pub limit: Option<u64>,
@@ -80,9 +77,8 @@ impl Tool for ReadFile {
         ToolMeta {
             name: "read_file",
             title: "Read file",
-            description: "Read a file in the workspace. Returns its text with line numbers (cite and edit by them). \
-For big files pass offset (1-based first line) and limit (number of lines); a whole-file read over the size \
-limit fails with FILE_TOO_LARGE. Binary files need encoding \"base64\". Use grep to find where to read first.",
+            description: "Read a file as numbered lines, with its version (for edit). Large files: offset and limit. Binary: \
+encoding base64. Several files: read_files.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }

@@ -16,15 +16,12 @@ const MAX_FILES: usize = 50;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// Files to read, relative to the workspace root, as ferret reports names (quoted or
-    /// not); an entry that names no file as written is a glob ("src/**/*.rs") and reads
-    /// every file it matches.
+    /// Names as reported; one naming nothing is a glob.
     pub paths: Vec<String>,
-    /// Lines read from each file at most (default 400; 0 for whole files within the size
-    /// limit).
-    #[serde(default = "default_lines", alias = "limit")]
+    /// 0: whole files (within the size limit).
+    #[serde(default = "default_lines")]
     pub max_lines_each: u64,
-    /// First line to read in each file, 1-based.
+    /// First line, 1-based.
     #[serde(default)]
     #[schemars(with = "u64")]
     pub offset: Option<u64>,
@@ -68,9 +65,8 @@ impl Tool for ReadFiles {
         ToolMeta {
             name: "read_files",
             title: "Read several files",
-            description: "Read several files in one call: paths, or globs (\"src/**/*.rs\"), up to 50 files, each \
-with line numbers and its version, at most max_lines_each lines (default 400) from offset. A file that is missing, \
-denied or too large is reported in its place; the others are still read.",
+            description: "Read up to 50 files at once (paths or globs like \"src/**/*.rs\"), numbered, with versions; one that \
+cannot be read is reported in its place.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }

@@ -21,15 +21,12 @@ use std::os::fd::AsFd;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// The change to undo (its change_id); default: your own last change that can still
-    /// be undone. Another's change needs its id and the user's confirmation.
+    /// A change_id (default: your last).
     #[serde(default)]
     #[schemars(with = "u64")]
     pub id: Option<u64>,
-    /// Undo even if the file changed since: its current content is backed up first.
     #[serde(default)]
     pub force: bool,
-    /// Show what would be restored without writing.
     #[serde(default)]
     pub dry_run: bool,
 }
@@ -42,9 +39,10 @@ pub struct Output {
     pub path: String,
     /// The diff from the current content to the restored one.
     pub diff: String,
-    /// Where the content replaced by a forced undo was saved.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backup: Option<String>,
+    /// The content this undo replaced was kept (absent otherwise). Where it is kept is
+    /// the host's business: no path is sent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub backed_up: bool,
     /// The journal id of this undo (absent on a dry run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_id: Option<u64>,
@@ -213,7 +211,7 @@ fn undo_entry(
     entry.sha256_before = current.map(sha256);
     if !unchanged && let Some(cur) = current {
         let b = history.backup(target.root, &target.rel, cur)?;
-        out.backup = Some(b.display().to_string());
+        out.backed_up = true;
         entry.backup_path = Some(b);
     }
     Ok(Some(entry))
@@ -500,6 +498,7 @@ fn undo_group(
             (Some(c), false) => Some(history.backup(op.root, &op.rel, c)?),
             _ => None,
         };
+        out.backed_up |= backup_path.is_some();
         planned.push(Planned {
             op: crate::history::GroupOp {
                 kind,
@@ -533,16 +532,10 @@ fn undo_group(
     for (root, rel, path, now) in &overwritten {
         ask_force(ctx, history, target, (*root, rel, path), now)?;
     }
-    // Where what a forced undo overwrites is saved, file by file.
-    let saved: Vec<String> = planned
-        .iter()
-        .filter_map(|p| {
-            let b = p.op.backup_path.as_ref()?;
-            Some(format!("{}: {}", shown(&p.op.path), b.display()))
-        })
-        .collect();
-    if !saved.is_empty() {
-        out.backup = Some(saved.join(", "));
+    // What a forced undo overwrites is saved first; the receipt says so, never where (a
+    // host path). `undo` of this undo names the backups for the person.
+    if planned.iter().any(|p| p.op.backup_path.is_some()) {
+        out.backed_up = true;
     }
     let paths: Vec<_> = target
         .group
@@ -664,9 +657,8 @@ impl Tool for Undo {
         ToolMeta {
             name: "undo",
             title: "Undo a change",
-            description: "Undo your session's last change (another's needs its id and the user's confirmation). \
-Refuses with CONFLICT if the file was changed since, showing the difference; force: true undoes anyway after \
-backing up the current content.",
+            description: "Undo your session's last change, or change id (another's needs the user's confirmation). CONFLICT if \
+the file changed since; force undoes anyway, backing up the current content. dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }
@@ -737,7 +729,7 @@ backing up the current content.",
             action: target.action.as_str().to_string(),
             path: target.path.clone(),
             diff: String::new(),
-            backup: None,
+            backed_up: false,
             change_id: None,
             dry_run,
         };
@@ -782,8 +774,10 @@ backing up the current content.",
                 shown(&o.path)
             )
         };
-        if let Some(b) = &o.backup {
-            s.push_str(&format!("The content it replaced is saved at {b}.\n"));
+        if o.backed_up {
+            // Never the backup's host path: an agent cannot reach it, and it tells the
+            // host's layout. It is in the state directory, by the journal's entry.
+            s.push_str("The content it replaced is backed up in ferret's state directory.\n");
         }
         s.push_str(&o.diff);
         s

@@ -22,23 +22,16 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// File to write, relative to the workspace root. Missing directories are created.
     pub path: String,
-    /// The whole content of the file.
     pub content: String,
-    /// `utf-8` (default), or `base64` for binary content.
     #[serde(default)]
     pub encoding: Encoding,
-    /// Replace the file if it exists (its content is backed up first). Without it, an
-    /// existing file is refused with ALREADY_EXISTS.
     #[serde(default)]
     pub overwrite: bool,
-    /// With overwrite: the version read_file gave; refused (CONFLICT) if the file has
-    /// changed since.
+    /// From read_file; CONFLICT if the file changed since.
     #[serde(default)]
     #[schemars(with = "String")]
     pub expected_version: Option<String>,
-    /// Say what would be written without writing.
     #[serde(default)]
     pub dry_run: bool,
 }
@@ -56,9 +49,10 @@ pub struct Output {
     /// Unified diff from the old content (replacing a text file only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
-    /// Where the replaced content was saved.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backup: Option<String>,
+    /// The old content was kept, so undo can restore it (absent on a dry run, or with
+    /// backups off). Where it is kept is the host's business: no path is sent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub backed_up: bool,
     /// The version of the content written (for a later expected_version).
     pub version: String,
     /// The undo journal's id for this change (absent on a dry run).
@@ -77,11 +71,8 @@ impl Tool for WriteFile {
         ToolMeta {
             name: "write_file",
             title: "Write a file",
-            description: "Create a file with the given content, and any missing directories. An existing file is \
-refused (ALREADY_EXISTS) unless overwrite is true, which backs it up first and returns a diff; prefer edit for \
-changing part of a file. Pass expected_version (from read_file) to refuse if the file changed since you read it. \
-Atomic; undo removes a created file (only if unchanged) or restores a replaced one. encoding base64 for binary \
-content; dry_run to preview.",
+            description: "Create a file (and its directories); an existing one needs overwrite (prefer edit for part of a \
+file). Atomic; undo reverts; dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }
@@ -153,8 +144,8 @@ content; dry_run to preview.",
             let dirs: Vec<_> = o.created_dirs.iter().map(|d| shown(d)).collect();
             s.push_str(&format!("; new directories: {}", dirs.join(", ")));
         }
-        if o.backup.is_some() {
-            // The host path stays in the structured result (see edit's receipt).
+        if o.backed_up {
+            // Never the backup's host path (see edit's receipt).
             s.push_str("; backed up");
         }
         if let Some(id) = o.change_id {
@@ -186,7 +177,7 @@ fn create(
         size: content.len() as u64,
         created_dirs: Vec::new(),
         diff: None,
-        backup: None,
+        backed_up: false,
         version,
         change_id: None,
         dry_run,
@@ -263,7 +254,7 @@ fn replace(
         size: content.len() as u64,
         created_dirs: Vec::new(),
         diff,
-        backup: None,
+        backed_up: false,
         version,
         change_id: None,
         dry_run,
@@ -273,6 +264,6 @@ fn replace(
     }
     let (backup, id) = super::edit::replace_file(ctx, &at, &file, &before, content, "replacing")?;
     out.change_id = Some(id);
-    out.backup = backup.map(|b| b.display().to_string());
+    out.backed_up = backup.is_some();
     Ok(out)
 }

@@ -32,6 +32,20 @@ impl Env {
     }
 }
 
+/// Where the journal keeps the backup a receipt (`change_id`) says was made: receipts
+/// carry no host path, so a test finds it where the person would.
+fn backup_of(f: &Ferret, receipt: &Value) -> std::path::PathBuf {
+    let id = receipt["change_id"].as_u64().expect("a change id");
+    f.history()
+        .unwrap()
+        .entries()
+        .unwrap()
+        .into_iter()
+        .find(|e| e.id == id)
+        .and_then(|e| e.backup_path)
+        .unwrap_or_else(|| panic!("change {id} has no backup: {receipt}"))
+}
+
 #[test]
 fn writes_are_opt_in() {
     let e = Env::new();
@@ -280,12 +294,14 @@ fn undo_restores_and_refuses_to_lose_external_changes() {
         json!({"path": "a.txt", "old_string": "v1", "new_string": "v2"}),
     )
     .unwrap();
-    let backup = out["backup"].as_str().unwrap().to_string();
+    assert_eq!(out["backed_up"], true, "{out}");
+    let backup = backup_of(&f, &out);
     assert!(
         Path::new(&backup).starts_with(e.state.path()),
         "backups live in the state dir"
     );
-    assert!(backup.contains("a.txt.") && backup.ends_with(".bak"));
+    let name = backup.to_string_lossy().to_string();
+    assert!(name.contains("a.txt.") && name.ends_with(".bak"));
     assert_eq!(std::fs::read(&backup).unwrap(), b"v1\n");
     // someone else changes the file
     e.write("a.txt", "v2 plus external work\n");
@@ -317,7 +333,7 @@ fn undo_restores_and_refuses_to_lose_external_changes() {
         .map(|o| o.structured)
         .unwrap();
     assert_eq!(e.read("a.txt"), b"v1\n");
-    let kept = out["backup"].as_str().unwrap();
+    let kept = backup_of(&f, &out);
     assert_eq!(
         std::fs::read(kept).unwrap(),
         b"v2 plus external work\n",
@@ -456,7 +472,7 @@ fn the_last_50_backups_per_file_are_kept() {
     .to_path_buf();
     assert_eq!(std::fs::read_dir(&a_dir).unwrap().count(), 50);
     assert!(
-        Path::new(b["backup"].as_str().unwrap()).exists(),
+        Path::new(&backup_of(&f, &b)).exists(),
         "other files keep their own backups"
     );
 }
@@ -728,7 +744,7 @@ fn setup_errors_are_typed() {
 }
 
 #[test]
-fn an_edit_says_where_the_backup_is() {
+fn an_edit_receipt_says_it_backed_up_and_names_no_host_path() {
     let e = Env::new();
     e.write("a.txt", "one\n");
     let f = e.ferret(true);
@@ -740,14 +756,16 @@ fn an_edit_says_where_the_backup_is() {
             CallOptions::default(),
         )
         .unwrap();
-    let backup = out.structured["backup"].as_str().unwrap().to_string();
-    // The receipt's text names no host path (a crafted name could forge lines around
-    // one, and it tells the host's layout); the structured result keeps it.
-    assert!(
-        out.text.contains("backed up") && !out.text.contains(&backup),
-        "{}",
-        out.text
-    );
+    let backup = backup_of(&f, &out.structured);
+    // No part of the receipt names a host path (a crafted name could forge lines around
+    // one, and it tells the host's layout): it says the content was backed up.
+    let host = backup.to_string_lossy().to_string();
+    let state = e.state.path().to_string_lossy().to_string();
+    for part in [out.text.clone(), out.structured.to_string()] {
+        assert!(!part.contains(&host) && !part.contains(&state), "{part}");
+    }
+    assert!(out.text.contains("backed up"), "{}", out.text);
+    assert_eq!(out.structured["backed_up"], true);
     assert_eq!(std::fs::read(&backup).unwrap(), b"one\n");
 }
 
@@ -1040,7 +1058,8 @@ fn write_file_creates_refuses_to_clobber_and_undoes_cleanly() {
             .unwrap()
             .contains("-pub fn f() {}\n+pub fn g() {}\n")
     );
-    assert!(over["backup"].is_string());
+    assert_eq!(over["backed_up"], true);
+    assert!(backup_of(&f, &over).exists());
 
     // undo the overwrite, then the create: the tree is as it was
     call(&f, "undo", json!({})).unwrap();
@@ -1093,7 +1112,7 @@ fn undo_of_a_create_keeps_a_file_changed_since() {
         .map(|o| o.structured)
         .unwrap();
     assert!(!e.p("a.txt").exists());
-    let backup = out["backup"].as_str().unwrap();
+    let backup = backup_of(&f, &out);
     assert_eq!(std::fs::read(backup).unwrap(), b"one, edited by hand\n");
 }
 
@@ -1195,7 +1214,8 @@ fn move_renames_files_and_directories_never_over_anything_and_undoes() {
         json!({"source": "tools/b.rs", "destination": "taken.rs", "overwrite": true}),
     )
     .unwrap();
-    assert!(out["backup"].is_string());
+    assert_eq!(out["backed_up"], true);
+    assert!(backup_of(&f, &out).exists());
     assert_eq!(e.read("taken.rs"), b"b\n");
     call(&f, "undo", json!({})).unwrap();
     assert_eq!(e.read("taken.rs"), b"taken\n");

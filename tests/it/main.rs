@@ -10,6 +10,7 @@ mod cost_r3;
 mod cost_r4;
 mod crash;
 mod everyday_a;
+mod everyday_b;
 mod faults;
 mod http_r3;
 mod index;

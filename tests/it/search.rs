@@ -265,7 +265,7 @@ fn grep_content_mode_shows_context_and_separators() {
     let (v, text) = call(
         &f,
         "grep",
-        json!({"pattern": "hit", "output_mode": "content", "-C": 1, "glob": "*.rs"}),
+        json!({"pattern": "hit", "output_mode": "content", "context": 1, "glob": "*.rs"}),
     )
     .unwrap();
     assert_eq!(

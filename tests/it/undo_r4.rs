@@ -211,7 +211,8 @@ fn force_undo_of_an_edit_asks_before_overwriting_anothers_later_content() {
         // Confirmed: restored, the overwritten content backed up and named.
         let out = call_yes(&f, &a, "undo", json!({"force": true})).unwrap();
         assert_eq!(w.read("x.txt").as_deref(), Some("x\n"), "{how:?}");
-        let backup = out["backup"].as_str().unwrap();
+        assert_eq!(out["backed_up"], true, "{how:?}: {out}");
+        let backup = &saved_at(&f, &a, &out);
         assert_eq!(std::fs::read_to_string(backup).unwrap(), theirs, "{how:?}");
         // The undo's own id: "cannot be undone", naming the backup (not NOT_FOUND).
         let e = call_yes(&f, &a, "undo", json!({"id": out["change_id"]})).unwrap_err();
@@ -247,7 +248,8 @@ fn force_undo_of_a_create_asks_before_deleting_anothers_content() {
         assert_eq!(snapshot(&w.root), before, "{how:?}");
         let out = call_yes(&f, &a, "undo", json!({"force": true})).unwrap();
         assert!(!w.root.join("c.txt").exists(), "{how:?}");
-        let backup = out["backup"].as_str().unwrap();
+        assert_eq!(out["backed_up"], true, "{how:?}: {out}");
+        let backup = &saved_at(&f, &a, &out);
         assert_eq!(std::fs::read_to_string(backup).unwrap(), theirs, "{how:?}");
     }
 }
@@ -276,8 +278,8 @@ fn force_undo_of_a_patch_asks_before_overwriting_anothers_file() {
         let out = call_yes(&f, &a, "undo", json!({"force": true})).unwrap();
         assert_eq!(w.read("p.txt").as_deref(), Some("p\n"), "{how:?}");
         // The result names where the overwritten content is saved.
-        let saved = out["backup"].as_str().unwrap();
-        let path = saved.strip_prefix("p.txt: ").unwrap();
+        assert_eq!(out["backed_up"], true, "{how:?}: {out}");
+        let path = &saved_at(&f, &a, &out);
         assert_eq!(std::fs::read_to_string(path).unwrap(), theirs, "{how:?}");
         let e = call_yes(&f, &a, "undo", json!({"id": out["change_id"]})).unwrap_err();
         assert!(e.message.contains("cannot be undone"), "{}", e.message);
@@ -317,7 +319,8 @@ fn force_undo_over_the_callers_own_later_change_does_not_ask() {
     )
     .unwrap();
     assert_eq!(w.read("x.txt").as_deref(), Some("x\n"));
-    let backup = out["backup"].as_str().unwrap();
+    assert_eq!(out["backed_up"], true, "{out}");
+    let backup = &saved_at(&f, &a, &out);
     assert_eq!(std::fs::read_to_string(backup).unwrap(), "two\n");
     // The same session's later edit then an outside edit on top: asks again.
     write(&w.root, "y.txt", "y\n");
@@ -723,4 +726,15 @@ async fn mcp_force_undo_from_one_session_never_wipes_anothers_later_edit() {
     for c in clients {
         let _ = c.cancel().await;
     }
+}
+
+/// Where a forced undo saved what it overwrote: the receipt says only that it did (no host
+/// path), and undoing the undo names the backup for the person.
+fn saved_at(f: &Ferret, a: &Session, out: &Value) -> String {
+    let e = call_yes(f, a, "undo", json!({"id": out["change_id"]})).unwrap_err();
+    let (_, rest) = e
+        .message
+        .split_once(" is saved at ")
+        .unwrap_or_else(|| panic!("{}", e.message));
+    rest.split(';').next().unwrap().trim().to_string()
 }

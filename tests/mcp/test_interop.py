@@ -87,7 +87,9 @@ async def test_handshake_tools_and_schemas(ws, mode):
             assert t.input_schema["type"] == "object"
             assert t.output_schema["type"] == "object"
             assert t.annotations.read_only_hint is True
-            assert t.annotations.destructive_hint is False
+            # destructiveHint means something only when readOnlyHint is false (the spec):
+            # not sent for read-only tools (issue 26's token diet)
+            assert t.annotations.destructive_hint in (None, False)
             assert t.annotations.open_world_hint is False
             jsonschema.Draft202012Validator.check_schema(t.input_schema)
             jsonschema.Draft202012Validator.check_schema(t.output_schema)
@@ -272,8 +274,9 @@ async def test_write_tools_are_listed_only_when_writes_are_on(ws, tmp_path):
         assert "switched off" in text(r)
     async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "state")) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-        assert tools["edit"].annotations.destructive_hint is True
-        assert tools["edit"].annotations.read_only_hint is False
+        # the spec's defaults (not read-only, destructive) are not repeated on the wire
+        assert tools["edit"].annotations.destructive_hint in (None, True)
+        assert tools["edit"].annotations.read_only_hint in (None, False)
         r = await c.call_tool("edit", {"path": "a.txt", "old_string": "hello", "new_string": "bye"})
         assert not r.is_error, text(r)
         jsonschema.validate(r.structured_content, tools["edit"].output_schema)
@@ -427,7 +430,8 @@ async def test_without_elicitation_confirmations_fail_with_a_hint(ws, tmp_path):
     async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "s")) as c:
         r = await c.call_tool("file_delete", {"path": "a.txt", "permanent": True})
         assert r.is_error and text(r).startswith("CONFIRMATION_REQUIRED")
-        assert "--allow-permanent-delete" in text(r)
+        # the setting that exists (there is no --allow-permanent-delete flag), and the trash
+        assert "allow_permanent_delete" in text(r) and "trash" in text(r)
     async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "s"), "--set", "allow_permanent_delete=true") as c:
         r = await c.call_tool("file_delete", {"path": "a.txt", "permanent": True})
         assert not r.is_error, text(r)
@@ -1362,3 +1366,108 @@ def test_everyday_health_is_unauthenticated_tiny_and_checks_host(ws, tmp_path):
             assert "ok" not in r.text
     finally:
         stop(proc)
+
+
+# Issue 26, items 6-8 (the token diet, lenient schemas, receipts): through the official SDK.
+
+WRITE_TOOLS = ["edit", "write_file", "move", "apply_patch", "file_delete", "undo"]
+
+
+def _sent_size(tool):
+    """A tool definition's characters as a client receives it (compact JSON)."""
+    return len(json.dumps(tool.model_dump(by_alias=True, exclude_none=True, mode="json"),
+                          separators=(",", ":"), ensure_ascii=False))
+
+
+@pytest.mark.anyio
+async def test_diet_tools_list_is_at_most_1000_characters_a_tool(ws, tmp_path):
+    """The official filesystem server's 14 tools were 975 characters a tool (issue 26);
+    ferret's 7 were 2,589. Both sets, as the SDK receives them, stay within 1,000 a tool,
+    and every schema is still valid draft 2020-12."""
+    for extra, expected in [((), DEFAULT_TOOLS),
+                            (("--allow-write", "--state-dir", str(tmp_path / "s")), DEFAULT_TOOLS + WRITE_TOOLS)]:
+        async with stdio(ws, *extra) as c:
+            tools = (await c.list_tools()).tools
+            assert [t.name for t in tools] == expected
+            sizes = {t.name: _sent_size(t) for t in tools}
+            assert sum(sizes.values()) / len(sizes) <= 1000, sizes
+            for t in tools:
+                jsonschema.Draft202012Validator.check_schema(t.input_schema)
+                jsonschema.Draft202012Validator.check_schema(t.output_schema)
+                assert '"default": null' not in json.dumps(t.input_schema), t.name
+
+
+def _scalar_fields(schema):
+    """The top-level numeric and boolean parameters of an input schema."""
+    for name, s in schema.get("properties", {}).items():
+        if any(b.get("type") == "integer" for b in s.get("anyOf", [])):
+            yield name, "number", s
+        elif True in s.get("enum", []):
+            yield name, "boolean", s
+
+
+@pytest.mark.anyio
+async def test_diet_numbers_and_booleans_as_text_are_in_the_schema_and_taken(ws, tmp_path):
+    """What the schema admits, the server takes: "5" and 5, "true" and true; "five" is
+    refused by both, the server with INVALID_ARGUMENT naming the field and a hint."""
+    async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "s")) as c:
+        tools = (await c.list_tools()).tools
+        seen = 0
+        for t in tools:
+            for name, kind, s in _scalar_fields(t.input_schema):
+                v = jsonschema.Draft202012Validator(s)
+                good = [5, "5"] if kind == "number" else [True, False, "true", "false"]
+                for x in good:
+                    assert v.is_valid(x), (t.name, name, x, s)
+                assert not v.is_valid("five"), (t.name, name, s)
+                seen += 1
+        assert seen >= 20, seen
+        r = await c.call_tool("read_file", {"path": "a.txt", "offset": "2"})
+        assert not r.is_error, text(r)
+        assert r.structured_content["content"] == "world\n"
+        r = await c.call_tool("grep", {"pattern": "todo", "ignore_case": "true", "output_mode": "content",
+                                       "context": "1", "max_results": "10"})
+        assert not r.is_error, text(r)
+        assert r.structured_content["file_count"] == 1
+        r = await c.call_tool("read_file", {"path": "a.txt", "limit": "five"})
+        assert r.is_error
+        assert text(r).startswith("INVALID_ARGUMENT") and "`limit`" in text(r) and "Hint:" in text(r), text(r)
+        r = await c.call_tool("grep", {"pattern": "todo", "-i": True})
+        assert r.is_error and "`ignore_case`" in text(r), text(r)
+
+
+@pytest.mark.anyio
+async def test_diet_receipts_name_the_change_and_validate_never_a_host_path(ws, tmp_path):
+    """Every change's result validates against its (compact) output schema, names its
+    change id, and neither its text (what the model reads) nor its structured content
+    (what programs read) carries a host path: not the backup's, not the state dir's."""
+    state = tmp_path / "state"
+    async with stdio(ws, "--allow-write", "--state-dir", str(state)) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        (ws / "b.txt").write_text("bee\n")
+        steps = [
+            ("edit", {"path": "a.txt", "old_string": "hello", "new_string": "bye"}),
+            ("write_file", {"path": "a.txt", "content": "new\n", "overwrite": True}),
+            ("move", {"source": "b.txt", "destination": "a.txt", "overwrite": True}),
+            ("apply_patch", {"changes": [{"path": "a.txt", "edits": [{"old_string": "bee", "new_string": "b"}]}]}),
+            ("file_delete", {"path": "a.txt"}),
+            ("undo", {}),
+        ]
+        for name, args in steps:
+            r = await c.call_tool(name, args)
+            assert not r.is_error, (name, text(r))
+            jsonschema.validate(r.structured_content, tools[name].output_schema)
+            for part in (text(r), json.dumps(r.structured_content)):
+                assert str(state) not in part and str(state.resolve()) not in part, (name, part)
+                assert ".bak" not in part, (name, part)
+            assert "backup" not in r.structured_content, name
+            assert isinstance(r.structured_content.get("change_id"), int), (name, r.structured_content)
+        # A move onto a directory says which destination would move it inside.
+        (ws / "docs").mkdir()
+        r = await c.call_tool("move", {"source": "src", "destination": "docs"})
+        assert r.is_error and "ALREADY_EXISTS" in text(r) and "docs/src" in text(r), text(r)
+        # A confirm-listed edit says how to confirm, not how to allow permanent deletes.
+        (ws / ".gitignore").write_text("target\n")
+        r = await c.call_tool("edit", {"path": ".gitignore", "old_string": "target", "new_string": "build"})
+        assert r.is_error and "CONFIRMATION_REQUIRED" in text(r), text(r)
+        assert "permanent" not in text(r) and "--yes" in text(r), text(r)

@@ -226,6 +226,11 @@ impl Shell {
     fn words(&self, words: &[String]) -> anyhow::Result<i32> {
         let line = match Line::try_parse_from(words) {
             Ok(l) => l,
+            Err(e) if words.first().is_some_and(|w| !is_command(w)) => {
+                // Not "Usage: ferret <COMMAND>": the shell's own commands, as typed here.
+                eprintln!("{}", unknown_command(&words[0], &e));
+                return Ok(2);
+            }
             Err(e) => {
                 let _ = e.print();
                 return Ok(if e.use_stderr() { 2 } else { 0 });
@@ -397,6 +402,36 @@ fn print_help() {
          Tab completes commands, flags and workspace paths. Ctrl-C stops a running command.\n",
     );
     print!("{out}");
+}
+
+/// Whether `word` names one of the shell's subcommands (or clap's `help`).
+fn is_command(word: &str) -> bool {
+    word == "help" || commands().iter().any(|(name, _)| name == word)
+}
+
+/// What the shell says to a line that starts with no command it has: the nearest one
+/// when there is one, and every command it has, the way they are typed here.
+fn unknown_command(word: &str, e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let near = match e.get(ContextKind::SuggestedSubcommand) {
+        Some(ContextValue::String(s)) => format!(" (did you mean {s}?)"),
+        Some(ContextValue::Strings(s)) if !s.is_empty() => {
+            format!(" (did you mean {}?)", s.join(" or "))
+        }
+        _ => String::new(),
+    };
+    let names: Vec<String> = commands()
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|n| n != "help")
+        .collect();
+    let slash: Vec<&str> = SLASH.iter().map(|(n, _)| *n).collect();
+    format!(
+        "ferret shell: no command {:?}{near}.\nCommands: {}.\nShell: {}; !CMD runs CMD in bash. `help` says what each does; `COMMAND --help` its flags.",
+        word,
+        names.join(", "),
+        slash.join(", ")
+    )
 }
 
 /// The names and flags of the shell's subcommands, for completion.
