@@ -510,6 +510,14 @@ fn slow_tree() -> &'static Path {
 }
 
 fn call_json(root: &Path, timeout: &str, tool: &str, args: &Value) -> (bool, Value, String) {
+    // A state directory of its own: a stored index of this tree (a server test builds
+    // one in the shared scratch state) answers a search for an absent word at once.
+    let state = tempfile::tempdir().unwrap();
+    let bin = || {
+        let mut c = bin();
+        c.env("XDG_STATE_HOME", state.path());
+        c
+    };
     let out = bin()
         .arg("--root")
         .arg(root)
@@ -530,6 +538,21 @@ fn call_json(root: &Path, timeout: &str, tool: &str, args: &Value) -> (bool, Val
         v,
         String::from_utf8_lossy(&text.stdout).into_owned(),
     )
+}
+
+/// A search's answer that ended part way through at its time limit (JSON and text),
+/// trying shorter limits until one does.
+fn partial(root: &Path, tool: &str, args: &Value) -> (Value, String) {
+    let mut last = Value::Null;
+    for limit in ["300ms", "150ms", "80ms", "40ms", "20ms", "10ms", "5ms"] {
+        let (ok, v, text) = call_json(root, limit, tool, args);
+        let partial = |t: &str| t.contains("[incomplete (time limit)");
+        if ok && v.get("incomplete").is_some() && partial(&text) {
+            return (v, text);
+        }
+        last = v;
+    }
+    panic!("{tool} {args}: no limit ended it part way; last answer: {last}");
 }
 
 /// Past its time limit each search tool answers with what it found, marked incomplete
@@ -553,8 +576,10 @@ fn a_search_past_its_time_limit_returns_what_it_found() {
         ("file_search", json!({"query": "needle"}), ""),
     ];
     for (tool, args, count) in &searches {
-        let (ok, v, text) = call_json(root, "300ms", tool, args);
-        assert!(ok, "{tool} {args}: {v}");
+        // How far a search gets in a given time depends on the machine and its load:
+        // shorter limits are tried until one ends the search part way (not a timing
+        // assertion: the answer's shape is what is checked).
+        let (v, text) = partial(root, tool, args);
         assert_eq!(v["truncated"], true, "{tool}: {v}");
         let inc = &v["incomplete"];
         assert_eq!(inc["reason"], "time limit", "{tool}: {v}");
@@ -568,11 +593,10 @@ fn a_search_past_its_time_limit_returns_what_it_found() {
         assert!(text.contains("[incomplete (time limit)"), "{tool}: {text}");
         assert!(!text.starts_with("TIMEOUT"), "{tool}: {text}");
     }
-    // The walk of names, with less time: the same.
-    let (ok, v, text) = call_json(root, "40ms", "glob", &json!({"pattern": "*.txt"}));
-    assert!(ok, "{v}");
+    // The walk of names: the same.
+    let (v, text) = partial(root, "glob", &json!({"pattern": "*.txt"}));
     let count = v["count"].as_u64().unwrap();
-    assert!(count > 0 && count < total, "{count}");
+    assert!(count > 0 && count <= total, "{count}");
     assert_eq!(v["incomplete"]["reason"], "time limit");
     assert!(text.contains("[incomplete (time limit)"), "{text}");
     // Unlimited, the same search is whole and says nothing of the kind.
@@ -582,23 +606,35 @@ fn a_search_past_its_time_limit_returns_what_it_found() {
     assert!(v.get("incomplete").is_none(), "{v}");
 }
 
-/// Only a search that found nothing by its deadline is the TIMEOUT error.
+/// Only a search that found nothing by its deadline is the TIMEOUT error. (A 5 ms limit:
+/// a name search of the tree can finish within 300 ms on a warm cache.)
 #[test]
 fn a_search_that_found_nothing_in_time_is_a_timeout() {
     let root = slow_tree();
     for (timeout, tool, args) in [
-        ("300ms", "grep", json!({"pattern": "NOT_THERE"})),
+        ("5ms", "grep", json!({"pattern": "NOT_THERE"})),
         (
-            "300ms",
+            "5ms",
             "grep",
             json!({"pattern": "NOT_THERE", "output_mode": "content"}),
         ),
-        ("300ms", "search_files", json!({"pattern": "NOT_THERE"})),
-        ("300ms", "file_search", json!({"query": "not_there"})),
-        ("40ms", "glob", json!({"pattern": "*.rs"})),
+        ("5ms", "search_files", json!({"pattern": "NOT_THERE"})),
+        ("5ms", "file_search", json!({"query": "not_there"})),
+        ("5ms", "glob", json!({"pattern": "*.rs"})),
     ] {
-        let (ok, v, text) = call_json(root, timeout, tool, &args);
-        assert!(!ok, "{tool}: {v}");
+        // The first of these limits that stops the search before its end must answer
+        // TIMEOUT (a warm name search can end within a few milliseconds).
+        let mut seen = None;
+        for limit in [timeout, "2ms", "1ms"] {
+            let (ok, v, text) = call_json(root, limit, tool, &args);
+            if ok {
+                assert!(v.get("incomplete").is_none(), "{tool}: {v}");
+                continue;
+            }
+            seen = Some((v, text));
+            break;
+        }
+        let (v, text) = seen.unwrap_or_else(|| panic!("{tool}: every limit let it finish"));
         assert_eq!(v["error"]["code"], "TIMEOUT", "{tool}: {v}");
         assert!(text.starts_with("TIMEOUT"), "{tool}: {text}");
         let hint = v["error"]["hint"].as_str().unwrap();

@@ -875,8 +875,19 @@ fn receipts_name_the_change_not_a_host_path() {
     check("file_delete", json!({"path": "a.txt"}));
     check("undo", json!({}));
     // a forced undo keeps what it replaced, and says so without saying where
+    // (over an outside editor's content it asks first: the user said yes)
     util::write(&root, "a.txt", "by hand\n");
-    let u = check("undo", json!({"force": true}));
+    let yes = CallOptions {
+        confirmed: true,
+        ..CallOptions::default()
+    };
+    let u = f.call(&s, "undo", json!({"force": true}), yes).unwrap();
+    for part in [u.text.as_str(), &u.structured.to_string()] {
+        assert!(
+            !part.contains(host.as_ref()) && !part.contains(".bak"),
+            "{part}"
+        );
+    }
     assert_eq!(u.structured["backed_up"], true, "{}", u.structured);
     assert!(u.text.contains("backed up"), "{}", u.text);
 }
