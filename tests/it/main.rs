@@ -25,3 +25,4 @@ mod state_r4;
 mod undo_r3;
 mod util;
 mod walker;
+mod wide_r4;

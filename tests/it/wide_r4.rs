@@ -1,0 +1,185 @@
+//! Round 4, wide trees and long searches: a directory of hundreds of thousands of long
+//! names is read in batches with the deadline checked as it goes, listings and globs
+//! keep only what their page needs (admitted against the search memory budget), and
+//! eight hostile requests at once keep the server small and answer at their deadline.
+//!
+//! Memory is the real binary's peak RSS (VmHWM), as in `cost_r3`.
+
+use crate::cost_r3::{Server, said};
+use crate::util::tempdir;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Files in the wide directory: enough that holding every name and its metadata per
+/// call (the old listing: ~90 MB a call here) shows in the peak.
+const WIDE: usize = 200_000;
+
+/// Makes `d/` with `n` empty files of 240-byte names (`…<i>`, zero-padded so the
+/// path order is the number order).
+fn wide_dir(root: &Path, n: usize) {
+    let d = root.join("d");
+    std::fs::create_dir(&d).unwrap();
+    let pad = "n".repeat(230);
+    // Hard links to a few empty files: a directory entry each, not an inode each
+    // (faster; a file has at most 65 000 links on ext4).
+    let mut first = d.clone();
+    for i in 0..n {
+        let name = d.join(format!("{pad}{i:010}"));
+        if i % 50_000 == 0 {
+            std::fs::File::create(&name).unwrap();
+            first = name;
+        } else {
+            std::fs::hard_link(&first, name).unwrap();
+        }
+    }
+}
+
+/// Sends each request at once, then waits for every answer: (result, seconds taken).
+fn all_at_once(server: &mut Server, calls: &[(&str, Value)]) -> Vec<(Value, f64)> {
+    let asked = Instant::now();
+    for (i, (tool, args)) in calls.iter().enumerate() {
+        server.ask(i as u64 + 1, tool, args);
+    }
+    let mut out = vec![(Value::Null, 0.0); calls.len()];
+    let mut left = calls.len();
+    while left > 0 {
+        let v = server.recv();
+        let Some(id) = v["id"].as_u64() else { continue };
+        let Some(slot) = out.get_mut(id as usize - 1) else {
+            continue;
+        };
+        *slot = (v["result"].clone(), asked.elapsed().as_secs_f64());
+        left -= 1;
+    }
+    out
+}
+
+/// One tree of 200 000 long names serves every check here (it takes seconds to make).
+#[test]
+fn wide_directories_are_listed_and_globbed_in_bounded_memory_and_time() {
+    let (_t, root) = tempdir();
+    let made = Instant::now();
+    wide_dir(&root, WIDE);
+    eprintln!("made {WIDE} files in {:?}", made.elapsed());
+
+    // 1. A page deep into the listing is right: the names around the offset, the total.
+    //    (A debug build takes seconds over 200 000 names: a long deadline here.)
+    let mut server = Server::serving(
+        &root,
+        &["--set", "request_timeout=60s"],
+        "list_directory,glob,grep",
+    );
+    let started = Instant::now();
+    let r = server.call("list_directory", &json!({"path": "d", "offset": WIDE - 10}));
+    let s = &r["structuredContent"];
+    assert_eq!(s["total_count"], WIDE as u64, "{}", said(&r));
+    let entries = s["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 10);
+    assert!(
+        entries[0]["name"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("{:010}", WIDE - 10)),
+        "{}",
+        entries[0]
+    );
+    // A first page is cut at the limit and says where to go on.
+    let r = server.call("list_directory", &json!({"path": "d"}));
+    let s = &r["structuredContent"];
+    assert_eq!(s["total_count"], WIDE as u64);
+    assert_eq!(s["truncated"], true);
+    assert!(
+        s["entries"][0]["name"]
+            .as_str()
+            .unwrap()
+            .ends_with("0000000000")
+    );
+    // A glob counts every match and shows the first in path order; "all" is bounded.
+    let r = server.call("glob", &json!({"pattern": "**/*n*n*n*7"}));
+    let s = &r["structuredContent"];
+    assert_eq!(s["count"], (WIDE / 10) as u64, "{}", said(&r));
+    assert_eq!(s["files"].as_array().unwrap().len(), 100);
+    let r = server.call("glob", &json!({"pattern": "*", "max_results": 0}));
+    let s = &r["structuredContent"];
+    assert_eq!(s["count"], WIDE as u64, "{}", said(&r));
+    assert_eq!(s["truncated"], true);
+    // At most 20 000 kept, and fewer shown: the output budget cuts the rest.
+    let shown = s["files"].as_array().unwrap().len();
+    assert!(shown > 0 && shown <= 20_000, "{shown}");
+    eprintln!("part 1 took {:?}", started.elapsed());
+    drop(server);
+
+    // 2. Eight hostile requests at once: deep listings (offset near the end, plain and
+    //    recursive), globs over every name (path and modified order, "all"), a grep of
+    //    names. The server stays small; every one answers.
+    let mut server = Server::serving(&root, &[], "list_directory,glob,grep");
+    let off = WIDE - 10;
+    let calls = [
+        ("list_directory", json!({"path": "d", "offset": off})),
+        ("list_directory", json!({"path": "d", "offset": off})),
+        (
+            "list_directory",
+            json!({"path": ".", "recursive": true, "offset": off}),
+        ),
+        ("list_directory", json!({"path": "d", "offset": off / 2})),
+        ("glob", json!({"pattern": "**/*n*n*n*7"})),
+        (
+            "glob",
+            json!({"pattern": "**/*n*n*n*7", "sort": "modified"}),
+        ),
+        ("glob", json!({"pattern": "*", "max_results": 0})),
+        (
+            "grep",
+            json!({"pattern": "x", "output_mode": "files_with_matches"}),
+        ),
+    ];
+    let answers = all_at_once(&mut server, &calls);
+    let peak = server.peak_mib();
+    eprintln!(
+        "8 at once: peak {peak} MiB, took {:?}",
+        answers.iter().map(|a| a.1).collect::<Vec<_>>()
+    );
+    for ((tool, args), (r, _)) in calls.iter().zip(&answers) {
+        let text = said(r);
+        // Each answered, or stopped at its deadline with a code (never a crash).
+        assert!(
+            r["isError"] != true || text.contains("TIMEOUT"),
+            "{tool} {args}: {}",
+            &text[..text.len().min(300)]
+        );
+    }
+    // Listings each held ~90 MB before (20 000 paths of 250 bytes are ~10 MB).
+    assert!(peak < 400, "peak {peak} MiB");
+    drop(server);
+
+    // 3. A 300 ms deadline is kept by each kind of request on the wide directory:
+    //    TIMEOUT (or a complete answer) within a few seconds, not after the whole read.
+    let mut server = Server::serving(
+        &root,
+        &["--set", "request_timeout=300ms"],
+        "list_directory,glob,grep",
+    );
+    let calls = [
+        ("list_directory", json!({"path": "d", "offset": off})),
+        ("list_directory", json!({"path": ".", "recursive": true})),
+        (
+            "glob",
+            json!({"pattern": "**/*n*n*n*7", "sort": "modified"}),
+        ),
+        ("glob", json!({"pattern": "*", "max_results": 0})),
+    ];
+    for (tool, args) in &calls {
+        let started = Instant::now();
+        let r = server.call(tool, args);
+        let took = started.elapsed();
+        eprintln!("{tool} {args}: {took:?}");
+        let text = said(&r);
+        assert!(
+            r["isError"] != true || text.contains("TIMEOUT"),
+            "{tool}: {}",
+            &text[..text.len().min(300)]
+        );
+        assert!(took < Duration::from_secs(3), "{tool} {args}: {took:?}");
+    }
+}
