@@ -183,3 +183,122 @@ fn wide_directories_are_listed_and_globbed_in_bounded_memory_and_time() {
         assert!(took < Duration::from_secs(3), "{tool} {args}: {took:?}");
     }
 }
+
+/// Text of non-ASCII words (Cyrillic, Greek, Japanese), `bytes` long, in lines of
+/// twelve words, or one line when `one_line`.
+fn non_ascii_text(bytes: usize, one_line: bool) -> String {
+    let words = [
+        "привет",
+        "мир",
+        "данные",
+        "ёжик",
+        "слово",
+        "тест",
+        "κόσμος",
+        "λέξη",
+        "日本語",
+        "データ",
+    ];
+    let mut s = String::with_capacity(bytes + 64);
+    let mut i = 0usize;
+    while s.len() < bytes {
+        s.push_str(words[(i * 7 + i / 3) % words.len()]);
+        i += 1;
+        s.push(if i % 12 == 0 && !one_line { '\n' } else { ' ' });
+    }
+    s.push('\n');
+    s
+}
+
+/// A search with a Unicode word boundary over a big buffer of non-ASCII text (a
+/// multiline search holds the file whole; a long line is one buffer too) runs on a slow
+/// engine that cannot be stopped: such a file is not searched, the result says so with
+/// the ASCII-boundary hint, and the call answers at once. What the fast engine handles
+/// is still searched: the same pattern over ASCII text, `(?-u:\b)`, small files, and
+/// short lines.
+#[test]
+fn unicode_word_boundaries_over_big_non_ascii_buffers_are_refused_per_file_with_a_hint() {
+    let (_t, root) = tempdir();
+    let text = non_ascii_text(2 << 20, false);
+    std::fs::write(root.join("lines.txt"), &text).unwrap();
+    std::fs::write(root.join("one_line.txt"), non_ascii_text(1 << 20, true)).unwrap();
+    std::fs::write(root.join("small.txt"), "мир 7 данные\n").unwrap();
+    let mut ascii = "word ".repeat(60_000);
+    ascii.push_str("\nfound 7\n");
+    std::fs::write(root.join("ascii.txt"), &ascii).unwrap();
+    let mut server = Server::serving(&root, &["--set", "request_timeout=3s"], "grep,search_files");
+    let shapes = [
+        (r"(?:\b\w{1,8}\b\s){1,40}\b\d", true),
+        (r"\b\w+\b\s+\d", true),
+        (r"\B\d|\b\d", true),
+        (r"(?:\b\w{1,8}\b\s){1,40}\b\d", false),
+    ];
+    for (pattern, multiline) in shapes {
+        let started = Instant::now();
+        let r = server.call(
+            "grep",
+            &json!({"pattern": pattern, "multiline": multiline, "output_mode": "count"}),
+        );
+        let took = started.elapsed();
+        let text = said(&r);
+        assert_ne!(r["isError"], true, "{pattern}: {text}");
+        assert!(took < Duration::from_secs(3), "{pattern}: {took:?}");
+        let warnings = r["structuredContent"]["warnings"].to_string();
+        // The long line is refused either way; the file of short lines only when
+        // multiline holds it whole.
+        assert!(
+            warnings.contains("one_line.txt: not searched") && warnings.contains("(?-u:\\\\b)"),
+            "{pattern}: {warnings}"
+        );
+        assert_eq!(
+            warnings.contains("\"lines.txt: not searched"),
+            multiline,
+            "{pattern} multiline {multiline}: {warnings}"
+        );
+        // Small and ASCII files are searched: their matches are counted.
+        let files = r["structuredContent"]["files"].to_string();
+        assert!(files.contains("small.txt"), "{pattern}: {files}");
+        assert!(files.contains("ascii.txt"), "{pattern}: {files}");
+        assert!(!warnings.contains("ascii.txt"), "{warnings}");
+    }
+    // ASCII word boundaries keep the fast engine: nothing refused.
+    let r = server.call(
+        "grep",
+        &json!({"pattern": r"(?-u:\b)\w+(?-u:\b)\s\d", "multiline": true, "output_mode": "count"}),
+    );
+    assert!(
+        !r["structuredContent"]["warnings"]
+            .to_string()
+            .contains("not searched"),
+        "{}",
+        said(&r)
+    );
+}
+
+/// Whatever a read-only call's thread does, the MCP answer comes at its deadline (and
+/// half a second): a multiline search whose regex makes the lazy DFA give up (a counted
+/// repetition of `\w` over non-ASCII text thrashes its cache) cannot be stopped inside
+/// its one buffer, which took 12.7 s past a 2 s deadline on a 12.5 MB file. The server
+/// then answers other calls.
+#[test]
+fn a_read_only_call_is_answered_at_its_deadline_whatever_its_thread_does() {
+    let (_t, root) = tempdir();
+    std::fs::write(root.join("big.txt"), non_ascii_text(6 << 20, false)).unwrap();
+    std::fs::write(root.join("note.md"), "NEEDLE\n").unwrap();
+    let mut server = Server::serving(&root, &["--set", "request_timeout=1s"], "grep");
+    for pattern in [r"(?:\w{1,8}\s){1,40}\d", r"(?:\w{1,6}\s+){2,30}\p{Nd}"] {
+        let started = Instant::now();
+        let r = server.call(
+            "grep",
+            &json!({"pattern": pattern, "multiline": true, "output_mode": "count"}),
+        );
+        let took = started.elapsed();
+        eprintln!("{pattern}: {took:?}: {}", said(&r));
+        if r["isError"] == true {
+            assert!(said(&r).contains("TIMEOUT"), "{}", said(&r));
+        }
+        assert!(took < Duration::from_millis(2_500), "{pattern}: {took:?}");
+        let r = server.call("grep", &json!({"pattern": "NEEDLE", "path": "note.md"}));
+        assert_eq!(r["structuredContent"]["file_count"], 1, "{}", said(&r));
+    }
+}
