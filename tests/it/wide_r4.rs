@@ -204,7 +204,11 @@ fn non_ascii_text(bytes: usize, one_line: bool) -> String {
     while s.len() < bytes {
         s.push_str(words[(i * 7 + i / 3) % words.len()]);
         i += 1;
-        s.push(if i % 12 == 0 && !one_line { '\n' } else { ' ' });
+        s.push(if i.is_multiple_of(12) && !one_line {
+            '\n'
+        } else {
+            ' '
+        });
     }
     s.push('\n');
     s
