@@ -265,7 +265,9 @@ fn unicode_word_boundaries_over_big_non_ascii_buffers_are_refused_per_file_with_
         let took = started.elapsed();
         let text = said(&r);
         assert_ne!(r["isError"], true, "{pattern}: {text}");
-        assert!(took < Duration::from_secs(3), "{pattern}: {took:?}");
+        // A generous bound for a loaded machine and a debug build: what fails without
+        // the refusal is the warning below (and, on bigger files, the time).
+        assert!(took < Duration::from_secs(10), "{pattern}: {took:?}");
         let warnings = r["structuredContent"]["warnings"].to_string();
         // The long line is refused either way; the file of short lines only when
         // multiline holds it whole.
