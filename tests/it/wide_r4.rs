@@ -249,7 +249,11 @@ fn unicode_word_boundaries_over_big_non_ascii_buffers_are_refused_per_file_with_
     let mut ascii = "word ".repeat(60_000);
     ascii.push_str("\nfound 7\n");
     std::fs::write(root.join("ascii.txt"), &ascii).unwrap();
-    let mut server = Server::serving(&root, &["--set", "request_timeout=3s"], "grep,search_files");
+    let mut server = Server::serving(
+        &root,
+        &["--set", "request_timeout=30s"],
+        "grep,search_files",
+    );
     let shapes = [
         (r"(?:\b\w{1,8}\b\s){1,40}\b\d", true),
         (r"\b\w+\b\s+\d", true),
