@@ -566,8 +566,13 @@ fn accepted(answer: &Value) -> bool {
     answer["action"] == "accept" && answer["content"][CONFIRM_FIELD] == Value::Bool(true)
 }
 
+/// How long past its deadline a read-only call's answer waits for the call's own
+/// TIMEOUT (or result) before the server answers TIMEOUT for it.
+const ANSWER_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 impl FerretServer {
-    /// Runs a tool on the blocking pool, stopping it when the client cancels.
+    /// Runs a tool on the blocking pool, stopping it when the client cancels or (a
+    /// read-only one) when it runs past its deadline.
     async fn run(
         &self,
         session: &Session,
@@ -578,6 +583,23 @@ impl FerretServer {
     ) -> Result<crate::tool::CallOutput, crate::error::ToolError> {
         let cancel = opts.cancel.clone();
         let ferret = self.shared.ferret.clone();
+        // A read-only call is answered at its deadline whatever its thread does: a
+        // search inside one buffer (a regex on a slow engine) cannot look at the clock.
+        // The thread is told to stop and keeps what it was admitted with until it
+        // really ends, so the memory budget stays true. A call that writes is waited
+        // for: its answer must say whether it changed files.
+        let timeout = ferret.config().request_timeout;
+        let read_only = ferret
+            .registry()
+            .get(name)
+            .is_some_and(|t| t.meta().annotations.read_only);
+        let overdue = async move {
+            if read_only && !timeout.is_zero() {
+                tokio::time::sleep(timeout + ANSWER_GRACE).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
         let (session, name, args) = (session.clone(), name.to_string(), args.clone());
         let job = tokio::task::spawn_blocking(move || ferret.call(&session, &name, args, opts));
         tokio::pin!(job);
@@ -586,6 +608,17 @@ impl FerretServer {
             () = ctx.ct.cancelled() => {
                 cancel.cancel();
                 job.await
+            }
+            () = overdue => {
+                cancel.cancel();
+                return Err(crate::error::ToolError::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "the call ran longer than {}",
+                        humantime::format_duration(timeout)
+                    ),
+                )
+                .with_hint("narrow it down (a smaller path, a more specific pattern, fewer results)"));
             }
         };
         joined.unwrap_or_else(|join| {

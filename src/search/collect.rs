@@ -126,6 +126,16 @@ impl<V, K: Order> TopN<V, K> {
             .is_some_and(|(last, _)| key.order(&last.0) == Ordering::Less)
     }
 
+    /// How many keys are held now.
+    pub fn len(&self) -> usize {
+        self.map.len() + self.all.len()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Adds a file's output of `weight` units (lines, or 1 for an entry).
     pub fn insert(&mut self, key: K, weight: usize, value: V) {
         if self.needed == 0 {

@@ -335,6 +335,69 @@ fn shorten(p: &str) -> String {
 /// the whole file); a file needing more is skipped like an unreadable one.
 const LINE_HEAP_LIMIT: usize = 64 * 1024 * 1024;
 
+/// The most bytes a multiline search with a Unicode word boundary searches as one buffer
+/// when the file has non-ASCII text (see [`slow_on_non_ascii`]).
+pub const SLOW_BUFFER_MAX: u64 = 256 << 10;
+
+/// Whether the regex's fast engine (the lazy DFA) gives up on non-ASCII text for this
+/// pattern: a Unicode word boundary (`\\b`, `\\B`, `\\<`…) does, and then one search of
+/// one buffer runs on a slow engine that cannot be stopped (a multiline count over one
+/// 63 MB file of non-ASCII words answered TIMEOUT after 83 s). A buffer is the whole
+/// file for a multiline search, else 64 KiB and at least one line.
+pub fn slow_on_non_ascii(q: &GrepQuery) -> bool {
+    if q.fixed_strings {
+        return false;
+    }
+    regex_syntax::ParserBuilder::new()
+        .case_insensitive(q.ignore_case)
+        .multi_line(q.multiline)
+        .build()
+        .parse(&q.pattern)
+        .is_ok_and(|h| h.properties().look_set().contains_word_unicode())
+}
+
+/// Whether searching `file` would put more than [`SLOW_BUFFER_MAX`] bytes holding
+/// non-ASCII text in one buffer: any non-ASCII byte when the file is one buffer
+/// (`whole`, multiline), else a line that long with one. Read in bounded pieces
+/// (without moving the file's position) with the deadline checked between them; `None`
+/// when stopped or unreadable.
+fn slow_buffer(file: &std::fs::File, whole: bool, control: &Control) -> Option<bool> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; 256 << 10];
+    let (mut at, mut line, mut non_ascii) = (0u64, 0u64, false);
+    loop {
+        if control.stopped() {
+            return None;
+        }
+        let n = match file.read_at(&mut buf, at) {
+            Ok(0) => return Some(false),
+            Ok(n) => n,
+            Err(_) => return None,
+        };
+        let chunk = &buf[..n];
+        at += n as u64;
+        if whole {
+            if !chunk.is_ascii() {
+                return Some(true);
+            }
+            continue;
+        }
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', chunk).chain(std::iter::once(n)) {
+            let piece = &chunk[start.min(end)..end];
+            line += piece.len() as u64;
+            non_ascii |= !piece.is_ascii();
+            if non_ascii && line > SLOW_BUFFER_MAX {
+                return Some(true);
+            }
+            if end < n {
+                (line, non_ascii) = (0, false);
+            }
+            start = end + 1;
+        }
+    }
+}
+
 /// Runs a content search.
 pub fn grep(
     env: &SearchEnv,
@@ -361,6 +424,7 @@ pub fn grep(
     let stop = env.control.cancel.clone();
     let deadline = env.control.deadline;
     let context = q.mode == GrepMode::Content;
+    let slow = slow_on_non_ascii(q);
     // The view first (events applied, the list refreshed if need be), then the
     // candidates from the postings that refresh left.
     let view = env.index.map(|live| live.view(env)).transpose()?;
@@ -436,6 +500,30 @@ pub fn grep(
             // A file big enough to hold a long line (or, multiline, held whole) first
             // takes what its search may hold from the pool all searches share.
             let size = file.metadata().map_or(0, |m| m.len());
+            // One buffer the fast engine gives up on is searched by a slow one that
+            // cannot be stopped: past 1 MiB of non-ASCII text it is not searched, and
+            // the result says so and how to search it.
+            if slow && size > SLOW_BUFFER_MAX {
+                match slow_buffer(&file, q.multiline, env.control) {
+                    None => return !env.control.stopped(),
+                    Some(true) => {
+                        env.control.warn(format!(
+                            "{}: not searched: a Unicode word boundary (\\b) over {} of non-ASCII text runs on a \
+slow engine that cannot be stopped at the deadline (at most {} KiB are searched so); use (?-u:\\b) for ASCII word \
+boundaries, or search a smaller file",
+                            ws.display(&found.ws_path(ws)),
+                            if q.multiline {
+                                format!("a {} KiB file (multiline holds it whole)", size >> 10)
+                            } else {
+                                "a line".to_string()
+                            },
+                            SLOW_BUFFER_MAX >> 10
+                        ));
+                        return true;
+                    }
+                    Some(false) => {}
+                }
+            }
             // The searcher's buffer grows by doubling, up to the heap limit.
             let hold = size.saturating_mul(2).min(LINE_HEAP_LIMIT as u64);
             let pooled = if hold > cost::BIG_LINE_FROM {

@@ -141,6 +141,11 @@ impl Pool<'_> {
         crate::error::lock(self.queue).jobs.append(jobs);
         self.wake.notify_all();
     }
+
+    /// Jobs waiting.
+    fn pending(&self) -> usize {
+        crate::error::lock(self.queue).jobs.len()
+    }
 }
 
 /// How a walk ended early.
@@ -221,8 +226,13 @@ impl Walker<'_> {
         }
     }
 
-    /// Lists one directory: hands its subdirectories to the pool at once, visits what
-    /// it keeps (sharing out the files of a big one). False when the walk must stop.
+    /// Lists one directory: hands its subdirectories to the pool, visits what it keeps
+    /// (sharing out the files of a big one). False when the walk must stop.
+    ///
+    /// A directory is read [`CHUNK`] names at a time, each batch judged and handed on
+    /// before the next is read, with the stop flag and deadline checked between
+    /// batches: a directory of 400 000 long names held every name and path at once
+    /// (~200 MB a call) and was read whole before any deadline check.
     fn dir<V: FnMut(&Found) -> Go>(
         &self,
         rel: PathBuf,
@@ -238,41 +248,16 @@ impl Walker<'_> {
         let Ok(fd) = self.ws.open_dir_found(self.root, &rel) else {
             return true;
         };
+        let mut lister = Lister::new(&fd);
         // Names go into one buffer (no allocation per name).
-        let mut arena: Vec<u8> = Vec::new();
-        let mut names: Vec<(usize, usize, Kind)> = Vec::new();
-        let (mut has_ignore, mut has_gitignore, mut has_git) = (false, false, false);
-        list(&fd, |name, ft| {
-            if name == b"." || name == b".." {
-                return;
-            }
-            let kind = match ft {
-                FileType::Directory => Kind::Dir,
-                FileType::RegularFile => Kind::File,
-                FileType::Unknown => {
-                    rustix::fs::statat(&fd, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW)
-                        .map_or(Kind::Other, |st| {
-                            match FileType::from_raw_mode(st.st_mode) {
-                                FileType::Directory => Kind::Dir,
-                                FileType::RegularFile => Kind::File,
-                                _ => Kind::Other,
-                            }
-                        })
-                }
-                _ => Kind::Other,
-            };
-            match name {
-                b".ignore" => has_ignore = true,
-                b".gitignore" => has_gitignore = true,
-                // Only a real directory: a `.git` file points elsewhere (see the top).
-                b".git" => has_git = kind == Kind::Dir,
-                _ => {}
-            }
-            if kind != Kind::Other {
-                names.push((arena.len(), arena.len() + name.len(), kind));
-                arena.extend_from_slice(name);
-            }
-        });
+        let mut batch = Batch::default();
+        let mut done = lister.fill(&fd, &mut batch, CHUNK);
+        if !done {
+            // Too big to read in one batch: the ignore files it holds are looked up by
+            // name, since its later batches are not read yet.
+            batch.probe(&fd);
+        }
+        let (has_ignore, has_gitignore, has_git) = batch.present;
         let chain = if has_ignore || has_gitignore || has_git {
             use rustix::fd::AsFd;
             self.level(
@@ -284,22 +269,49 @@ impl Walker<'_> {
         } else {
             chain
         };
-        drop(fd);
 
-        let base_len = self.base.as_os_str().len();
         // Below the path depth limit nothing is shown, as `read_file` refuses it: a
         // directory at the limit is listed, not entered (no 10 000-deep walk either).
         let limit = self.ws.max_path_depth();
         let enter = limit == 0 || rel.components().count() + 1 < limit;
         let mut here = rel;
+        loop {
+            if !self.batch(&batch, &chain, &mut here, enter, visit, pool) {
+                return false;
+            }
+            if done {
+                return true;
+            }
+            if control.stopped() {
+                return false;
+            }
+            batch.clear();
+            done = lister.fill(&fd, &mut batch, CHUNK);
+        }
+    }
+
+    /// Judges one batch of a directory's names (`here` is the directory), then visits
+    /// or shares out what it keeps. While the queue is long, the work is done here
+    /// rather than queued: a wide directory read in batches must not pile all of its
+    /// names up in the queue instead.
+    fn batch<V: FnMut(&Found) -> Go>(
+        &self,
+        batch: &Batch,
+        chain: &Chain,
+        here: &mut PathBuf,
+        enter: bool,
+        visit: &mut V,
+        pool: &Pool,
+    ) -> Go {
+        let base_len = self.base.as_os_str().len();
         let mut subdirs = Vec::new();
         let mut files = Vec::new();
-        for &(from, to, kind) in &names {
+        for &(from, to, kind) in &batch.names {
             let is_dir = kind == Kind::Dir;
-            let name = OsStr::from_bytes(&arena[from..to]);
+            let name = OsStr::from_bytes(&batch.arena[from..to]);
             here.push(name);
-            if self.keeps(&chain, &here, below(&here, base_len), name, is_dir)
-                && !self.ws.walk_excludes(&here, is_dir)
+            if self.keeps(chain, here, below(here, base_len), name, is_dir)
+                && !self.ws.walk_excludes(here, is_dir)
             {
                 if !is_dir {
                     files.push(here.clone());
@@ -307,12 +319,13 @@ impl Walker<'_> {
                     if self.dirs
                         && !visit(&Found {
                             root: self.root,
-                            rel: &here,
-                            rel_to_base: below(&here, base_len),
+                            rel: here,
+                            rel_to_base: below(here, base_len),
                             is_dir,
                             listed: None,
                         })
                     {
+                        here.pop();
                         return false;
                     }
                     if enter {
@@ -324,6 +337,17 @@ impl Walker<'_> {
                 }
             }
             here.pop();
+        }
+        if pool.pending() > QUEUE_MAX && here.components().count() < INLINE_DEPTH_MAX {
+            // Depth first on this thread: the depth limit bounds the recursion.
+            for job in subdirs.into_iter().rev() {
+                if let Job::Dir { rel, chain } = job
+                    && !self.dir(rel, chain, visit, pool)
+                {
+                    return false;
+                }
+            }
+            return self.files(&files, visit);
         }
         pool.push(&mut subdirs);
         if files.len() <= 2 * FILES_SHARE {
@@ -455,23 +479,156 @@ impl Walker<'_> {
     }
 }
 
-/// Calls `each` with every name in directory `fd` and the type its entry gives.
+/// Names read from a directory before they are judged and handed on (see
+/// [`Walker::dir`]): about 1 MB of names and paths at most per batch.
+pub const CHUNK: usize = 4096;
+
+/// Jobs waiting in the queue past which a thread does the work of its batch itself
+/// rather than queue it.
+const QUEUE_MAX: usize = 1024;
+
+/// How deep a thread may go doing work itself rather than queueing it (the recursion
+/// [`Walker::batch`] adds on a long queue).
+const INLINE_DEPTH_MAX: usize = 64;
+
+/// One batch of a directory's names, and whether the directory holds ignore files.
+#[derive(Default)]
+struct Batch {
+    arena: Vec<u8>,
+    names: Vec<(usize, usize, Kind)>,
+    /// `.ignore`, `.gitignore`, `.git/` (a real directory).
+    present: (bool, bool, bool),
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.arena.clear();
+        self.names.clear();
+    }
+
+    fn add(&mut self, fd: &rustix::fd::OwnedFd, name: &[u8], ft: FileType) {
+        if name == b"." || name == b".." {
+            return;
+        }
+        let kind = match ft {
+            FileType::Directory => Kind::Dir,
+            FileType::RegularFile => Kind::File,
+            FileType::Unknown => kind_at(fd, name),
+            _ => Kind::Other,
+        };
+        match name {
+            b".ignore" => self.present.0 = true,
+            b".gitignore" => self.present.1 = true,
+            // Only a real directory: a `.git` file points elsewhere (see the top).
+            b".git" => self.present.2 = kind == Kind::Dir,
+            _ => {}
+        }
+        if kind != Kind::Other {
+            self.names
+                .push((self.arena.len(), self.arena.len() + name.len(), kind));
+            self.arena.extend_from_slice(name);
+        }
+    }
+
+    /// Looks the ignore files up by name (a directory read in several batches).
+    fn probe(&mut self, fd: &rustix::fd::OwnedFd) {
+        let exists = |n: &str| {
+            rustix::fs::statat(fd, OsStr::new(n), AtFlags::SYMLINK_NOFOLLOW)
+                .ok()
+                .map(|st| FileType::from_raw_mode(st.st_mode))
+        };
+        self.present.0 |= exists(".ignore").is_some();
+        self.present.1 |= exists(".gitignore").is_some();
+        self.present.2 |= exists(".git") == Some(FileType::Directory);
+    }
+}
+
+fn kind_at(fd: &rustix::fd::OwnedFd, name: &[u8]) -> Kind {
+    rustix::fs::statat(fd, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW).map_or(
+        Kind::Other,
+        |st| match FileType::from_raw_mode(st.st_mode) {
+            FileType::Directory => Kind::Dir,
+            FileType::RegularFile => Kind::File,
+            _ => Kind::Other,
+        },
+    )
+}
+
+/// Reads a directory's names through its handle (`getdents`), a batch at a time.
 #[cfg(target_os = "linux")]
-fn list(fd: &rustix::fd::OwnedFd, mut each: impl FnMut(&[u8], FileType)) {
-    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
-    let mut dir = rustix::fs::RawDir::new(fd, &mut buf);
-    while let Some(Ok(e)) = dir.next() {
-        each(e.file_name().to_bytes(), e.file_type());
+struct Lister {
+    buf: Vec<std::mem::MaybeUninit<u8>>,
+    /// The directory was read to its end.
+    done: bool,
+}
+
+#[cfg(target_os = "linux")]
+impl Lister {
+    fn new(_fd: &rustix::fd::OwnedFd) -> Lister {
+        Lister {
+            buf: vec![std::mem::MaybeUninit::uninit(); 16 * 1024],
+            done: false,
+        }
+    }
+
+    /// Adds up to about `max` names to `batch`; true when the directory is read to its
+    /// end. The kernel keeps the position in the open handle, so each call goes on
+    /// where the last stopped (a `getdents` buffer is never cut: at most one buffer's
+    /// worth over `max`).
+    fn fill(&mut self, fd: &rustix::fd::OwnedFd, batch: &mut Batch, max: usize) -> bool {
+        if self.done {
+            return true;
+        }
+        let start = batch.names.len();
+        loop {
+            let mut dir = rustix::fs::RawDir::new(fd, &mut self.buf);
+            let mut any = false;
+            // One `getdents` call's worth: RawDir reads again once its buffer is used
+            // up, so stop at the buffer's end by counting what it returned.
+            while let Some(Ok(e)) = dir.next() {
+                any = true;
+                batch.add(fd, e.file_name().to_bytes(), e.file_type());
+                if dir.is_buffer_empty() {
+                    break;
+                }
+            }
+            if !any {
+                self.done = true;
+                return true;
+            }
+            if batch.names.len() - start >= max {
+                return false;
+            }
+        }
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn list(fd: &rustix::fd::OwnedFd, mut each: impl FnMut(&[u8], FileType)) {
-    let Ok(mut dir) = rustix::fs::Dir::read_from(fd) else {
-        return;
-    };
-    while let Some(Ok(e)) = dir.read() {
-        each(e.file_name().to_bytes(), e.file_type());
+struct Lister {
+    dir: Option<rustix::fs::Dir>,
+}
+
+#[cfg(not(target_os = "linux"))]
+impl Lister {
+    fn new(fd: &rustix::fd::OwnedFd) -> Lister {
+        Lister {
+            dir: rustix::fs::Dir::read_from(fd).ok(),
+        }
+    }
+
+    fn fill(&mut self, fd: &rustix::fd::OwnedFd, batch: &mut Batch, max: usize) -> bool {
+        let Some(dir) = self.dir.as_mut() else {
+            return true;
+        };
+        let start = batch.names.len();
+        while let Some(Ok(e)) = dir.read() {
+            batch.add(fd, e.file_name().to_bytes(), e.file_type());
+            if batch.names.len() - start >= max {
+                return false;
+            }
+        }
+        self.dir = None;
+        true
     }
 }
 

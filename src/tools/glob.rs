@@ -38,7 +38,7 @@ pub struct Params {
     #[serde(default)]
     #[schemars(with = "String")]
     pub path: Option<String>,
-    /// 0: all.
+    /// 0: all, up to 20 000.
     #[serde(default = "default_max")]
     pub max_results: usize,
     #[serde(default)]
@@ -50,6 +50,14 @@ pub struct Params {
 fn default_max() -> usize {
     100
 }
+
+/// The most paths one glob returns, `max_results: 0` ("all") included: a glob of a
+/// directory of 400 000 names held every match until the byte budget refused them
+/// (1.6 GB for eight at once). Past it the result says how many matched in all.
+pub const ALL_MAX: usize = 20_000;
+
+/// What one kept path is estimated to hold (a long name, its header and its map slot).
+const PATH_COST: u64 = 512;
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
@@ -135,8 +143,18 @@ newest first.",
         }
         // Judged before it is compiled: a 4 MB brace list costs hundreds of MB to build.
         search::cost::check_glob(pattern)?;
-        let _admitted =
-            search::cost::admit(search::cost::weight(0, pattern.len(), 1), ctx.control())?;
+        // "All" is at most ALL_MAX paths: each is held (by its thread and in the shared
+        // list) until the walk ends, so they are admitted with the compiled glob.
+        let max_results = match p.max_results {
+            0 => ALL_MAX,
+            n => n.min(ALL_MAX),
+        };
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(12));
+        let held = (max_results as u64).saturating_mul(PATH_COST * (threads as u64 + 1));
+        let _admitted = search::cost::admit(
+            search::cost::weight(0, pattern.len(), 1) + held,
+            ctx.control(),
+        )?;
         // `**/X` with no other `/` is X at any depth: match names, which is cheaper.
         let pattern = match pattern.strip_prefix("**/") {
             Some(rest) if !rest.contains('/') && !rest.is_empty() => rest,
@@ -174,8 +192,8 @@ newest first.",
         let ws = ctx.workspace();
         let count = AtomicU64::new(0);
         type ModKey = (Reverse<SystemTime>, usize, PathBuf);
-        let by_path: Mutex<TopN<()>> = Mutex::new(TopN::new(p.max_results));
-        let by_time: Mutex<TopN<(), ModKey>> = Mutex::new(TopN::new(p.max_results));
+        let by_path: Mutex<TopN<()>> = Mutex::new(TopN::new(max_results));
+        let by_time: Mutex<TopN<(), ModKey>> = Mutex::new(TopN::new(max_results));
 
         let visited = AtomicU64::new(0);
         let (engine, out_of_time) = search::visit_files(&ctx.search_env(), &bases, &opts, || {
@@ -185,7 +203,7 @@ newest first.",
             let mut mine = Mine {
                 count: 0,
                 visited: 0,
-                top: TopN::new(p.max_results),
+                top: TopN::new(max_results),
                 into: (&count, &by_path, &visited),
             };
             move |f: &Found| {

@@ -6,6 +6,8 @@
 //! is left out but can be listed by naming it.
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::search;
+use crate::search::collect::TopN;
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::{default_dot, human_size};
 use crate::workspace::shown;
@@ -89,33 +91,53 @@ build folders (node_modules, target, …) are skipped unless named.",
             (true, None) => ctx.config().max_path_depth.max(1) as u64,
             (false, None) => 1,
         };
+        let cap = ctx.limits().max_files_per_request;
+        // Only the page is kept: the first `offset + cap` entries in path order, and a
+        // count of the rest (a directory of 400 000 long names held every name and its
+        // metadata, ~250 MB a call). What is kept is admitted against the search memory
+        // budget as it grows, so a deep offset into a wide tree waits its turn (until
+        // its deadline) rather than add up beside others.
+        let needed = if cap == 0 {
+            0
+        } else {
+            p.offset.saturating_add(cap)
+        };
         let mut walk = Walk {
             ctx,
             base: &base,
             real: &real,
             include_hidden: p.include_hidden,
             max_depth: depth,
-            found: Vec::new(),
+            found: TopN::new(needed),
+            total: 0,
+            longest: 0,
+            permits: vec![search::cost::admit(HOLD_STEP, ctx.control())?],
             unreadable: Vec::new(),
         };
         walk.dir(&dir, PathBuf::new(), 1)?;
-        let mut found = std::mem::take(&mut walk.found);
-        found.sort_by(|a, b| a.0.cmp(&b.0));
-        let total = found.len() as u64;
-        let cap = ctx.limits().max_files_per_request;
-        found.drain(..p.offset.min(found.len()));
-        let truncated = cap > 0 && found.len() > cap;
-        if truncated {
-            found.truncate(cap);
+        let total = walk.total;
+        let found = std::mem::replace(&mut walk.found, TopN::new(0));
+        let mut entries: Vec<Entry> = found
+            .into_sorted()
+            .skip(p.offset)
+            .map(|((_, rel), (kind, size))| Entry {
+                name: crate::workspace::reference(rel.as_os_str().as_encoded_bytes()),
+                kind,
+                size,
+            })
+            .collect();
+        if cap > 0 {
+            entries.truncate(cap);
         }
-        ctx.count_files(found.len() as u64);
+        let truncated = (p.offset as u64).saturating_add(entries.len() as u64) < total;
+        ctx.count_files(entries.len() as u64);
         Ok(Output {
             path: shown,
-            entries: found.into_iter().map(|(_, e)| e).collect(),
+            entries,
             total_count: total,
             truncated,
             offset: p.offset as u64,
-            unreadable: walk.unreadable,
+            unreadable: std::mem::take(&mut walk.unreadable),
         })
     }
 
@@ -164,11 +186,39 @@ struct Walk<'a, 'c> {
     real: &'a WsPath,
     include_hidden: bool,
     max_depth: u64,
-    found: Vec<(PathBuf, Entry)>,
+    /// The first entries in path order, as many as the page needs.
+    found: TopN<(EntryType, Option<u64>)>,
+    /// Entries met in all.
+    total: u64,
+    /// The longest path kept so far: with the count kept, what they hold at most.
+    longest: usize,
+    /// Shares of the search memory budget for what `found` holds.
+    permits: Vec<search::cost::Permit<'static>>,
     unreadable: Vec<String>,
 }
 
+/// Memory a listing takes from the search budget at a time (see [`Walk::hold`]).
+const HOLD_STEP: u64 = 8 << 20;
+
+/// What one kept entry holds besides its path's bytes: the path's own header, its
+/// type and size, and its share of the ordered map's nodes.
+const ENTRY_OVERHEAD: usize = 96;
+
+/// Entries read between two looks at the call's deadline.
+const CHECK_EVERY: u64 = 1024;
+
 impl Walk<'_, '_> {
+    /// Takes more of the search memory budget when what is kept outgrows what was
+    /// taken (waiting, until the deadline, while other searches hold it).
+    fn hold(&mut self) -> ToolResult<()> {
+        let held = self.found.len() as u64 * (self.longest + ENTRY_OVERHEAD) as u64;
+        while held > self.permits.len() as u64 * HOLD_STEP {
+            let permit = search::cost::admit(HOLD_STEP, self.ctx.control())?;
+            self.permits.push(permit);
+        }
+        Ok(())
+    }
+
     fn dir(&mut self, dir: &Dir, rel: PathBuf, depth: u64) -> ToolResult<()> {
         self.ctx.check()?;
         let ws = self.ctx.workspace();
@@ -192,7 +242,10 @@ impl Walk<'_, '_> {
                 return Ok(());
             }
         };
-        for entry in entries.flatten() {
+        for (i, entry) in entries.flatten().enumerate() {
+            if i as u64 % CHECK_EVERY == CHECK_EVERY - 1 {
+                self.ctx.check()?;
+            }
             let name = entry.file_name();
             if !self.include_hidden && name.to_string_lossy().starts_with('.') {
                 continue;
@@ -214,17 +267,16 @@ impl Walk<'_, '_> {
                     _ => {}
                 }
             }
-            let size = (kind == EntryType::File)
-                .then(|| entry.metadata().ok().map(|m| m.len()))
-                .flatten();
-            self.found.push((
-                rel_here.clone(),
-                Entry {
-                    name: crate::workspace::reference(rel_here.as_os_str().as_encoded_bytes()),
-                    kind,
-                    size,
-                },
-            ));
+            self.total += 1;
+            // Past the page (a count is all it adds): no metadata read, nothing kept.
+            if self.found.wants_path(0, &rel_here) {
+                let size = (kind == EntryType::File)
+                    .then(|| entry.metadata().ok().map(|m| m.len()))
+                    .flatten();
+                self.longest = self.longest.max(rel_here.as_os_str().len());
+                self.found.insert((0, rel_here.clone()), 1, (kind, size));
+                self.hold()?;
+            }
             if is_dir
                 && depth < self.max_depth
                 && let Ok(sub) = dir.open_dir_nofollow(&name)

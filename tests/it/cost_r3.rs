@@ -128,12 +128,12 @@ impl Server {
         stdin.flush().expect("flush");
     }
 
-    fn ask(&mut self, id: u64, tool: &str, args: &Value) {
+    pub(crate) fn ask(&mut self, id: u64, tool: &str, args: &Value) {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                          "params": {"name": tool, "arguments": args}}));
     }
 
-    fn recv(&self) -> Value {
+    pub(crate) fn recv(&self) -> Value {
         self.answers
             .recv_timeout(Duration::from_secs(60))
             .expect("an answer")

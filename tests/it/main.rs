@@ -30,3 +30,4 @@ mod undo_r3;
 mod undo_r4;
 mod util;
 mod walker;
+mod wide_r4;
