@@ -49,6 +49,9 @@ pub struct Params {
     /// path (default) or modified (newest first).
     #[serde(default)]
     pub sort: Sort,
+    /// List files .gitignore/.ignore exclude too.
+    #[serde(default)]
+    pub no_ignore: bool,
 }
 
 fn default_max() -> usize {
@@ -176,6 +179,8 @@ unless include_hidden.",
             dirs: false,
             include_hidden: p.include_hidden,
             globs: Vec::new(),
+            no_ignore: p.no_ignore,
+            types: Vec::new(),
         };
         let ws = ctx.workspace();
         let count = AtomicU64::new(0);

@@ -94,6 +94,7 @@ denied or too large is reported in its place; the others are still read.",
                         max_results: MAX_FILES + 1,
                         include_hidden: false,
                         sort: glob::Sort::Path,
+                        no_ignore: false,
                     },
                 )?;
                 truncated |= found.truncated;
