@@ -492,7 +492,9 @@ pub fn glob(c: &Caller, a: GlobArgs) -> anyhow::Result<i32> {
             s.push_str(&shown(&base.show(f)));
             s.push('\n');
         }
-        print_text(&s)?;
+        if !s.is_empty() {
+            print_text(&s)?;
+        }
         if let Some(i) = &o.incomplete {
             eprint!("ferret: {}", crate::tools::render_incomplete(i));
         } else if o.truncated {
