@@ -361,10 +361,11 @@ fn a_path_outside_the_root_is_refused_never_a_new_root() {
         let (code, out, err) = ferret(dir, r, &args);
         assert_eq!(code, 2, "{args:?}: {out} {err}");
         assert!(!out.contains("from outside"), "{args:?}: {out}");
-        assert!(
-            err.contains("PATH_ESCAPE") && err.contains("--root"),
-            "{args:?}: {err}"
-        );
+        assert!(err.contains("PATH_ESCAPE"), "{args:?}: {err}");
+        // a relative one is judged from the current directory, with the way out named;
+        // an absolute one by the tool, which names the roots
+        let absolute = args.iter().any(|a| a.starts_with('/'));
+        assert!(absolute || err.contains("--root"), "{args:?}: {err}");
     }
     // a link inside the root to outside: the sandbox still refuses what it leads to
     for args in [
