@@ -216,6 +216,17 @@ fn types(names: &[String]) -> ToolResult<Option<ignore::types::Types>> {
     if names.is_empty() {
         return Ok(None);
     }
+    // Each name given adds its globs again (`all` adds every type's): a call may not
+    // make the matcher big by repeating them.
+    const MAX_TYPES: usize = 64;
+    let names: std::collections::BTreeSet<&str> = names.iter().map(String::as_str).collect();
+    if names.len() > MAX_TYPES {
+        return Err(ToolError::invalid(format!(
+            "{} file types given; at most {MAX_TYPES}",
+            names.len()
+        ))
+        .with_hint("name fewer types, or filter with glob"));
+    }
     let mut b = ignore::types::TypesBuilder::new();
     b.add_defaults();
     for n in names {

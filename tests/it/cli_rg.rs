@@ -511,3 +511,50 @@ fn a_shell_line_cannot_grant_itself_writes() {
             .contains("bye")
     );
 }
+
+/// An agent's `types` cannot make the matcher big: repeats count once, and past 64
+/// names the call is refused (each `all` adds every type's globs again).
+#[test]
+fn file_types_from_an_agent_are_bounded() {
+    let (_t, root) = tree();
+    let f = crate::util::ferret(&root, false, None);
+    let many = vec!["all"; 100_000];
+    let started = std::time::Instant::now();
+    let v = crate::util::call(
+        &f,
+        "grep",
+        serde_json::json!({"pattern": "hello", "types": many}),
+    )
+    .unwrap();
+    assert!(v["file_count"].as_u64().unwrap() > 0, "{v}");
+    let mut b = ignore::types::TypesBuilder::new();
+    b.add_defaults();
+    let distinct: Vec<String> = b
+        .definitions()
+        .iter()
+        .take(100)
+        .map(|d| d.name().to_string())
+        .collect();
+    assert_eq!(distinct.len(), 100);
+    let e = crate::util::call(
+        &f,
+        "grep",
+        serde_json::json!({"pattern": "hello", "types": distinct}),
+    );
+    let e = e.expect_err("past 64 types");
+    assert_eq!(e.code, ferret::ErrorCode::InvalidArgument);
+    assert!(e.message.contains("at most 64"), "{}", e.message);
+    for bad in ["nosuch", "!nosuch", ""] {
+        let e = crate::util::call(
+            &f,
+            "grep",
+            serde_json::json!({"pattern": "hello", "types": [bad]}),
+        );
+        assert_eq!(
+            crate::util::code(e),
+            ferret::ErrorCode::InvalidArgument,
+            "{bad}"
+        );
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
