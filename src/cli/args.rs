@@ -367,8 +367,8 @@ pub struct GlobArgs {
     /// Only files with this extension (repeatable): -e rs -e toml.
     #[arg(short = 'e', long = "extension", value_name = "EXT")]
     pub extensions: Vec<String>,
-    /// f: files (the default, and all glob lists).
-    #[arg(short = 't', long = "type", value_name = "f", value_parser = ["f", "file"])]
+    /// f: files (the default), d: directories (fd's -t; symlinks are never listed).
+    #[arg(short = 't', long = "type", value_name = "f|d", value_parser = ["f", "file", "d", "directory"])]
     pub kind: Option<String>,
     /// Most files; 0 for all.
     #[arg(long, default_value_t = 0)]

@@ -464,6 +464,7 @@ pub fn glob(c: &Caller, a: GlobArgs) -> anyhow::Result<i32> {
                 glob::Sort::Path
             },
             no_ignore: a.no_ignore || a.unrestricted,
+            dirs: matches!(a.kind.as_deref(), Some("d" | "directory")),
         };
         let Some(mut o) = call(c, &glob::Glob, params) else {
             failed = true;

@@ -52,6 +52,9 @@ pub struct Params {
     /// List files .gitignore/.ignore exclude too.
     #[serde(default)]
     pub no_ignore: bool,
+    /// List directories instead of files.
+    #[serde(default)]
+    pub dirs: bool,
 }
 
 fn default_max() -> usize {
@@ -174,9 +177,13 @@ unless include_hidden.",
                 format!("invalid glob {pattern:?}: {e}"),
             )
         })?;
+        if p.dirs && p.sort == Sort::Modified {
+            return Err(ToolError::invalid("sort \"modified\" lists files only")
+                .with_hint("list directories sorted by path (the default sort)"));
+        }
         let bases = crate::tools::search_bases(ctx, p.path.as_deref())?;
         let opts = WalkOptions {
-            dirs: false,
+            dirs: p.dirs,
             include_hidden: p.include_hidden,
             globs: Vec::new(),
             no_ignore: p.no_ignore,
@@ -200,6 +207,9 @@ unless include_hidden.",
                 into: (&count, &by_path, &visited),
             };
             move |f: &Found| {
+                if f.is_dir != p.dirs {
+                    return true;
+                }
                 mine.visited += 1;
                 let hit = if by_name {
                     matcher.is_match(name(f.rel_to_base))

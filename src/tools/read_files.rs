@@ -95,6 +95,7 @@ denied or too large is reported in its place; the others are still read.",
                         include_hidden: false,
                         sort: glob::Sort::Path,
                         no_ignore: false,
+                        dirs: false,
                     },
                 )?;
                 truncated |= found.truncated;

@@ -422,8 +422,18 @@ fn glob_e_t_h_i_and_several_paths_as_fd() {
     assert!(out.is_empty(), "{out}");
     let out = same_as_fd(&root, &root, &["util", "app", "tests"]);
     assert_eq!(sorted(&out), ["app/src/util.py", "tests/t_util.rs"]);
-    // -t d / l: glob lists files only, and says so
-    let (code, _, err) = ferret(&root, None, &["glob", "-t", "d", "src"]);
+    // -t d: directories (fd prints them with a trailing /)
+    let (code, out, _) = ferret(&root, None, &["glob", "-t", "d", "s"]);
+    assert_eq!(code, 0);
+    assert_eq!(sorted(&out), ["app/src", "tests"]);
+    if let Some(fd) = other("fd", &root, &["-t", "d", "s"]) {
+        let fd = fd.replace("/\n", "\n");
+        assert_eq!(sorted(&out), sorted(&fd));
+    }
+    let (_, out, _) = ferret(&root, None, &["glob", "-t", "d", "-H", "hid"]);
+    assert_eq!(out, ".hid\n");
+    // -t l: symlinks are never listed, and it says so
+    let (code, _, err) = ferret(&root, None, &["glob", "-t", "l", "src"]);
     assert_eq!(code, 2);
     assert!(err.contains("possible values"), "{err}");
     // -u: -H and -I, never the deny list
