@@ -432,6 +432,12 @@ fn glob_e_t_h_i_and_several_paths_as_fd() {
     }
     let (_, out, _) = ferret(&root, None, &["glob", "-t", "d", "-H", "hid"]);
     assert_eq!(out, ".hid\n");
+    // directories the sandbox hides stay hidden, whatever -u says
+    std::fs::create_dir_all(root.join(".ssh")).unwrap();
+    std::fs::create_dir_all(root.join("node_modules/x")).unwrap();
+    std::os::unix::fs::symlink(root.parent().unwrap().join("outside"), root.join("lnk")).unwrap();
+    let (_, out, _) = ferret(&root, None, &["glob", "-t", "d", "-u"]);
+    assert_eq!(sorted(&out), [".hid", "app", "app/src", "tests"]);
     // -t l: symlinks are never listed, and it says so
     let (code, _, err) = ferret(&root, None, &["glob", "-t", "l", "src"]);
     assert_eq!(code, 2);
