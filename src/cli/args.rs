@@ -30,10 +30,11 @@ pub struct Global {
     #[arg(long, global = true, value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
     /// Let write tools change files (edit, write, mv, patch, rm, undo). Env: FERRET_ALLOW_WRITE.
-    #[arg(long, global = true)]
+    /// Also taken after a subcommand that can write (only those list it).
+    #[arg(long)]
     pub allow_write: bool,
     /// Preview every change, write nothing. Env: FERRET_DRY_RUN.
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub dry_run: bool,
     /// Where backups and the undo journal live. Env: FERRET_STATE_DIR.
     #[arg(long, global = true, value_name = "DIR")]
@@ -41,6 +42,18 @@ pub struct Global {
     /// Set any configuration key (repeatable): --set max_file_size=2097152.
     #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
+}
+
+/// The write-related flags, on the subcommands that can write (and before any
+/// subcommand): a read-only subcommand's `--help` does not list them.
+#[derive(Debug, Default, Clone, Copy, Args)]
+pub struct WriteFlags {
+    /// Let write tools change files. Env: FERRET_ALLOW_WRITE.
+    #[arg(long)]
+    pub allow_write: bool,
+    /// Preview every change, write nothing. Env: FERRET_DRY_RUN.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,6 +102,8 @@ pub enum Command {
         /// otherwise the next change does it).
         #[arg(long)]
         recover: bool,
+        #[command(flatten)]
+        write: WriteFlags,
     },
     /// An interactive shell: every subcommand as a command, `!cmd` for direct bash (asked
     /// about, blocklisted), `/undo`, `/history`, `/dry-run on|off`, `/help`. Without a
@@ -139,6 +154,8 @@ pub enum Format {
 
 #[derive(Debug, Args)]
 pub struct CallArgs {
+    #[command(flatten)]
+    pub write: WriteFlags,
     /// Tool name (see `ferret tools`).
     pub tool: String,
     /// Arguments as a JSON object; `-` reads them from standard input.
@@ -206,16 +223,39 @@ pub struct PathArgs {
 
 #[derive(Debug, Args)]
 pub struct GrepArgs {
-    /// The regular expression (or, with -F, the text) to search for.
-    pub pattern: String,
-    /// File or directory to search (default: the whole workspace).
-    pub path: Option<String>,
+    /// The pattern, then the files or directories to search (default: the current
+    /// directory, relative to which paths are read and printed); with -e, all are paths.
+    #[arg(value_name = "PATTERN] [PATH")]
+    pub args: Vec<String>,
+    /// A pattern to search for (repeatable: lines matching any).
+    #[arg(
+        short = 'e',
+        long = "regexp",
+        value_name = "PATTERN",
+        allow_hyphen_values = true
+    )]
+    pub regexps: Vec<String>,
     /// Match case-insensitively.
-    #[arg(short = 'i', long)]
+    #[arg(short = 'i', long, overrides_with_all = ["case_sensitive", "smart_case"])]
     pub ignore_case: bool,
+    /// Match case-sensitively (the default).
+    #[arg(short = 's', long, overrides_with_all = ["ignore_case", "smart_case"])]
+    pub case_sensitive: bool,
+    /// Case-insensitive unless the pattern has an upper-case letter.
+    #[arg(short = 'S', long, overrides_with_all = ["ignore_case", "case_sensitive"])]
+    pub smart_case: bool,
     /// Search for the pattern as literal text, not a regex.
     #[arg(short = 'F', long)]
     pub fixed_strings: bool,
+    /// Match whole words only.
+    #[arg(short = 'w', long)]
+    pub word_regexp: bool,
+    /// Show the lines that do not match.
+    #[arg(short = 'v', long)]
+    pub invert_match: bool,
+    /// Print only the matched parts of lines, one per line.
+    #[arg(short = 'o', long)]
+    pub only_matching: bool,
     /// Let a match span lines (`.` matches newlines too).
     #[arg(short = 'U', long)]
     pub multiline: bool,
@@ -229,20 +269,41 @@ pub struct GrepArgs {
     #[arg(short = 'C', long, value_name = "N")]
     pub context: Option<usize>,
     /// Only files matching GLOB (repeatable; !GLOB excludes).
-    #[arg(short = 'g', long = "glob", value_name = "GLOB")]
+    #[arg(
+        short = 'g',
+        long = "glob",
+        value_name = "GLOB",
+        allow_hyphen_values = true
+    )]
     pub globs: Vec<String>,
+    /// Only files of TYPE (repeatable; rg's names: rust, py, js, md…).
+    #[arg(short = 't', long = "type", value_name = "TYPE")]
+    pub types: Vec<String>,
+    /// No files of TYPE (repeatable).
+    #[arg(short = 'T', long = "type-not", value_name = "TYPE")]
+    pub types_not: Vec<String>,
     /// Print only the paths of matching files.
     #[arg(short = 'l', long)]
     pub files_with_matches: bool,
     /// Print matching lines per file.
     #[arg(short = 'c', long, conflicts_with = "files_with_matches")]
     pub count: bool,
-    /// Most results (lines, or files with -l/-c); 0 for all.
+    /// At most NUM matching lines per file.
+    #[arg(short = 'm', long, value_name = "NUM")]
+    pub max_count: Option<u64>,
+    /// Most results in all (lines, or files with -l/-c); 0 for all.
     #[arg(long, default_value_t = 0)]
     pub max: usize,
     /// Search hidden files too.
     #[arg(long, short = '.')]
     pub hidden: bool,
+    /// Search files that .gitignore/.ignore exclude too.
+    #[arg(long)]
+    pub no_ignore: bool,
+    /// -u: no ignore files; -uu: hidden files too; -uuu: as -uu (binary files are never
+    /// searched).
+    #[arg(short = 'u', long, action = clap::ArgAction::Count)]
+    pub unrestricted: u8,
     /// When to colour: auto (on a terminal, unless NO_COLOR is set), always, never.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorWhen::Auto)]
     pub color: ColorWhen,
@@ -265,6 +326,25 @@ pub enum ColorWhen {
     Never,
 }
 
+impl Command {
+    /// The write flags given after the subcommand, if it takes them.
+    pub fn write_flags(&self) -> Option<WriteFlags> {
+        match self {
+            Command::Call(a) => Some(a.write),
+            Command::Edit(a) => Some(a.write),
+            Command::Write(a) => Some(a.write),
+            Command::Mv(a) => Some(a.write),
+            Command::Patch(a) => Some(a.write),
+            Command::Rm(a) => Some(a.write),
+            Command::Undo(a) => Some(a.write),
+            Command::History { write, .. } => Some(*write),
+            Command::Shell(a) => Some(a.write),
+            Command::Serve(a) => Some(a.write),
+            _ => None,
+        }
+    }
+}
+
 impl From<ColorWhen> for anstream::ColorChoice {
     fn from(c: ColorWhen) -> Self {
         match c {
@@ -277,10 +357,19 @@ impl From<ColorWhen> for anstream::ColorChoice {
 
 #[derive(Debug, Args)]
 pub struct GlobArgs {
-    /// The glob: "*.rs" (any depth), "src/**/*.rs", "*.{ts,tsx}".
-    pub pattern: String,
-    /// Directory to search (default: the whole workspace).
-    pub path: Option<String>,
+    /// A word is part of the name, as in fd ("util": every name holding it, any case
+    /// unless it has a capital); a glob stays a glob ("*.rs", "src/**/*.rs",
+    /// "*.{ts,tsx}"). Default: every file.
+    pub pattern: Option<String>,
+    /// Directories to search (default: the current directory, relative to which paths
+    /// are read and printed).
+    pub paths: Vec<String>,
+    /// Only files with this extension (repeatable): -e rs -e toml.
+    #[arg(short = 'e', long = "extension", value_name = "EXT")]
+    pub extensions: Vec<String>,
+    /// f: files (the default), d: directories (fd's -t; symlinks are never listed).
+    #[arg(short = 't', long = "type", value_name = "f|d", value_parser = ["f", "file", "d", "directory"])]
+    pub kind: Option<String>,
     /// Most files; 0 for all.
     #[arg(long, default_value_t = 0)]
     pub max: usize,
@@ -288,8 +377,14 @@ pub struct GlobArgs {
     #[arg(long)]
     pub modified: bool,
     /// Match hidden files and look in hidden directories too.
-    #[arg(long, short = '.')]
+    #[arg(long, short = 'H', visible_short_alias = '.')]
     pub hidden: bool,
+    /// List files that .gitignore/.ignore exclude too.
+    #[arg(long, short = 'I')]
+    pub no_ignore: bool,
+    /// -H and -I together.
+    #[arg(short = 'u', long)]
+    pub unrestricted: bool,
     /// Print the structured result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -297,6 +392,8 @@ pub struct GlobArgs {
 
 #[derive(Debug, Args)]
 pub struct EditArgs {
+    #[command(flatten)]
+    pub write: WriteFlags,
     /// The file to edit.
     pub path: String,
     /// The exact text to replace.
@@ -321,6 +418,8 @@ pub struct EditArgs {
 
 #[derive(Debug, Args)]
 pub struct WriteArgs {
+    #[command(flatten)]
+    pub write: WriteFlags,
     /// The file to write; missing directories are created.
     pub path: String,
     /// The content (default: read from standard input).
@@ -342,6 +441,8 @@ pub struct WriteArgs {
 
 #[derive(Debug, Args)]
 pub struct MvArgs {
+    #[command(flatten)]
+    pub write: WriteFlags,
     /// The file or directory to move.
     pub source: String,
     /// Its new path; missing directories are created.
@@ -359,6 +460,8 @@ pub struct MvArgs {
 
 #[derive(Debug, Args)]
 pub struct PatchArgs {
+    #[command(flatten)]
+    pub write: WriteFlags,
     /// Confirm changes to confirm-listed paths.
     #[arg(long, short = 'y')]
     pub yes: bool,
@@ -369,6 +472,8 @@ pub struct PatchArgs {
 
 #[derive(Debug, Args)]
 pub struct RmArgs {
+    #[command(flatten)]
+    pub write: WriteFlags,
     /// The file or directory to delete.
     pub path: String,
     /// Delete for good instead (asks for confirmation: pass --yes).
@@ -384,6 +489,8 @@ pub struct RmArgs {
 
 #[derive(Debug, Args)]
 pub struct UndoArgs {
+    #[command(flatten)]
+    pub write: WriteFlags,
     /// The change to undo (default: your last one that can be, made from the CLI or shell).
     pub id: Option<u64>,
     /// Undo even if the file changed since (its content is backed up first).
@@ -399,6 +506,8 @@ pub struct UndoArgs {
 
 #[derive(Debug, Args)]
 pub struct ShellArgs {
+    #[command(flatten)]
+    pub write: WriteFlags,
     /// Answer yes to every question (without a terminal, every question answers no).
     #[arg(long, short = 'y')]
     pub yes: bool,
@@ -406,6 +515,8 @@ pub struct ShellArgs {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    #[command(flatten)]
+    pub write: WriteFlags,
     /// Serve streamable HTTP at ADDR (like 127.0.0.1:8765) instead of stdio.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<std::net::SocketAddr>,

@@ -1,63 +1,19 @@
 //! The human subcommands, typed end to end: each subcommand's arguments convert into its
-//! tool's own `Params` (`From<GrepArgs> for grep::Params`), the call goes through
+//! tool's own `Params` (`From<EditArgs> for edit::Params`; grep and glob in [`super::rg`]), the call goes through
 //! [`Ferret::call_typed`] (the same budget, deadline and audit as every call), and the
 //! exit code is read from the tool's own `Output`. Renaming a tool's field breaks this
 //! file at compile time, not a user at run time.
 
-use super::args::{
-    EditArgs, GlobArgs, GrepArgs, LsArgs, MvArgs, PathArgs, ReadArgs, RmArgs, UndoArgs, WriteArgs,
-};
+use super::args::{EditArgs, LsArgs, MvArgs, PathArgs, ReadArgs, RmArgs, UndoArgs, WriteArgs};
 use super::output::{print_json, print_text};
 use crate::context::{CallOptions, Ferret, Session};
 use crate::control::CancelToken;
 use crate::error::ErrorCode;
 use crate::tool::Tool;
 use crate::tools::{
-    edit, file_delete, file_exists, get_file_info, glob, grep, list_directory, move_path,
-    read_file, undo, write_file,
+    edit, file_delete, file_exists, get_file_info, list_directory, move_path, read_file, undo,
+    write_file,
 };
-
-impl From<GrepArgs> for grep::Params {
-    fn from(a: GrepArgs) -> Self {
-        grep::Params {
-            pattern: a.pattern,
-            path: a.path,
-            glob: grep::Globs::Many(a.globs),
-            ignore_case: a.ignore_case,
-            fixed_strings: a.fixed_strings,
-            multiline: a.multiline,
-            context: a.context,
-            context_before: a.before_context,
-            context_after: a.after_context,
-            output_mode: if a.files_with_matches {
-                grep::OutputMode::FilesWithMatches
-            } else if a.count {
-                grep::OutputMode::Count
-            } else {
-                grep::OutputMode::Content
-            },
-            max_results: Some(a.max),
-            offset: 0,
-            include_hidden: a.hidden,
-        }
-    }
-}
-
-impl From<GlobArgs> for glob::Params {
-    fn from(a: GlobArgs) -> Self {
-        glob::Params {
-            pattern: a.pattern,
-            path: a.path,
-            max_results: a.max,
-            include_hidden: a.hidden,
-            sort: if a.modified {
-                glob::Sort::Modified
-            } else {
-                glob::Sort::Path
-            },
-        }
-    }
-}
 
 impl From<ReadArgs> for read_file::Params {
     fn from(a: ReadArgs) -> Self {

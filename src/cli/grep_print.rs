@@ -62,6 +62,7 @@ pub fn highlighter(p: &Params) -> Option<RegexMatcher> {
         fixed_strings: p.fixed_strings,
         ignore_case: p.ignore_case,
         multiline: p.multiline,
+        word: p.word,
         ..GrepQuery::default()
     })
     .ok()

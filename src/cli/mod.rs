@@ -15,6 +15,7 @@ pub mod bridge;
 pub mod grep_print;
 pub mod output;
 pub mod overrides;
+pub mod rg;
 pub mod serve;
 pub mod shell;
 pub mod show;
@@ -26,8 +27,8 @@ use crate::config::Loaded;
 use crate::config::Mode;
 use crate::context::{Ferret, Session};
 use crate::tools::{
-    apply_patch, edit, file_delete, file_exists, get_file_info, glob, grep, list_directory,
-    move_path, read_file, read_files, undo, write_file,
+    apply_patch, edit, file_delete, file_exists, get_file_info, list_directory, move_path,
+    read_file, read_files, undo, write_file,
 };
 use bridge::{Answer, Caller, Exit};
 use clap::Parser;
@@ -89,45 +90,33 @@ impl std::io::Write for SafeStderr {
     }
 }
 
-/// For the human subcommands, with no root set anywhere: a path outside the current
-/// directory (`ferret grep TODO ../other`) makes its directory the root, as grep and rg
-/// would simply search there. `ferret call` and `serve` keep the strict rule (the root is
-/// the current directory), since their paths come from an agent.
-///
-/// Returns the argument to rewrite and the (absolute) path and root it names; the
-/// configuration is loaded with that root as the default, so a `ferret.toml` there
-/// narrows as a workspace's own file always does, and any root set explicitly wins.
-fn root_from_path(
-    cmd: &mut Command,
-) -> anyhow::Result<Option<(&mut String, String, std::path::PathBuf)>> {
-    let path: Option<&mut String> = match cmd {
-        Command::Grep(a) => a.path.as_mut(),
-        Command::Glob(a) => a.path.as_mut(),
-        Command::Read(a) => Some(&mut a.path),
-        Command::Ls(a) => Some(&mut a.path),
-        Command::Info(a) | Command::Exists(a) => Some(&mut a.path),
-        Command::Edit(a) => Some(&mut a.path),
-        Command::Write(a) => Some(&mut a.path),
-        Command::Rm(a) => Some(&mut a.path),
-        _ => None,
-    };
-    let Some(path) = path else { return Ok(None) };
-    let cwd = std::env::current_dir()?.canonicalize()?;
-    // The person's own argument, resolved as their shell would.
-    let Ok(real) = std::path::Path::new(path.as_str()).canonicalize() else {
-        return Ok(None); // missing: the tool reports it
-    };
-    if real.starts_with(&cwd) {
-        return Ok(None);
+/// The path arguments of a human subcommand, read from the current directory (see
+/// [`rg::Here`]): rewritten to the root-relative paths the tools take, or the refusal
+/// of one outside the root (the root never moves to follow a path). `grep` and `glob`
+/// do their own (they print results under the paths as typed).
+fn paths_from_here(c: &Caller, command: &mut Command) -> Result<(), crate::error::ToolError> {
+    let here = rg::Here::find(c.ferret);
+    let here = here.as_ref();
+    let rewrite = |arg: &mut String| rg::Here::rewrite(here, arg);
+    match command {
+        Command::Read(a) => {
+            rewrite(&mut a.path)?;
+            for m in &mut a.more {
+                rewrite(m)?;
+            }
+        }
+        Command::Ls(a) => rewrite(&mut a.path)?,
+        Command::Info(a) | Command::Exists(a) => rewrite(&mut a.path)?,
+        Command::Edit(a) => rewrite(&mut a.path)?,
+        Command::Write(a) => rewrite(&mut a.path)?,
+        Command::Rm(a) => rewrite(&mut a.path)?,
+        Command::Mv(a) => {
+            rewrite(&mut a.source)?;
+            rewrite(&mut a.destination)?;
+        }
+        _ => {}
     }
-    let root = if real.is_dir() {
-        real.clone()
-    } else {
-        real.parent()
-            .map(std::path::Path::to_path_buf)
-            .unwrap_or(real.clone())
-    };
-    Ok(Some((path, real.to_string_lossy().into_owned(), root)))
+    Ok(())
 }
 
 fn run(mut cli: Cli) -> anyhow::Result<i32> {
@@ -146,15 +135,12 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
         _ if server => Mode::Server,
         _ => Mode::Cli,
     };
-    let outside = root_from_path(&mut cli.command)?;
-    let path_root = outside.as_ref().map(|(_, _, root)| root.clone());
-    let loaded = load_config(&cli.global, mode, path_root)?;
-    if let Some((arg, real, root)) = outside
-        && loaded.sources.get("roots") == Some(&crate::config::Source::PathGiven)
-    {
-        tracing::info!(root = %root.display(), "no root set: using the directory of the path given");
-        *arg = real;
+    // The write flags, also taken after the subcommands that can write.
+    if let Some(w) = cli.command.write_flags() {
+        cli.global.allow_write |= w.allow_write;
+        cli.global.dry_run |= w.dry_run;
     }
+    let loaded = load_config(&cli.global, mode, None)?;
     let ferret = Ferret::new(loaded.config.clone())?;
     if uses_index(&cli.command) {
         ferret.use_stored_index();
@@ -204,8 +190,12 @@ fn uses_index(command: &Command) -> bool {
 
 /// Runs one human subcommand (the command line's, or a line typed in the shell) and
 /// returns its exit code.
-fn dispatch(c: &Caller, loaded: &Loaded, command: Command) -> anyhow::Result<i32> {
+fn dispatch(c: &Caller, loaded: &Loaded, mut command: Command) -> anyhow::Result<i32> {
     let f = c.ferret;
+    if let Err(e) = paths_from_here(c, &mut command) {
+        eprintln!("ferret: {}", e.render());
+        return Ok(2);
+    }
     match command {
         Command::Tools { format } => show::tools(format),
         Command::Serve(_) | Command::Shell(_) => {
@@ -215,7 +205,7 @@ fn dispatch(c: &Caller, loaded: &Loaded, command: Command) -> anyhow::Result<i32
             let chars = call_output_chars(loaded, a.full);
             show::call(f, c.session, a, chars)
         }
-        Command::History { json, recover } => show::history(f, json, recover),
+        Command::History { json, recover, .. } => show::history(f, json, recover),
         Command::Index(a) => show::index(f, c.cancel.clone(), a),
         Command::Config { json } => show::config(loaded, f, json),
         Command::Prompt => {
@@ -254,41 +244,8 @@ fn dispatch(c: &Caller, loaded: &Loaded, command: Command) -> anyhow::Result<i32
             };
             bridge::run(c, &file_exists::FileExists, a.into(), json, exit)
         }
-        Command::Grep(a) => {
-            let json = a.json;
-            let exit = Exit::Found {
-                found: |o: &grep::Output| o.file_count > 0,
-                quiet_miss: true,
-            };
-            let stdout = std::io::stdout();
-            // ripgrep's rule: headings on a terminal, one line per match when piped;
-            // colour by --color, decided by the stream.
-            let heading = match (a.heading, a.no_heading) {
-                (true, _) => true,
-                (_, true) => false,
-                _ => std::io::IsTerminal::is_terminal(&stdout),
-            };
-            let color = a.color;
-            let params: grep::Params = a.into();
-            let matcher = grep_print::highlighter(&params);
-            bridge::run_printed(c, &grep::Grep, params, json, exit, |o, _| {
-                let stream = anstream::AutoStream::new(stdout.lock(), color.into());
-                let colour = stream.current_choice() != anstream::ColorChoice::Never;
-                // The styles are left out when colour is off, so nothing needs stripping.
-                let mut out = std::io::BufWriter::new(stream.into_inner());
-                let layout = grep_print::Layout { heading, colour };
-                grep_print::print(&mut out, o, matcher.as_ref(), layout)?;
-                Ok(std::io::Write::flush(&mut out)?)
-            })
-        }
-        Command::Glob(a) => {
-            let json = a.json;
-            let exit = Exit::Found {
-                found: |o: &glob::Output| o.count > 0,
-                quiet_miss: true,
-            };
-            bridge::run(c, &glob::Glob, a.into(), json, exit)
-        }
+        Command::Grep(a) => rg::grep(c, a),
+        Command::Glob(a) => rg::glob(c, a),
         Command::Edit(a) => {
             let (json, yes) = (a.json, a.yes);
             bridge::run_confirmable(c, &edit::Edit, a.into(), json, yes, Exit::Success)

@@ -796,6 +796,8 @@ impl Index {
             include_hidden: true,
             globs: Vec::new(),
             dirs: true,
+            no_ignore: false,
+            types: Vec::new(),
         };
         let out = Mutex::new((Vec::new(), Vec::new()));
         let reused = AtomicU64::new(0);

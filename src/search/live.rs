@@ -519,7 +519,8 @@ where
     M: Fn() -> V + Sync,
     V: FnMut(&Found) -> Go + Send + 's,
 {
-    if !view.listed {
+    // The list holds what ignore files leave, files only, and knows no file types: walk.
+    if !view.listed || opts.no_ignore || !opts.types.is_empty() || opts.dirs {
         return None;
     }
     let files = &view.files;

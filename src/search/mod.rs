@@ -78,6 +78,12 @@ pub struct WalkOptions {
     pub globs: Vec<String>,
     /// Visit the directories entered too (with [`Found::is_dir`] set).
     pub dirs: bool,
+    /// Ignore files (`.gitignore`, `.ignore`, `.git/info/exclude`) are not read: rg's
+    /// `--no-ignore`. The sandbox's deny and skip rules still hold.
+    pub no_ignore: bool,
+    /// rg's file type names: a file must be of one of the plain ones (if any) and of
+    /// none of the `!` ones.
+    pub types: Vec<String>,
 }
 
 /// A regular file met by a walk (or, when asked, a directory it entered).
@@ -116,6 +122,7 @@ where
     V: FnMut(&Found) -> Go + Send + 's,
 {
     let ws = env.workspace;
+    let types = types(&opts.types)?;
     for base in bases {
         let overrides = overrides(&opts.globs)?;
         if base.is_file {
@@ -137,6 +144,8 @@ where
             root: base.wp.root_index(),
             base: base.wp.rel(),
             hidden: !opts.include_hidden,
+            no_ignore: opts.no_ignore,
+            types: types.as_ref(),
             dirs: opts.dirs,
             overrides: &overrides,
         };
@@ -164,7 +173,11 @@ where
     M: Fn() -> V + Sync,
     V: FnMut(&Found) -> Go + Send + 's,
 {
-    if let Some(live) = env.index {
+    // The index lists what ignore files leave: a walk that reads none walks.
+    if let Some(live) = env
+        .index
+        .filter(|_| !opts.no_ignore && opts.types.is_empty())
+    {
         let view = live.view(env)?;
         env.control.check()?;
         if let Some(done) = live::walk_listed(env, &view, bases, opts, &mk) {
@@ -198,6 +211,36 @@ fn threads() -> usize {
         .min(12)
 }
 
+/// rg's file types (`rust`, `!js`) as the `ignore` crate's matcher; `None` for none.
+fn types(names: &[String]) -> ToolResult<Option<ignore::types::Types>> {
+    if names.is_empty() {
+        return Ok(None);
+    }
+    // Each name given adds its globs again (`all` adds every type's): a call may not
+    // make the matcher big by repeating them.
+    const MAX_TYPES: usize = 64;
+    let names: std::collections::BTreeSet<&str> = names.iter().map(String::as_str).collect();
+    if names.len() > MAX_TYPES {
+        return Err(ToolError::invalid(format!(
+            "{} file types given; at most {MAX_TYPES}",
+            names.len()
+        ))
+        .with_hint("name fewer types, or filter with glob"));
+    }
+    let mut b = ignore::types::TypesBuilder::new();
+    b.add_defaults();
+    for n in names {
+        match n.strip_prefix('!') {
+            Some(n) => b.negate(n),
+            None => b.select(n),
+        };
+    }
+    b.build().map(Some).map_err(|e| {
+        ToolError::invalid(format!("{e}"))
+            .with_hint("file types are rg's: rust, py, js, ts, go, c, cpp, java, md, json, toml…")
+    })
+}
+
 /// `-g` globs, matched against paths relative to the walk's start.
 fn overrides(globs: &[String]) -> ToolResult<Override> {
     cost::check_globs(globs)?;
@@ -228,6 +271,10 @@ pub struct GrepQuery {
     /// a number of files); each file then keeps at most [`PER_FILE_LINES`] lines, and
     /// says how many matching lines it did not show.
     pub file_units: bool,
+    /// Lines that do not match are the matches (rg's `-v`).
+    pub invert: bool,
+    /// Matches only as whole words (rg's `-w`).
+    pub word: bool,
 }
 
 /// Lines (matches and context) one file may contribute when files are the unit: ten
@@ -283,6 +330,7 @@ pub fn matcher(q: &GrepQuery) -> ToolResult<RegexMatcher> {
         .case_insensitive(q.ignore_case)
         .fixed_strings(q.fixed_strings)
         .multi_line(q.multiline)
+        .word(q.word)
         .dot_matches_new_line(q.multiline);
     if !q.multiline {
         b.line_terminator(Some(b'\n'));
@@ -425,6 +473,18 @@ pub fn grep(
     let deadline = env.control.deadline;
     let context = q.mode == GrepMode::Content;
     let slow = slow_on_non_ascii(q);
+    // The index rules files out by what they hold and lists what ignore files leave:
+    // neither helps an inverted search or one past the ignore files.
+    let unindexed;
+    let env = if q.invert || opts.no_ignore || !opts.types.is_empty() {
+        unindexed = SearchEnv {
+            index: None,
+            ..*env
+        };
+        &unindexed
+    } else {
+        env
+    };
     // The view first (events applied, the list refreshed if need be), then the
     // candidates from the postings that refresh left.
     let view = env.index.map(|live| live.view(env)).transpose()?;
@@ -447,6 +507,7 @@ pub fn grep(
             .line_number(context)
             .binary_detection(BinaryDetection::quit(b'\x00'))
             .multi_line(q.multiline)
+            .invert_match(q.invert)
             .before_context(if context { q.before } else { 0 })
             .after_context(if context { q.after } else { 0 })
             // One line is held whole in memory; a multi-gigabyte line must not be.

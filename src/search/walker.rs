@@ -102,6 +102,10 @@ pub(super) struct Walker<'a> {
     /// The walk's start, relative to the root.
     pub base: &'a Path,
     pub hidden: bool,
+    /// Read no ignore files (rg's `--no-ignore`).
+    pub no_ignore: bool,
+    /// rg's file types (`-t rust`, `-T js`): decided after the ignore files, as rg does.
+    pub types: Option<&'a ignore::types::Types>,
     pub dirs: bool,
     /// Matched against paths relative to the walk's start.
     pub overrides: &'a Override,
@@ -160,7 +164,11 @@ impl Walker<'_> {
         M: Fn() -> V + Sync,
         V: FnMut(&Found) -> Go + Send + 's,
     {
-        let chain = self.start_chain();
+        let chain = if self.no_ignore {
+            None
+        } else {
+            self.start_chain()
+        };
         let queue = Mutex::new(Queue {
             jobs: vec![Job::Dir {
                 rel: self.base.to_path_buf(),
@@ -258,7 +266,7 @@ impl Walker<'_> {
             batch.probe(&fd);
         }
         let (has_ignore, has_gitignore, has_git) = batch.present;
-        let chain = if has_ignore || has_gitignore || has_git {
+        let chain = if !self.no_ignore && (has_ignore || has_gitignore || has_git) {
             use rustix::fd::AsFd;
             self.level(
                 fd.as_fd(),
@@ -401,7 +409,15 @@ impl Walker<'_> {
         if m.is_ignore() {
             return false;
         }
-        m.is_whitelist() || !(self.hidden && name.as_bytes().starts_with(b"."))
+        let mut whitelisted = m.is_whitelist();
+        if let Some(types) = self.types {
+            let t = types.matched(Path::new(name), is_dir);
+            if t.is_ignore() {
+                return false;
+            }
+            whitelisted |= t.is_whitelist();
+        }
+        whitelisted || !(self.hidden && name.as_bytes().starts_with(b"."))
     }
 
     /// The nearest rule of each kind, then the kinds in precedence order.

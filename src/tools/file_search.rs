@@ -100,6 +100,8 @@ strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
         };
         let opts = WalkOptions {
             dirs: false,
+            no_ignore: false,
+            types: Vec::new(),
             include_hidden: p.include_hidden,
             globs: p
                 .include

@@ -45,6 +45,12 @@ pub struct Params {
     pub include_hidden: bool,
     #[serde(default)]
     pub sort: Sort,
+    /// List files .gitignore/.ignore exclude too.
+    #[serde(default)]
+    pub no_ignore: bool,
+    /// List directories instead of files.
+    #[serde(default)]
+    pub dirs: bool,
 }
 
 fn default_max() -> usize {
@@ -183,11 +189,17 @@ newest first.",
                 format!("invalid glob {pattern:?}: {e}"),
             )
         })?;
+        if p.dirs && p.sort == Sort::Modified {
+            return Err(ToolError::invalid("sort \"modified\" lists files only")
+                .with_hint("list directories sorted by path (the default sort)"));
+        }
         let bases = crate::tools::search_bases(ctx, p.path.as_deref())?;
         let opts = WalkOptions {
-            dirs: false,
+            dirs: p.dirs,
             include_hidden: p.include_hidden,
             globs: Vec::new(),
+            no_ignore: p.no_ignore,
+            types: Vec::new(),
         };
         let ws = ctx.workspace();
         let count = AtomicU64::new(0);
@@ -207,6 +219,9 @@ newest first.",
                 into: (&count, &by_path, &visited),
             };
             move |f: &Found| {
+                if f.is_dir != p.dirs {
+                    return true;
+                }
                 mine.visited += 1;
                 let hit = if by_name {
                     matcher.is_match(name(f.rel_to_base))

@@ -86,6 +86,18 @@ pub struct Params {
     pub offset: usize,
     #[serde(default)]
     pub include_hidden: bool,
+    /// Search files .gitignore/.ignore exclude too.
+    #[serde(default)]
+    pub no_ignore: bool,
+    /// Match lines that do not match the pattern.
+    #[serde(default)]
+    pub invert: bool,
+    /// Match whole words only.
+    #[serde(default)]
+    pub word: bool,
+    /// rg file types to search: "rust", "py"; "!js" excludes.
+    #[serde(default)]
+    pub types: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -197,11 +209,15 @@ hidden and binary files.",
                 p.offset.saturating_add(max)
             },
             file_units: false,
+            invert: p.invert,
+            word: p.word,
         };
         let opts = WalkOptions {
             dirs: false,
             include_hidden: p.include_hidden,
             globs: p.glob.into_vec(),
+            no_ignore: p.no_ignore,
+            types: p.types,
         };
         let found = search::grep(&ctx.search_env(), &bases, &opts, &q)?;
         ctx.count_files(found.files_searched);

@@ -102,6 +102,8 @@ cannot be read is reported in its place.",
                     max_results: MAX_FILES + 1,
                     include_hidden: false,
                     sort: glob::Sort::Path,
+                    no_ignore: false,
+                    dirs: false,
                 },
             );
             let found = match found {

@@ -104,6 +104,8 @@ showing context around matches.",
         };
         let opts = WalkOptions {
             dirs: false,
+            no_ignore: false,
+            types: Vec::new(),
             include_hidden: false,
             globs: p
                 .file_pattern

@@ -5,6 +5,7 @@ mod adversarial;
 mod changes;
 mod changes_r4;
 mod cli;
+mod cli_rg;
 mod config_r4;
 mod cost_r3;
 mod cost_r4;

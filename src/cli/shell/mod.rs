@@ -237,6 +237,15 @@ impl Shell {
             }
         };
         let mut line = line;
+        if line
+            .command
+            .write_flags()
+            .is_some_and(|w| w.allow_write || w.dry_run)
+        {
+            anyhow::bail!(
+                "--allow-write and --dry-run are set when the shell starts (and /dry-run on|off inside it)"
+            );
+        }
         match &mut line.command {
             Command::Write(w) if w.content.is_none() => anyhow::bail!(
                 "in the shell, give the content with --content '…' (standard input is the shell's)"
