@@ -50,7 +50,7 @@ impl Tool for GetFileInfo {
         ToolMeta {
             name: "get_file_info",
             title: "File metadata",
-            description: "Metadata without reading: size, type, times, permissions, read-only, symlink target.",
+            description: "Size, type, times, permissions and symlink target, without reading.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }

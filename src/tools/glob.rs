@@ -45,10 +45,10 @@ pub struct Params {
     pub include_hidden: bool,
     #[serde(default)]
     pub sort: Sort,
-    /// List files .gitignore/.ignore exclude too.
+    // Ignored files too (fd -I). (Not in the schema: the name says it.)
     #[serde(default)]
     pub no_ignore: bool,
-    /// List directories instead of files.
+    // Directories, not files (fd -t d).
     #[serde(default)]
     pub dirs: bool,
 }
@@ -124,10 +124,9 @@ impl Tool for Glob {
     fn meta(&self) -> ToolMeta {
         ToolMeta {
             name: "glob",
-            title: "Find files by name",
-            description: "Find files by glob (prefer it to find or ls -R in a shell): \"*.c\" matches names at any depth, \
-\"src/**/*.rs\" paths under `path`. Honours .gitignore; skips hidden files. sort: modified for \
-newest first.",
+            title: "Find files",
+            description: "Find files by glob (prefer it to find or ls -R in a shell): \"*.c\" names at any depth, \
+\"src/**/*.rs\" paths under `path`. Skips .gitignored and hidden. sort: modified, newest first.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }

@@ -51,7 +51,7 @@ impl Globs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// Rust regex syntax.
+    // Rust regex syntax (the description says regex).
     pub pattern: String,
     #[serde(default)]
     #[schemars(with = "String")]
@@ -86,16 +86,16 @@ pub struct Params {
     pub offset: usize,
     #[serde(default)]
     pub include_hidden: bool,
-    /// Search files .gitignore/.ignore exclude too.
+    // Ignored files too (rg's --no-ignore). (Not in the schema: the name says it.)
     #[serde(default)]
     pub no_ignore: bool,
-    /// Match lines that do not match the pattern.
+    // Lines that do not match (rg -v).
     #[serde(default)]
     pub invert: bool,
-    /// Match whole words only.
+    // Whole words only (rg -w).
     #[serde(default)]
     pub word: bool,
-    /// rg file types to search: "rust", "py"; "!js" excludes.
+    /// rg types; "!js" excludes.
     #[serde(default)]
     pub types: Vec<String>,
 }
@@ -161,10 +161,9 @@ impl Tool for Grep {
     fn meta(&self) -> ToolMeta {
         ToolMeta {
             name: "grep",
-            title: "Search file contents",
-            description: "Search contents by regex, ripgrep's engine (prefer it to grep or rg in a shell). output_mode: \
-files_with_matches (paths, cheapest), content (numbered lines), count. Honours .gitignore; skips \
-hidden and binary files.",
+            title: "Search contents",
+            description: "Regex search of contents (prefer it to grep or rg in a shell). output_mode: \
+files_with_matches (cheapest), content (numbered lines), count. Skips .gitignored, hidden, binary.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }

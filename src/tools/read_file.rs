@@ -33,7 +33,7 @@ pub struct Params {
     /// the error for `max_lines` names `limit`). Kept for the front ends that build params.
     #[serde(skip)]
     pub max_lines: Option<u64>,
-    /// First line, 1-based (base64: byte, 0-based).
+    /// 1-based line (base64: 0-based byte).
     #[serde(default)]
     #[schemars(with = "u64")]
     pub offset: Option<u64>,

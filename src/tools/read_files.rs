@@ -18,7 +18,7 @@ const MAX_FILES: usize = 50;
 pub struct Params {
     /// Names as reported; one naming nothing is a glob.
     pub paths: Vec<String>,
-    /// 0: whole files (within the size limit).
+    /// 0: whole files.
     #[serde(default = "default_lines")]
     pub max_lines_each: u64,
     /// First line, 1-based.
@@ -64,9 +64,8 @@ impl Tool for ReadFiles {
     fn meta(&self) -> ToolMeta {
         ToolMeta {
             name: "read_files",
-            title: "Read several files",
-            description: "Read up to 50 files at once (paths or globs like \"src/**/*.rs\"), numbered, with versions; one that \
-cannot be read is reported in its place.",
+            title: "Read files",
+            description: "Read up to 50 files (names, or globs like \"src/**/*.rs\"), numbered, with versions; failures are reported in place.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }
