@@ -19,6 +19,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let (fixed, icase, multi) = (flags & 1 != 0, flags & 2 != 0, flags & 4 != 0);
+    // A whole-word match is still a match of the pattern, so the plan must admit it too.
+    let word = flags & 8 != 0;
     let q = plan::plan(pattern, fixed, icase, multi);
     let query = GrepQuery {
         pattern: pattern.to_string(),
@@ -30,6 +32,8 @@ fuzz_target!(|data: &[u8]| {
         mode: GrepMode::Files,
         needed: 0,
         file_units: false,
+        invert: false,
+        word,
     };
     let Ok(m) = matcher(&query) else {
         return;
