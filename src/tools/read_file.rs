@@ -17,7 +17,7 @@ use std::io::{BufRead, BufReader, Read};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum Encoding {
     #[default]
-    #[serde(rename = "utf-8", alias = "utf8")]
+    #[serde(rename = "utf-8")]
     Utf8,
     #[serde(rename = "base64")]
     Base64,
