@@ -68,107 +68,24 @@ fn run_call(root: &Path, extra: &[&str], tool: &str, args: &Value) -> Run {
     }
 }
 
-/// `ferret serve` over stdio, for measuring: requests in, answers out, and its peak RSS.
-pub(crate) struct Server {
-    child: std::process::Child,
-    stdin: Option<std::process::ChildStdin>,
-    answers: std::sync::mpsc::Receiver<Value>,
+/// `ferret serve` over stdio, for measuring (`util::StdioServer`).
+pub(crate) use crate::util::StdioServer as Server;
+
+/// A stdio server on `root` serving the search tools, no byte budget.
+pub(crate) fn start(root: &Path, extra: &[&str]) -> Server {
+    serving(root, extra, "glob,grep,file_search,search_files")
 }
 
-impl Server {
-    pub(crate) fn start(root: &Path, extra: &[&str]) -> Server {
-        Server::serving(root, extra, "glob,grep,file_search,search_files")
-    }
-
-    pub(crate) fn serving(root: &Path, extra: &[&str], tools: &str) -> Server {
-        use std::io::BufRead;
-        let mut cmd = bin();
-        cmd.arg("--root")
-            .arg(root)
-            .args(["--set", "max_bytes_per_round=0"])
-            .args(extra)
-            .args(["serve", "--no-index"])
-            .args(["--tools", tools])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child = cmd.spawn().expect("spawn ferret serve");
-        let stdin = child.stdin.take();
-        let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-        let (tx, answers) = std::sync::mpsc::channel::<Value>();
-        std::thread::spawn(move || {
-            for line in stdout.lines() {
-                let Ok(line) = line else { break };
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    let _ = tx.send(v);
-                }
-            }
-        });
-        let mut s = Server {
-            child,
-            stdin,
-            answers,
-        };
-        s.send(
-            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "cost_r3", "version": "1"}}}),
-        );
-        let init = s.recv();
-        assert_eq!(init["id"], 0, "{init}");
-        s.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        s
-    }
-
-    fn send(&mut self, v: Value) {
-        let stdin = self.stdin.as_mut().expect("open");
-        stdin
-            .write_all(format!("{v}\n").as_bytes())
-            .expect("write request");
-        stdin.flush().expect("flush");
-    }
-
-    pub(crate) fn ask(&mut self, id: u64, tool: &str, args: &Value) {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                         "params": {"name": tool, "arguments": args}}));
-    }
-
-    pub(crate) fn recv(&self) -> Value {
-        self.answers
-            .recv_timeout(Duration::from_secs(60))
-            .expect("an answer")
-    }
-
-    /// One call's result (`isError`, `content`, `structuredContent`).
-    pub(crate) fn call(&mut self, tool: &str, args: &Value) -> Value {
-        self.ask(7, tool, args);
-        loop {
-            let v = self.recv();
-            if v["id"] == 7 {
-                return v["result"].clone();
-            }
-        }
-    }
-
-    /// Peak resident memory so far, in MiB.
-    pub(crate) fn peak_mib(&self) -> u64 {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("status");
-        let kb: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .expect("VmHWM");
-        kb / 1024
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.wait();
-    }
+/// A stdio server on `root` serving `tools`, no byte budget, `extra` global flags.
+pub(crate) fn serving(root: &Path, extra: &[&str], tools: &str) -> Server {
+    let mut cmd = bin();
+    cmd.arg("--root")
+        .arg(root)
+        .args(["--set", "max_bytes_per_round=0"])
+        .args(extra)
+        .args(["serve", "--no-index"])
+        .args(["--tools", tools]);
+    Server::spawn(cmd, "cost_r3")
 }
 
 /// The text of a tool result.
@@ -359,7 +276,7 @@ fn hostile_request_shapes_keep_the_process_small() {
     let (_t, root) = tempdir();
     small_tree(&root);
     for (tool, args, want) in hostile_shapes() {
-        let mut s = Server::start(&root, &[]);
+        let mut s = start(&root, &[]);
         let r = s.call(tool, &args);
         let text = said(&r);
         assert!(
@@ -386,7 +303,7 @@ fn regex_shapes_under_the_length_cap_stay_small() {
         ("(?i)(\\w+\\s*){500}", true),
         ("(x|y|z){1000}(x|y|z){1000}", false),
     ] {
-        let mut s = Server::start(&root, &[]);
+        let mut s = start(&root, &[]);
         let r = s.call("grep", &json!({"pattern": pattern}));
         assert!(s.peak_mib() < 70, "{pattern}: peak {} MiB", s.peak_mib());
         if refused {
@@ -435,7 +352,7 @@ fn an_ignore_file_over_its_caps_is_not_used_and_the_result_says_so() {
             "{kind}: {warnings}"
         );
         assert!(r.stderr.contains(kind), "{kind}: stderr: {}", r.stderr);
-        let mut s = Server::start(&root, &[]);
+        let mut s = start(&root, &[]);
         s.call("grep", &json!({"pattern": "NEEDLE"}));
         assert!(s.peak_mib() < 200, "{kind}: peak {} MiB", s.peak_mib());
         // The text an agent reads says it too, first.
@@ -483,7 +400,7 @@ fn many_ignore_files_share_one_budget_per_call() {
         };
         let r = run_call(&root, &[], tool, &args);
         assert!(r.stdout.contains("in all"), "{tool}: {}", r.stdout);
-        let mut s = Server::start(&root, &[]);
+        let mut s = start(&root, &[]);
         s.call(tool, &args);
         assert!(s.peak_mib() < 200, "{tool}: peak {} MiB", s.peak_mib());
         assert!(r.took < Duration::from_secs(10), "{tool}: {:?}", r.took);
@@ -624,7 +541,7 @@ fn structured_results_are_cut_to_the_output_budget() {
 fn eight_concurrent_hostile_requests_keep_a_server_small_and_serving() {
     let (_t, root) = tempdir();
     small_tree(&root);
-    let mut server = Server::start(&root, &[]);
+    let mut server = start(&root, &[]);
     let big = "x".repeat(4 << 20);
     let braces = format!(
         "*.{{{}}}",
@@ -705,7 +622,7 @@ fn concurrent_searches_of_long_lines_share_one_pool() {
         write(&root, &format!("f{i}.txt"), &line);
     }
     drop(line);
-    let mut server = Server::start(&root, &["--set", "request_timeout=60s"]);
+    let mut server = start(&root, &["--set", "request_timeout=60s"]);
     for i in 0..8u64 {
         server.ask(
             i + 1,
@@ -796,7 +713,7 @@ fn a_replace_all_that_would_grow_past_the_edit_limit_is_refused_small() {
         ),
     ];
     for (tool, args, want) in shapes {
-        let mut s = Server::serving(&root, &["--allow-write"], "edit,apply_patch");
+        let mut s = serving(&root, &["--allow-write"], "edit,apply_patch");
         let r = s.call(tool, &args);
         let text = said(&r);
         assert!(
@@ -842,7 +759,7 @@ fn ignore_files_are_weighed_by_their_wildcards() {
                 v["warnings"].to_string().contains("not used"),
                 "{what} {kind}: {v}"
             );
-            let mut s = Server::start(&root, &[]);
+            let mut s = start(&root, &[]);
             s.call("grep", &json!({"pattern": "NEEDLE"}));
             assert!(
                 s.peak_mib() < 100,

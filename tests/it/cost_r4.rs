@@ -186,7 +186,7 @@ fn a_near_miss_on_a_big_file_answers_promptly_and_stops_at_its_deadline() {
 /// 256 MiB of old and new content in all: past it, it is refused and nothing changes.
 #[test]
 fn a_patch_of_many_files_holds_a_bounded_amount_in_all() {
-    use crate::cost_r3::{Server, said};
+    use crate::cost_r3::{said, serving};
     let (_t, root) = tempdir();
     for i in 0..20 {
         write(&root, &format!("f{i}.txt"), "a".repeat(99_000));
@@ -200,7 +200,7 @@ fn a_patch_of_many_files_holds_a_bounded_amount_in_all() {
         })
         .collect();
     for dry_run in [true, false] {
-        let mut s = Server::serving(&root, &["--allow-write"], "apply_patch");
+        let mut s = serving(&root, &["--allow-write"], "apply_patch");
         let r = s.call(
             "apply_patch",
             &json!({"changes": changes, "dry_run": dry_run}),

@@ -7,96 +7,23 @@ use crate::util::{bin, tempdir, write};
 use ferret::config::{Config, Mode};
 use ferret::{CallOptions, CancelToken, ErrorCode, Ferret, Session};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
 
 // ---------------------------------------------------------------------------------------
 // `ferret serve` over stdio, raw JSON-RPC lines.
 
-struct McpStdio {
-    child: Child,
-    stdin: Option<std::process::ChildStdin>,
-    answers: std::sync::mpsc::Receiver<Value>,
-    next: u64,
-}
+use crate::util::StdioServer as McpStdio;
 
-impl McpStdio {
-    /// `ferret --root ROOT GLOBAL… serve --no-index`, with `env` set, handshake done.
-    fn start(root: &Path, global: &[&str], env: &[(&str, &str)]) -> McpStdio {
-        let mut cmd = bin();
-        cmd.arg("--root")
-            .arg(root)
-            .args(global)
-            .args(["serve", "--no-index"])
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child = cmd.spawn().expect("spawn ferret serve");
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let (tx, answers) = std::sync::mpsc::channel::<Value>();
-        std::thread::spawn(move || {
-            for line in stdout.lines() {
-                let Ok(line) = line else { break };
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    let _ = tx.send(v);
-                }
-            }
-        });
-        let mut s = McpStdio {
-            child,
-            stdin,
-            answers,
-            next: 1,
-        };
-        s.send(
-            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "everyday_a", "version": "1"}}}),
-        );
-        let init = s.recv();
-        assert_eq!(init["id"], 0, "{init}");
-        s.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        s
-    }
-
-    fn send(&mut self, v: Value) {
-        let stdin = self.stdin.as_mut().expect("open");
-        stdin.write_all(format!("{v}\n").as_bytes()).expect("write");
-        stdin.flush().expect("flush");
-    }
-
-    fn recv(&self) -> Value {
-        self.answers
-            .recv_timeout(Duration::from_secs(60))
-            .expect("an answer")
-    }
-
-    /// One call's result (`isError`, `content`, `structuredContent`).
-    fn call(&mut self, tool: &str, args: &Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                         "params": {"name": tool, "arguments": args}}));
-        loop {
-            let v = self.recv();
-            if v["id"] == id {
-                return v["result"].clone();
-            }
-        }
-    }
-}
-
-impl Drop for McpStdio {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.wait();
-    }
+/// `ferret --root ROOT GLOBAL… serve --no-index`, with `env` set, handshake done.
+fn mcp_stdio(root: &Path, global: &[&str], env: &[(&str, &str)]) -> McpStdio {
+    let mut cmd = bin();
+    cmd.arg("--root")
+        .arg(root)
+        .args(global)
+        .args(["serve", "--no-index"])
+        .envs(env.iter().copied());
+    McpStdio::spawn(cmd, "everyday_a")
 }
 
 fn is_error(r: &Value) -> bool {
@@ -149,7 +76,7 @@ fn mixed(i: usize) -> (&'static str, Value) {
 fn stdio_defaults_let_a_burst_of_300_mixed_calls_through() {
     let (_t, root) = tempdir();
     project(&root);
-    let mut s = McpStdio::start(&root, &[], &[]);
+    let mut s = mcp_stdio(&root, &[], &[]);
     for i in 0..300 {
         let (tool, args) = mixed(i);
         let r = s.call(tool, &args);
@@ -174,7 +101,7 @@ fn an_explicit_request_budget_still_applies_over_stdio() {
         (vec!["--config", &file], vec![]),
     ];
     for (global, env) in variants {
-        let mut s = McpStdio::start(&root, &global, &env);
+        let mut s = mcp_stdio(&root, &global, &env);
         for i in 0..50 {
             let (tool, args) = mixed(i);
             let r = s.call(tool, &args);
@@ -335,7 +262,7 @@ fn over_stdio_the_audited_charge_equals_the_content_returned() {
     let audit = logs.join("audit.jsonl");
     let mut expected = Vec::new();
     {
-        let mut s = McpStdio::start(&root, &["--audit-log", audit.to_str().unwrap()], &[]);
+        let mut s = mcp_stdio(&root, &["--audit-log", audit.to_str().unwrap()], &[]);
         for i in 0..60 {
             let (tool, args) = mixed(i);
             let r = s.call(tool, &args);
@@ -436,7 +363,7 @@ fn call_prints_what_mcp_would_and_full_prints_all() {
         ("glob", json!({"pattern": "*.txt", "max_results": 0})),
         ("read_file", json!({"path": "big.txt"})),
     ];
-    let mut mcp = McpStdio::start(&root, &["--set", "max_bytes_per_round=0"], &[]);
+    let mut mcp = mcp_stdio(&root, &["--set", "max_bytes_per_round=0"], &[]);
     for (tool, args) in &asks {
         let r = mcp.call(tool, args);
         assert!(!is_error(&r), "{r}");
@@ -678,16 +605,9 @@ fn a_cancelled_search_is_an_error_even_with_matches() {
 const TOKEN: &str = "everyday-token";
 
 struct Http {
-    child: Child,
+    server: crate::util::HttpServer,
     port: u16,
     token: Option<&'static str>,
-}
-
-impl Drop for Http {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Http {
@@ -702,44 +622,18 @@ impl Http {
         if let Some(t) = token {
             cmd.args(["--token", t]);
         }
-        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn ferret");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr"));
-        let mut line = String::new();
-        let port = loop {
-            line.clear();
-            assert!(
-                lines.read_line(&mut line).expect("read stderr") > 0,
-                "server did not start"
-            );
-            if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
-                break rest.split('/').next().unwrap().parse::<u16>().unwrap();
-            }
-        };
-        std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
-        Http { child, port, token }
+        let server = crate::util::HttpServer::spawn(cmd);
+        let port = server.port;
+        Http {
+            server,
+            port,
+            token,
+        }
     }
 
     /// Raw bytes on a fresh connection: the status and the whole answer.
     fn exchange(&self, request: &str) -> (u16, String) {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(request.as_bytes()).unwrap();
-        let mut out = Vec::new();
-        let mut buf = [0u8; 65536];
-        while let Ok(n) = s.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            out.extend_from_slice(&buf[..n]);
-        }
-        let text = String::from_utf8_lossy(&out).to_string();
-        let status = text
-            .strip_prefix("HTTP/1.1 ")
-            .and_then(|t| t.get(..3))
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        (status, text)
+        self.server.exchange(request.as_bytes())
     }
 
     fn host(&self) -> String {

@@ -3,25 +3,15 @@
 //! connections never keeping a normal request out.
 
 use crate::util;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "r3-token";
 
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use util::HttpServer as Server;
+use util::http_exchange as exchange;
 
 fn serve(root: &Path, global: &[&str], extra: &[&str]) -> Server {
     let mut cmd = util::bin();
@@ -33,46 +23,8 @@ fn serve(root: &Path, global: &[&str], extra: &[&str]) -> Server {
         TOKEN,
         "--no-index",
     ]);
-    cmd.args(extra).stdout(Stdio::null()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn ferret");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr"));
-    let mut line = String::new();
-    let port = loop {
-        line.clear();
-        assert!(
-            lines.read_line(&mut line).expect("read stderr") > 0,
-            "server did not start"
-        );
-        if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
-            break rest.split('/').next().unwrap().parse::<u16>().unwrap();
-        }
-    };
-    // Keep draining stderr so the server never blocks on it.
-    std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
-    Server { child, port }
-}
-
-/// Sends raw bytes on a fresh connection; returns the status and the whole answer.
-fn exchange(port: u16, request: &[u8]) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(request).unwrap();
-    let mut out = Vec::new();
-    let mut buf = [0u8; 65536];
-    // Connection: close on every request here: read to the end.
-    while let Ok(n) = s.read(&mut buf) {
-        if n == 0 {
-            break;
-        }
-        out.extend_from_slice(&buf[..n]);
-    }
-    let text = String::from_utf8_lossy(&out).to_string();
-    let status = text
-        .strip_prefix("HTTP/1.1 ")
-        .and_then(|t| t.get(..3))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, text)
+    cmd.args(extra);
+    Server::spawn(cmd)
 }
 
 fn post(port: u16, extra_headers: &str, session: Option<&str>, body: &str) -> (u16, String) {

@@ -2,7 +2,7 @@
 //! there is answered like every call: counted against the budget, audit-logged, within
 //! the output budget, the client's name cut and escaped.
 
-use crate::cost_r3::{Server, said};
+use crate::cost_r3::{said, serving};
 use crate::util::{tempdir, write};
 use serde_json::json;
 
@@ -13,7 +13,7 @@ fn an_unknown_tool_is_counted_logged_and_answered_small() {
     let (_t2, logs) = tempdir();
     let log = logs.join("audit.jsonl");
     let log_arg = log.to_string_lossy().to_string();
-    let mut s = Server::serving(
+    let mut s = serving(
         &root,
         &[
             "--set",

@@ -4,7 +4,7 @@
 
 use crate::util::{bin, tempdir, write};
 use ferret::config::{Config, DEFAULT_DENY, Mode, Overrides, load};
-use ferret::{CallOptions, ErrorCode, Ferret, Session, ToolError};
+use ferret::{ErrorCode, Ferret, ToolError};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use std::os::unix::fs::symlink;
@@ -14,20 +14,7 @@ fn open(root: &Path, write: bool, state: Option<&Path>) -> Ferret {
     crate::util::ferret(root, write, state)
 }
 
-/// A call's JSON and text.
-fn run(f: &Ferret, tool: &str, args: Value) -> Result<(Value, String), ToolError> {
-    f.call(
-        &Session::new("t", "test"),
-        tool,
-        args,
-        CallOptions::default(),
-    )
-    .map(|o| (o.structured, o.text))
-}
-
-fn ok(f: &Ferret, tool: &str, args: Value) -> (Value, String) {
-    run(f, tool, args.clone()).unwrap_or_else(|e| panic!("{tool} {args}: {e:?}"))
-}
+use crate::util::{ok, run};
 
 /// What `path` reads as, through read_file.
 fn content(f: &Ferret, path: &str) -> String {

@@ -4,7 +4,7 @@
 
 use crate::util::{bin, tempdir, write};
 use ferret::config::{Config, Mode};
-use ferret::{CallOptions, ErrorCode, Ferret, Session, ToolError};
+use ferret::{ErrorCode, Ferret, ToolError};
 use serde_json::{Value, json};
 use std::os::unix::fs::symlink;
 use std::path::Path;
@@ -39,19 +39,7 @@ fn open_with(root: &Path, set: impl FnOnce(&mut Config)) -> Ferret {
     Ferret::new(c).expect("open workspace")
 }
 
-fn run(f: &Ferret, tool: &str, args: Value) -> Result<(Value, String), ToolError> {
-    f.call(
-        &Session::new("t", "test"),
-        tool,
-        args,
-        CallOptions::default(),
-    )
-    .map(|o| (o.structured, o.text))
-}
-
-fn ok(f: &Ferret, tool: &str, args: Value) -> (Value, String) {
-    run(f, tool, args.clone()).unwrap_or_else(|e| panic!("{tool} {args}: {e:?}"))
-}
+use crate::util::{ok, run};
 
 /// Whether `c` must never reach an answer raw.
 fn raw_unsafe(c: char) -> bool {

@@ -672,34 +672,17 @@ fn temps_are_invisible_and_untouchable_through_every_tool() {
 /// content; the plain undo is CONFLICT.
 #[tokio::test]
 async fn mcp_force_undo_from_one_session_never_wipes_anothers_later_edit() {
-    use ferret::mcp::{FerretServer, Shared};
-    use rmcp::ServiceExt;
-    use rmcp::model::CallToolRequestParams;
+    use ferret::mcp::Shared;
     use std::sync::Arc;
     let w = Ws::new();
     write(&w.root, "x.txt", "x\n");
     let shared = Shared::new(Arc::new(w.ferret()), false).unwrap();
     let mut clients = Vec::new();
     for _ in 0..2 {
-        let (server_io, client_io) = tokio::io::duplex(1 << 16);
-        let sh = shared.clone();
-        tokio::spawn(async move {
-            let running = FerretServer::new(sh).serve(server_io).await.unwrap();
-            let _ = running.waiting().await;
-        });
-        clients.push(().serve(client_io).await.unwrap());
+        clients.push(crate::util::rmcp_client(shared.clone(), 1 << 16).await);
     }
-    let call = |i: usize, tool: &'static str, args: Value| {
-        let c = &clients[i];
-        async move {
-            c.call_tool(
-                CallToolRequestParams::new(tool)
-                    .with_arguments(args.as_object().cloned().unwrap_or_default()),
-            )
-            .await
-            .unwrap()
-        }
-    };
+    let call =
+        |i: usize, tool: &'static str, args: Value| crate::util::rmcp_call(&clients[i], tool, args);
     let r = call(
         0,
         "edit",

@@ -59,6 +59,22 @@ pub fn call(f: &Ferret, tool: &str, args: Value) -> Result<Value, ToolError> {
     .map(|o| o.structured)
 }
 
+/// Calls a tool in process: its structured result and its text.
+pub fn run(f: &Ferret, tool: &str, args: Value) -> Result<(Value, String), ToolError> {
+    f.call(
+        &Session::new("t", "test"),
+        tool,
+        args,
+        CallOptions::default(),
+    )
+    .map(|o| (o.structured, o.text))
+}
+
+/// [`run`] for a call that must succeed.
+pub fn ok(f: &Ferret, tool: &str, args: Value) -> (Value, String) {
+    run(f, tool, args.clone()).unwrap_or_else(|e| panic!("{tool} {args}: {e:?}"))
+}
+
 /// The error code of a call that must fail.
 pub fn code(r: Result<Value, ToolError>) -> ErrorCode {
     match r {
@@ -89,4 +105,211 @@ pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     }
     out.sort();
     out
+}
+
+/// `ferret serve` over stdio on the real binary, raw JSON-RPC lines: requests in,
+/// answers out, the handshake done, and the server's peak RSS on demand.
+pub struct StdioServer {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    answers: std::sync::mpsc::Receiver<Value>,
+    next: u64,
+}
+
+impl StdioServer {
+    /// Spawns `cmd` (a `ferret … serve` command) with piped stdio and says hello as
+    /// `client`.
+    pub fn spawn(mut cmd: Command, client: &str) -> StdioServer {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn ferret serve");
+        let stdin = child.stdin.take();
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let (tx, answers) = std::sync::mpsc::channel::<Value>();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    let _ = tx.send(v);
+                }
+            }
+        });
+        let mut s = StdioServer {
+            child,
+            stdin,
+            answers,
+            next: 1000,
+        };
+        s.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": client, "version": "1"}}}),
+        );
+        let init = s.recv();
+        assert_eq!(init["id"], 0, "{init}");
+        s.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        s
+    }
+
+    pub fn send(&mut self, v: Value) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("open");
+        stdin
+            .write_all(format!("{v}\n").as_bytes())
+            .expect("write request");
+        stdin.flush().expect("flush");
+    }
+
+    /// Sends a `tools/call` with the given id and does not wait.
+    pub fn ask(&mut self, id: u64, tool: &str, args: &Value) {
+        self.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": tool, "arguments": args}}),
+        );
+    }
+
+    /// The next message the server sends (a minute at most).
+    pub fn recv(&self) -> Value {
+        self.answers
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("an answer")
+    }
+
+    /// One call's result (`isError`, `content`, `structuredContent`).
+    pub fn call(&mut self, tool: &str, args: &Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.ask(id, tool, args);
+        loop {
+            let v = self.recv();
+            if v["id"] == id {
+                return v["result"].clone();
+            }
+        }
+    }
+
+    /// Peak resident memory so far, in MiB.
+    pub fn peak_mib(&self) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("status");
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .expect("VmHWM");
+        kb / 1024
+    }
+}
+
+impl Drop for StdioServer {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// `ferret serve --http 127.0.0.1:0` on the real binary: the port it printed, killed
+/// when dropped.
+pub struct HttpServer {
+    pub child: std::process::Child,
+    pub port: u16,
+}
+
+impl HttpServer {
+    /// Spawns `cmd` (a `ferret … serve --http 127.0.0.1:0 …` command) and waits for the
+    /// address it prints on stderr; stderr is drained afterwards so it never blocks.
+    pub fn spawn(mut cmd: Command) -> HttpServer {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn ferret");
+        let mut lines = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+        let mut line = String::new();
+        let port = loop {
+            line.clear();
+            assert!(
+                lines.read_line(&mut line).expect("read stderr") > 0,
+                "server did not start"
+            );
+            if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
+                break rest.split('/').next().unwrap().parse::<u16>().unwrap();
+            }
+        };
+        std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
+        HttpServer { child, port }
+    }
+
+    /// Raw bytes on a fresh connection: see [`http_exchange`].
+    pub fn exchange(&self, request: &[u8]) -> (u16, String) {
+        http_exchange(self.port, request)
+    }
+}
+
+/// Raw bytes on a fresh connection to `port` (the request should say
+/// `Connection: close`): the status and the whole answer.
+pub fn http_exchange(port: u16, request: &[u8]) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    s.write_all(request).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status = text
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|t| t.get(..3))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An rmcp client talking to a server on `shared` in process, over a pipe of `buffer`
+/// bytes: one session. The server task ends when the client is dropped or cancelled.
+pub async fn rmcp_client(
+    shared: std::sync::Arc<ferret::mcp::Shared>,
+    buffer: usize,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    use rmcp::ServiceExt;
+    let (server_io, client_io) = tokio::io::duplex(buffer);
+    tokio::spawn(async move {
+        let running = ferret::mcp::FerretServer::new(shared)
+            .serve(server_io)
+            .await
+            .unwrap();
+        let _ = running.waiting().await;
+    });
+    ().serve(client_io).await.unwrap()
+}
+
+/// One `tools/call` through an rmcp client, with `args` as its arguments.
+pub async fn rmcp_call(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &'static str,
+    args: Value,
+) -> rmcp::model::CallToolResult {
+    client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new(tool)
+                .with_arguments(args.as_object().cloned().unwrap_or_default()),
+        )
+        .await
+        .unwrap()
 }

@@ -5,7 +5,7 @@
 //!
 //! Memory is the real binary's peak RSS (VmHWM), as in `cost_r3`.
 
-use crate::cost_r3::{Server, said};
+use crate::cost_r3::{Server, said, serving};
 use crate::util::tempdir;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -65,7 +65,7 @@ fn wide_directories_are_listed_and_globbed_in_bounded_memory_and_time() {
 
     // 1. A page deep into the listing is right: the names around the offset, the total.
     //    (A debug build takes seconds over 200 000 names: a long deadline here.)
-    let mut server = Server::serving(
+    let mut server = serving(
         &root,
         &["--set", "request_timeout=60s"],
         "list_directory,glob,grep",
@@ -113,7 +113,7 @@ fn wide_directories_are_listed_and_globbed_in_bounded_memory_and_time() {
     // 2. Eight hostile requests at once: deep listings (offset near the end, plain and
     //    recursive), globs over every name (path and modified order, "all"), a grep of
     //    names. The server stays small; every one answers.
-    let mut server = Server::serving(&root, &[], "list_directory,glob,grep");
+    let mut server = serving(&root, &[], "list_directory,glob,grep");
     let off = WIDE - 10;
     let calls = [
         ("list_directory", json!({"path": "d", "offset": off})),
@@ -249,7 +249,7 @@ fn unicode_word_boundaries_over_big_non_ascii_buffers_are_refused_per_file_with_
     let mut ascii = "word ".repeat(60_000);
     ascii.push_str("\nfound 7\n");
     std::fs::write(root.join("ascii.txt"), &ascii).unwrap();
-    let mut server = Server::serving(
+    let mut server = serving(
         &root,
         &["--set", "request_timeout=30s"],
         "grep,search_files",
@@ -314,7 +314,7 @@ fn a_read_only_call_is_answered_at_its_deadline_whatever_its_thread_does() {
     let (_t, root) = tempdir();
     std::fs::write(root.join("big.txt"), non_ascii_text(6 << 20, false)).unwrap();
     std::fs::write(root.join("note.md"), "NEEDLE\n").unwrap();
-    let mut server = Server::serving(&root, &["--set", "request_timeout=1s"], "grep");
+    let mut server = serving(&root, &["--set", "request_timeout=1s"], "grep");
     for pattern in [r"(?:\w{1,8}\s){1,40}\d", r"(?:\w{1,6}\s+){2,30}\p{Nd}"] {
         let started = Instant::now();
         let r = server.call(
