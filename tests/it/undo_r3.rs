@@ -3,76 +3,15 @@
 //! (and a read-only command recovers nothing), and `undo` without an id reverts only
 //! the caller's own changes.
 
-use crate::util::{snapshot, tempdir, write};
+use crate::util::{snapshot, write};
 use ferret::config::{Config, Mode};
 use ferret::{CallOptions, ErrorCode, Ferret, Front, Session, ToolError};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 /// A root and a state directory outside it.
-struct Ws {
-    _tmp: tempfile::TempDir,
-    base: PathBuf,
-    root: PathBuf,
-    state: PathBuf,
-}
-
-impl Ws {
-    fn new() -> Ws {
-        let (tmp, base) = tempdir();
-        let root = base.join("root");
-        let state = base.join("state");
-        std::fs::create_dir_all(&root).unwrap();
-        std::fs::create_dir_all(&state).unwrap();
-        Ws {
-            _tmp: tmp,
-            base,
-            root,
-            state,
-        }
-    }
-
-    /// An in-process ferret sharing the state directory (as an MCP server does).
-    fn ferret(&self) -> Ferret {
-        let mut c = Config::defaults(Mode::Server);
-        c.roots = vec![self.root.clone()];
-        c.allow_write = true;
-        c.state_dir = Some(self.state.clone());
-        Ferret::new(c).unwrap()
-    }
-
-    /// `ferret --root ROOT --state-dir STATE ARGS`, run outside the root.
-    fn cli(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().unwrap()
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = crate::util::bin();
-        c.current_dir(&self.base)
-            .env("XDG_DATA_HOME", self.base.join("data"))
-            .arg("--root")
-            .arg(&self.root)
-            .arg("--state-dir")
-            .arg(&self.state)
-            .args(args);
-        c
-    }
-
-    fn read(&self, rel: &str) -> Option<String> {
-        std::fs::read_to_string(self.root.join(rel)).ok()
-    }
-
-    fn journal(&self) -> String {
-        let mut text = String::new();
-        for d in std::fs::read_dir(&self.state).unwrap().flatten() {
-            if let Ok(t) = std::fs::read_to_string(d.path().join("journal.jsonl")) {
-                text.push_str(&t);
-            }
-        }
-        text
-    }
-}
+use crate::util::Ws;
 
 fn agent(id: &str) -> Session {
     Session::new(id, "agent")

@@ -7,79 +7,20 @@
 //!    temp still holds exactly what ferret staged there; ferret's temporary names are
 //!    denied to every tool.
 
-use crate::util::{snapshot, tempdir, write};
-use ferret::config::{Config, Mode};
+use crate::util::{snapshot, write};
 use ferret::{CallOptions, ErrorCode, Ferret, Session, ToolError};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-struct Ws {
-    _tmp: tempfile::TempDir,
-    base: PathBuf,
-    root: PathBuf,
-    state: PathBuf,
+use crate::util::Ws;
+
+/// What round 4 asks of a workspace besides [`Ws`]'s own.
+trait Recover {
+    fn recover(&self) -> Vec<Value>;
 }
 
-impl Ws {
-    fn new() -> Ws {
-        let (tmp, base) = tempdir();
-        let root = base.join("root");
-        let state = base.join("state");
-        std::fs::create_dir_all(&root).unwrap();
-        std::fs::create_dir_all(&state).unwrap();
-        Ws {
-            _tmp: tmp,
-            base,
-            root,
-            state,
-        }
-    }
-
-    /// An in-process server ferret sharing the state directory.
-    fn ferret(&self) -> Ferret {
-        let mut c = Config::defaults(Mode::Server);
-        c.roots = vec![self.root.clone()];
-        c.allow_write = true;
-        c.state_dir = Some(self.state.clone());
-        Ferret::new(c).unwrap()
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = crate::util::bin();
-        c.current_dir(&self.base)
-            .env("XDG_DATA_HOME", self.base.join("data"))
-            .arg("--root")
-            .arg(&self.root)
-            .arg("--state-dir")
-            .arg(&self.state)
-            .args(args);
-        c
-    }
-
-    /// The person at the terminal: `ferret --allow-write ARGS`, with nothing on stdin
-    /// (a question is answered no).
-    fn person(&self, args: &[&str]) -> Output {
-        self.cmd(&[&["--allow-write"][..], args].concat())
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap()
-    }
-
-    fn read(&self, rel: &str) -> Option<String> {
-        std::fs::read_to_string(self.root.join(rel)).ok()
-    }
-
-    fn journal(&self) -> String {
-        let mut text = String::new();
-        for d in std::fs::read_dir(&self.state).unwrap().flatten() {
-            if let Ok(t) = std::fs::read_to_string(d.path().join("journal.jsonl")) {
-                text.push_str(&t);
-            }
-        }
-        text
-    }
-
+impl Recover for Ws {
     /// `history --json` after `--recover`.
     fn recover(&self) -> Vec<Value> {
         let out = self.person(&["history", "--recover", "--json"]);

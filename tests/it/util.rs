@@ -313,3 +313,80 @@ pub async fn rmcp_call(
         .await
         .unwrap()
 }
+
+/// A workspace for change/undo tests: `root` to work in and `state` for journals, side
+/// by side under one temp dir (`base`, where CLI runs start, outside the root).
+pub struct Ws {
+    _tmp: tempfile::TempDir,
+    pub base: PathBuf,
+    pub root: PathBuf,
+    pub state: PathBuf,
+}
+
+impl Ws {
+    pub fn new() -> Ws {
+        let (tmp, base) = tempdir();
+        let root = base.join("root");
+        let state = base.join("state");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
+        Ws {
+            _tmp: tmp,
+            base,
+            root,
+            state,
+        }
+    }
+
+    /// An in-process ferret, writes on, sharing the state directory (as an MCP server
+    /// does).
+    pub fn ferret(&self) -> Ferret {
+        let mut c = Config::defaults(Mode::Server);
+        c.roots = vec![self.root.clone()];
+        c.allow_write = true;
+        c.state_dir = Some(self.state.clone());
+        Ferret::new(c).unwrap()
+    }
+
+    /// `ferret --root ROOT --state-dir STATE ARGS`, run outside the root, its own trash.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = bin();
+        c.current_dir(&self.base)
+            .env("XDG_DATA_HOME", self.base.join("data"))
+            .arg("--root")
+            .arg(&self.root)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .args(args);
+        c
+    }
+
+    /// [`Ws::cmd`] run to its end.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// The person at the terminal: `ferret --allow-write ARGS`, with nothing on stdin
+    /// (a question is answered no).
+    pub fn person(&self, args: &[&str]) -> std::process::Output {
+        self.cmd(&[&["--allow-write"][..], args].concat())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    pub fn read(&self, rel: &str) -> Option<String> {
+        std::fs::read_to_string(self.root.join(rel)).ok()
+    }
+
+    /// Every journal under the state directory, concatenated.
+    pub fn journal(&self) -> String {
+        let mut text = String::new();
+        for d in std::fs::read_dir(&self.state).unwrap().flatten() {
+            if let Ok(t) = std::fs::read_to_string(d.path().join("journal.jsonl")) {
+                text.push_str(&t);
+            }
+        }
+        text
+    }
+}
