@@ -46,6 +46,8 @@ impl Helper {
                 max_depth: None,
                 include_hidden: prefix.starts_with('.'),
                 offset,
+                // A name completes whether or not an ignore file lists it.
+                no_ignore: true,
             };
             let tool = &list_directory::ListDirectory;
             let Ok(listed) = ferret.call_typed(&self.session, tool, params, CallOptions::default())
