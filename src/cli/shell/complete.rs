@@ -57,7 +57,9 @@ impl Helper {
             let o = listed.output;
             offset += o.entries.len();
             for e in &o.entries {
-                if !e.name.starts_with(prefix) {
+                // A link leading outside is listed (marked) but names nothing a
+                // command could use: not offered.
+                if !e.name.starts_with(prefix) || e.note == Some(list_directory::Note::Outside) {
                     continue;
                 }
                 // A directory goes on being completed; after a file, the next word.
