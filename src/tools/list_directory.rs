@@ -99,7 +99,8 @@ pub struct Output {
     /// Entries skipped before the first one shown.
     pub offset: u64,
     pub truncated: bool,
-    /// Subdirectories that could not be read (and why): listed, not entered.
+    /// Subdirectories that could not be read (and why): listed, not entered. Also ignore
+    /// files not used (too large), whose entries are then listed, as glob warns.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub unreadable: Vec<String>,
     /// Entries not listed, counted by why (absent when none).
@@ -192,7 +193,13 @@ counted; node_modules etc. marked skipped.",
             total_count: total,
             truncated,
             offset: p.offset as u64,
-            unreadable: std::mem::take(&mut walk.unreadable),
+            unreadable: {
+                // Ignore files not used (too big, too many), as glob warns of them: the
+                // listing may then show what they would hide.
+                let mut u = std::mem::take(&mut walk.unreadable);
+                u.extend(ctx.control().warnings.list());
+                u
+            },
             left_out: walk.left_out,
         })
     }

@@ -546,3 +546,39 @@ fn read_file_and_read_files_mean_the_same_by_the_size_limit() {
     let many = call(&f, "read_files", json!({"paths": ["at_limit.txt"]})).expect("read_files");
     assert_eq!(many["files"][0]["file"]["content"], one["content"]);
 }
+
+/// An ignore file too large to use is not used by the listing either, and the listing
+/// says so, as glob does: the files it would hide are listed, never silently.
+#[test]
+fn an_ignore_file_not_used_is_reported_by_the_listing_as_by_glob() {
+    let (_t, root) = util::tempdir();
+    let mut big = String::from("*\n");
+    big.push('#');
+    big.push_str(&"x".repeat(1 << 20));
+    big.push('\n');
+    util::write(&root, "sub/.gitignore", big);
+    util::write(&root, "sub/f.txt", "x");
+    let f = ferret_on(&root);
+    let glob = call(&f, "glob", json!({"pattern": "**/f.txt"})).expect("glob");
+    assert_eq!(glob["files"], json!(["sub/f.txt"]), "{glob}");
+    let warned = glob["warnings"].to_string();
+    assert!(warned.contains("ignore file not used"), "{glob}");
+    let v = call(
+        &f,
+        "list_directory",
+        json!({"path": ".", "recursive": true}),
+    )
+    .expect("list");
+    let names = files_of(&v, "entries", Some("name"));
+    assert!(names.contains(&"sub/f.txt".to_string()), "{v}");
+    assert!(
+        v["unreadable"].to_string().contains("ignore file not used"),
+        "{v}"
+    );
+    let t = text(
+        &f,
+        "list_directory",
+        json!({"path": ".", "recursive": true}),
+    );
+    assert!(t.contains("ignore file not used"), "{t}");
+}
