@@ -424,6 +424,12 @@ fn a_listing_never_counts_or_names_a_secret() {
     util::write(&root, "keys/server.pem", "x");
     symlink("id_rsa", root.join("keys/plain_name")).expect("symlink");
     symlink(".env", root.join("keys/.dotted_link")).expect("symlink");
+    // A hostile ignore file above, whitelisting everything, brings no secret back.
+    util::write(
+        &root,
+        ".gitignore",
+        "!*\n!.env\n!id_rsa\n!*.pem\n!keys/**\n",
+    );
     let f = ferret_on(&root);
     for include_hidden in [false, true] {
         for no_ignore in [false, true] {
