@@ -588,3 +588,40 @@ fn an_ignore_file_not_used_is_reported_by_the_listing_as_by_glob() {
     );
     assert!(t.contains("ignore file not used"), "{t}");
 }
+
+/// The listing reads ignore files under the search walker's caps: a tree of hostile
+/// ignore files (thousands of costly wildcard lines) is listed by its deadline, and what
+/// was not used is said, as grep says it.
+#[test]
+fn a_listing_keeps_the_walkers_caps_on_hostile_ignore_files() {
+    let (_t, root) = util::tempdir();
+    let lines = |n: usize, tag: &str| -> String {
+        (0..n)
+            .map(|i| format!("*{tag}{i}*/**/x{i}?.log\n"))
+            .collect()
+    };
+    let each = lines(600, "t");
+    for d in 0..12 {
+        util::write(&root, &format!("d{d:02}/.gitignore"), &each);
+        util::write(&root, &format!("d{d:02}/e/.ignore"), &each);
+        util::write(&root, &format!("d{d:02}/e/f.txt"), "x\n");
+    }
+    util::write(&root, ".gitignore", lines(600, "r"));
+    let started = std::time::Instant::now();
+    let out = util::bin()
+        .arg("--root")
+        .arg(&root)
+        .args(["--set", "request_timeout=2s", "call", "list_directory"])
+        .arg(json!({"path": ".", "recursive": true}).to_string())
+        .output()
+        .expect("run ferret");
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(took < std::time::Duration::from_secs(8), "took {took:?}");
+    assert!(
+        stdout.contains("TIMEOUT") || stdout.contains("total_count"),
+        "{stdout}"
+    );
+    // The call's ignore-file budget ran out: the listing says so.
+    assert!(stdout.contains("in all"), "{stdout}");
+}
