@@ -207,6 +207,9 @@ pub struct LsArgs {
     /// Skip this many entries first (to page through a long listing).
     #[arg(long, default_value_t = 0)]
     pub offset: usize,
+    /// List entries that .gitignore/.ignore exclude too (else counted, as grep and glob skip them).
+    #[arg(long, short = 'u')]
+    pub no_ignore: bool,
     /// Print the structured result as JSON.
     #[arg(long)]
     pub json: bool,

@@ -39,6 +39,7 @@ impl From<LsArgs> for list_directory::Params {
             max_depth: a.depth,
             include_hidden: a.all,
             offset: a.offset,
+            no_ignore: a.no_ignore,
         }
     }
 }

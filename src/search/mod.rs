@@ -33,6 +33,7 @@ pub mod quads;
 pub mod sink;
 pub mod store;
 mod walker;
+pub use walker::{DirRules, IgnoreRules};
 
 use crate::control::{Control, Progress};
 use crate::error::{ErrorCode, ToolError, ToolResult};

@@ -765,6 +765,61 @@ apply, so files it would hide may be listed",
     }
 }
 
+/// No `-g` overrides: what [`IgnoreRules`] judges with.
+static NO_OVERRIDES: std::sync::LazyLock<Override> = std::sync::LazyLock::new(Override::empty);
+
+/// The ignore files' rules, as a search walk from one directory applies them, for a
+/// walk made elsewhere (`list_directory`): so a listing hides exactly what `grep` and
+/// `glob` leave out as ignored. Only the ignore files are judged here: hidden names and
+/// the workspace's deny and skip rules are the caller's. The same caps on ignore files
+/// hold, with the same warnings.
+pub struct IgnoreRules<'a> {
+    walker: Walker<'a>,
+}
+
+/// The rules in force in one directory of such a walk (its own and those above it).
+#[derive(Clone)]
+pub struct DirRules(Chain);
+
+impl<'a> IgnoreRules<'a> {
+    /// For a walk of root `root` from `base` (relative to the root: the real path, links
+    /// resolved, as a search walks it).
+    pub fn new(ws: &'a Workspace, env: &'a SearchEnv<'a>, root: usize, base: &'a Path) -> Self {
+        IgnoreRules {
+            walker: Walker {
+                ws,
+                env,
+                root,
+                base,
+                hidden: false,
+                no_ignore: false,
+                types: None,
+                dirs: false,
+                overrides: &NO_OVERRIDES,
+            },
+        }
+    }
+
+    /// The rules of the directories above the walk's start, and of those between the
+    /// root and the start.
+    pub fn above(&self) -> DirRules {
+        DirRules(self.walker.start_chain())
+    }
+
+    /// The rules in directory `rel` (opened as `fd`, beneath the root with no symlink on
+    /// the way), whose parent's rules are `parent`: its own ignore files added, read
+    /// through the handle, never through a link.
+    pub fn enter(&self, fd: BorrowedFd<'_>, rel: &Path, parent: &DirRules) -> DirRules {
+        DirRules(self.walker.level(fd, rel, [true; 3], parent.0.clone()))
+    }
+
+    /// Whether the ignore files leave out `rel` (relative to the root), as a search
+    /// walk judges it.
+    pub fn ignored(&self, rules: &DirRules, rel: &Path, is_dir: bool) -> bool {
+        self.walker.ignored(&rules.0, rel, is_dir).is_ignore()
+    }
+}
+
 fn push(chain: Chain, rules: [Gitignore; 3], absolute: bool) -> Chain {
     if rules.iter().all(Gitignore::is_empty) {
         return chain;

@@ -1,9 +1,20 @@
 //! `list_directory`: a directory's entries, optionally recursive.
 //!
 //! The walk goes through sandboxed directory handles opened without following symlinks,
-//! so it cannot be led out of the workspace or into a loop. Denied entries (secrets) and
-//! symlinks leading outside are never shown; skipped noise (`node_modules/`, `target/`…)
-//! is left out but can be listed by naming it.
+//! so it cannot be led out of the workspace or into a loop.
+//!
+//! What it shows follows the one rule every tool keeps (a listing, `grep` and `glob`
+//! agree; a path named explicitly is always read):
+//! - denied entries (secrets) are invisible: not shown, not counted, not even in the
+//!   count of hidden names;
+//! - gitignored entries (`.gitignore`, `.ignore`, `.git/info/exclude`, judged by the
+//!   search walker's own rules) are left out as `grep` and `glob` leave them out, and
+//!   counted (`left_out.gitignored`); `no_ignore` lists them, as it searches them;
+//! - hidden names (`.x`) likewise, counted in `left_out.hidden`;
+//! - skipped noise (`node_modules/`, `target/`…) is shown, marked `skipped`, and not
+//!   entered (searches do not enter it either); naming it lists it;
+//! - a symlink leading outside the workspace is shown, marked `outside`, and never
+//!   followed.
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::search;
@@ -25,7 +36,7 @@ pub struct Params {
     pub path: String,
     #[serde(default)]
     pub recursive: bool,
-    /// Levels (default 1; 20 if recursive).
+    /// Default 1; 20 if recursive.
     #[serde(default)]
     #[schemars(with = "u64")]
     pub max_depth: Option<u64>,
@@ -33,6 +44,8 @@ pub struct Params {
     pub include_hidden: bool,
     #[serde(default)]
     pub offset: usize,
+    #[serde(default)]
+    pub no_ignore: bool,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -44,6 +57,36 @@ pub struct Entry {
     /// Size in bytes (files only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+    /// Why searches pass it by: `skipped` (the skip rules: dependency and build
+    /// folders, not entered) or `outside` (a symlink leading out of the workspace, not
+    /// followed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<Note>,
+}
+
+/// What a listing says of an entry it shows but searches pass by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Note {
+    /// Matched by the skip rules (`node_modules/`, `target/`…): not searched, not entered.
+    Skipped,
+    /// A symlink leading outside the workspace: never followed.
+    Outside,
+}
+
+/// Entries a listing left out, by kind (never the denied ones: those are not counted).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct LeftOut {
+    /// Left out by ignore files, as grep and glob leave them out (`no_ignore` lists them).
+    pub gitignored: u64,
+    /// Names starting with `.` (`include_hidden` lists them).
+    pub hidden: u64,
+}
+
+impl LeftOut {
+    fn is_empty(&self) -> bool {
+        self.gitignored == 0 && self.hidden == 0
+    }
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -56,9 +99,13 @@ pub struct Output {
     /// Entries skipped before the first one shown.
     pub offset: u64,
     pub truncated: bool,
-    /// Subdirectories that could not be read (and why): listed, not entered.
+    /// Subdirectories that could not be read (and why): listed, not entered. Also ignore
+    /// files not used (too large), whose entries are then listed, as glob warns.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub unreadable: Vec<String>,
+    /// Entries not listed, counted by why (absent when none).
+    #[serde(skip_serializing_if = "LeftOut::is_empty", default)]
+    pub left_out: LeftOut,
 }
 
 pub struct ListDirectory;
@@ -71,8 +118,8 @@ impl Tool for ListDirectory {
         ToolMeta {
             name: "list_directory",
             title: "List directory",
-            description: "List a directory (name, type, size); recursive for a tree. Secrets are never listed; dependency and \
-build folders (node_modules, target, …) are skipped unless named.",
+            description: "List a directory (name, type, size); recursive for a tree. Secrets are never listed, gitignored ones \
+counted; node_modules etc. marked skipped.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }
@@ -102,8 +149,16 @@ build folders (node_modules, target, …) are skipped unless named.",
         } else {
             p.offset.saturating_add(cap)
         };
+        // The ignore files as grep and glob read them, from the same start (the real
+        // path: a search from a link to a directory walks its target).
+        let env = ctx.search_env();
+        let ignore = (!p.no_ignore)
+            .then(|| search::IgnoreRules::new(ws, &env, real.root_index(), real.rel()));
+        let above = ignore.as_ref().map(search::IgnoreRules::above);
         let mut walk = Walk {
             ctx,
+            ignore: ignore.as_ref(),
+            left_out: LeftOut::default(),
             base: &base,
             real: &real,
             include_hidden: p.include_hidden,
@@ -114,16 +169,17 @@ build folders (node_modules, target, …) are skipped unless named.",
             permits: vec![search::cost::admit(HOLD_STEP, ctx.control())?],
             unreadable: Vec::new(),
         };
-        walk.dir(&dir, PathBuf::new(), 1)?;
+        walk.dir(&dir, PathBuf::new(), 1, above.as_ref())?;
         let total = walk.total;
         let found = std::mem::replace(&mut walk.found, TopN::new(0));
         let mut entries: Vec<Entry> = found
             .into_sorted()
             .skip(p.offset)
-            .map(|((_, rel), (kind, size))| Entry {
+            .map(|((_, rel), (kind, size, note))| Entry {
                 name: crate::workspace::reference(rel.as_os_str().as_encoded_bytes()),
                 kind,
                 size,
+                note,
             })
             .collect();
         if cap > 0 {
@@ -137,7 +193,14 @@ build folders (node_modules, target, …) are skipped unless named.",
             total_count: total,
             truncated,
             offset: p.offset as u64,
-            unreadable: std::mem::take(&mut walk.unreadable),
+            unreadable: {
+                // Ignore files not used (too big, too many), as glob warns of them: the
+                // listing may then show what they would hide.
+                let mut u = std::mem::take(&mut walk.unreadable);
+                u.extend(ctx.control().warnings.list());
+                u
+            },
+            left_out: walk.left_out,
         })
     }
 
@@ -151,11 +214,21 @@ build folders (node_modules, target, …) are skipped unless named.",
                 } else {
                     shown(&e.name)
                 };
+            let note = match (e.note, e.kind) {
+                (None, _) => "",
+                (Some(Note::Skipped), EntryType::Directory) => {
+                    "  (skipped: dependency/build folder, not searched; list it by name)"
+                }
+                (Some(Note::Skipped), _) => "  (skipped: not searched)",
+                (Some(Note::Outside), _) => "  (outside the workspace: not followed)",
+            };
             match (e.kind, e.size) {
-                (EntryType::Directory, _) => out.push_str(&format!("  {name}/\n")),
-                (EntryType::Symlink, _) => out.push_str(&format!("  {name}@\n")),
-                (_, Some(s)) => out.push_str(&format!("  {name}  ({})\n", human_size(s))),
-                (_, None) => out.push_str(&format!("  {name}\n")),
+                (EntryType::Directory, _) => out.push_str(&format!("  {name}/{note}\n")),
+                (EntryType::Symlink, _) => out.push_str(&format!("  {name}@{note}\n")),
+                (_, Some(s)) => {
+                    out.push_str(&format!("  {name}  ({}){note}\n", human_size(s)));
+                }
+                (_, None) => out.push_str(&format!("  {name}{note}\n")),
             }
         }
         if o.entries.is_empty() {
@@ -175,19 +248,35 @@ build folders (node_modules, target, …) are skipped unless named.",
         } else {
             out.push_str(&format!("{} entries\n", o.total_count));
         }
+        // What was left out, and how to see it: the same entries grep and glob pass by.
+        if o.left_out.gitignored > 0 {
+            out.push_str(&format!(
+                "[{} gitignored not listed (grep and glob skip them too); no_ignore: true lists them]\n",
+                o.left_out.gitignored
+            ));
+        }
+        if o.left_out.hidden > 0 {
+            out.push_str(&format!(
+                "[{} hidden not listed; include_hidden: true lists them]\n",
+                o.left_out.hidden
+            ));
+        }
         out
     }
 }
 
 struct Walk<'a, 'c> {
     ctx: &'a Ctx<'c>,
+    /// The ignore files' rules (none with `no_ignore`).
+    ignore: Option<&'a search::IgnoreRules<'a>>,
+    left_out: LeftOut,
     base: &'a WsPath,
     /// `base` with every symlink resolved: the name the rules are judged on.
     real: &'a WsPath,
     include_hidden: bool,
     max_depth: u64,
     /// The first entries in path order, as many as the page needs.
-    found: TopN<(EntryType, Option<u64>)>,
+    found: TopN<(EntryType, Option<u64>, Option<Note>)>,
     /// Entries met in all.
     total: u64,
     /// The longest path kept so far: with the count kept, what they hold at most.
@@ -219,7 +308,13 @@ impl Walk<'_, '_> {
         Ok(())
     }
 
-    fn dir(&mut self, dir: &Dir, rel: PathBuf, depth: u64) -> ToolResult<()> {
+    fn dir(
+        &mut self,
+        dir: &Dir,
+        rel: PathBuf,
+        depth: u64,
+        parent: Option<&search::DirRules>,
+    ) -> ToolResult<()> {
         self.ctx.check()?;
         let ws = self.ctx.workspace();
         let entries = match dir.entries() {
@@ -242,30 +337,54 @@ impl Walk<'_, '_> {
                 return Ok(());
             }
         };
+        // This directory's own ignore files, read through its handle.
+        let rules = match (self.ignore, parent) {
+            (Some(ig), Some(parent)) => {
+                use std::os::fd::AsFd;
+                Some(ig.enter(dir.as_fd(), &self.real.rel().join(&rel), parent))
+            }
+            _ => None,
+        };
         for (i, entry) in entries.flatten().enumerate() {
             if i as u64 % CHECK_EVERY == CHECK_EVERY - 1 {
                 self.ctx.check()?;
             }
             let name = entry.file_name();
-            if !self.include_hidden && name.to_string_lossy().starts_with('.') {
-                continue;
-            }
             let Ok(ft) = entry.file_type() else { continue };
             let rel_here = rel.join(&name);
             let wp = self.real.join(&rel_here);
             let kind = EntryType::of(&ft);
             let is_dir = kind == EntryType::Directory;
-            if ws.is_denied(&wp, is_dir) || ws.is_skipped(&wp, self.real, is_dir) {
+            // Denied first, and silently: a secret is not even counted as hidden.
+            if ws.is_denied(&wp, is_dir) {
                 continue;
             }
+            let mut note = None;
             if kind == EntryType::Symlink {
-                // Shown only if it resolves inside and not to a secret; never descended.
+                // One leading to a secret is as invisible as the secret; one leading
+                // outside is shown as such; never descended.
                 match ws.stat(&wp) {
+                    Err(e) if e.code == ErrorCode::PathEscape => note = Some(Note::Outside),
                     Err(e) if e.code != ErrorCode::NotFound && e.code != ErrorCode::IoError => {
                         continue;
                     }
                     _ => {}
                 }
+            }
+            if !self.include_hidden && name.to_string_lossy().starts_with('.') {
+                self.left_out.hidden += 1;
+                continue;
+            }
+            // Skipped noise is shown (marked, not entered) even when an ignore file
+            // names it too: `node_modules/` is usually both.
+            let skipped = ws.is_skipped(&wp, self.real, is_dir);
+            if skipped {
+                note = Some(Note::Skipped);
+            } else if let (Some(ig), Some(rules)) = (self.ignore, rules.as_ref())
+                && ig.ignored(rules, wp.rel(), is_dir)
+            {
+                self.left_out.gitignored += 1;
+                continue;
             }
             self.total += 1;
             // Past the page (a count is all it adds): no metadata read, nothing kept.
@@ -274,14 +393,16 @@ impl Walk<'_, '_> {
                     .then(|| entry.metadata().ok().map(|m| m.len()))
                     .flatten();
                 self.longest = self.longest.max(rel_here.as_os_str().len());
-                self.found.insert((0, rel_here.clone()), 1, (kind, size));
+                self.found
+                    .insert((0, rel_here.clone()), 1, (kind, size, note));
                 self.hold()?;
             }
             if is_dir
+                && !skipped
                 && depth < self.max_depth
                 && let Ok(sub) = dir.open_dir_nofollow(&name)
             {
-                self.dir(&sub, rel_here, depth + 1)?;
+                self.dir(&sub, rel_here, depth + 1, rules.as_ref())?;
             }
         }
         Ok(())

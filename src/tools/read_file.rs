@@ -162,6 +162,18 @@ encoding base64. Several files: read_files.",
 /// A read within `budget` characters of result (read_files shares one budget among its
 /// files).
 pub fn read(ctx: &Ctx, p: Params, budget: Option<usize>) -> ToolResult<Output> {
+    read_as(ctx, p, budget, false)
+}
+
+/// [`read`] as `read_files` reads: a file over `max_file_size` read from its start (no
+/// `offset`) is refused with the error `read_file` gives for a whole read, even with a
+/// `limit`, rather than answered with its first lines: one size limit that means the
+/// same in both tools. A read with an `offset` is a ranged read in both.
+pub fn read_from_start_as_whole(ctx: &Ctx, p: Params, budget: Option<usize>) -> ToolResult<Output> {
+    read_as(ctx, p, budget, true)
+}
+
+fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> ToolResult<Output> {
     let ws = ctx.workspace();
     let wp = ctx.resolve(&p.path)?;
     let shown = ws.display(&wp);
@@ -181,6 +193,10 @@ pub fn read(ctx: &Ctx, p: Params, budget: Option<usize>) -> ToolResult<Output> {
         return Err(ToolError::invalid("offset is 1-based: the first line is 1"));
     }
     let ranged = p.offset.is_some_and(|o| o > 1) || limit.is_some();
+    if head_is_whole && p.offset.is_none() {
+        // The size of the file opened (no race with a swap): the same error and hint.
+        check_whole_size(&shown, size, max, Encoding::Utf8)?;
+    }
 
     if !ranged {
         check_whole_size(&shown, size, max, Encoding::Utf8)?;

@@ -1,6 +1,8 @@
 //! `read_files`: several files in one call, each read as `read_file` reads it (the same
 //! limits, the same budget, the same version), with a file that is missing, denied or
-//! too large reported in its place rather than failing the call. Globs expand as `glob`
+//! too large reported in its place rather than failing the call. A file over
+//! `max_file_size` is too large unless an `offset` asks for a part of it, as in
+//! `read_file`: never answered with its first `max_lines_each` lines instead. Globs expand as `glob`
 //! expands them.
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
@@ -162,7 +164,13 @@ impl Tool for ReadFiles {
                 offset: p.offset,
                 limit: (p.max_lines_each > 0).then_some(p.max_lines_each),
             };
-            match read_file::read(ctx, params, room.map(|r| r.saturating_sub(200))) {
+            // Over max_file_size without an offset: read_file's FILE_TOO_LARGE in its
+            // place, not silently the file's first lines.
+            match read_file::read_from_start_as_whole(
+                ctx,
+                params,
+                room.map(|r| r.saturating_sub(200)),
+            ) {
                 Ok(o) => files.push(FileRead {
                     path: o.path.clone(),
                     file: Some(o),

@@ -291,15 +291,37 @@ fn list_directory_hides_secrets_noise_and_outside_links() {
             "auth/password_reset.py",
             "docs",
             "docs/secrets-management.md",
+            "link",
+            "node_modules",
             "src",
             "src/tokenizer.rs"
         ],
     );
-    assert_eq!(v["total_count"], 11);
+    assert_eq!(v["total_count"], 13);
     assert_eq!(v["truncated"], false);
 
     let (_, v) = call(r, "list_directory", json!({"path": "."}));
-    assert_eq!(names(&v), vec!["a.txt", "alias", "auth", "docs", "src"]);
+    // Noise is shown marked (not entered); secrets, and links to them, not at all.
+    assert_eq!(
+        names(&v),
+        vec![
+            "a.txt",
+            "alias",
+            "auth",
+            "docs",
+            "link",
+            "node_modules",
+            "src"
+        ]
+    );
+    assert_eq!(
+        v["entries"][4],
+        json!({"name": "link", "type": "symlink", "note": "outside"})
+    );
+    assert_eq!(
+        v["entries"][5],
+        json!({"name": "node_modules", "type": "directory", "note": "skipped"})
+    );
     let entries = v["entries"].as_array().unwrap();
     assert_eq!(
         entries[0],

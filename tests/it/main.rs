@@ -12,6 +12,7 @@ mod cost_r4;
 mod crash;
 mod everyday_a;
 mod everyday_b;
+mod exists_r5;
 mod faults;
 mod http_r3;
 mod index;

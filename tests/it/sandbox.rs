@@ -263,21 +263,36 @@ fn listing_never_shows_what_lies_behind_outside_links() {
         names.contains(&"link_in"),
         "inside links are listed: {names:?}"
     );
-    for n in [
+    // A link leading outside is listed as such (its own name, a symlink, marked
+    // `outside`) and never followed: nothing behind it is listed.
+    let outside_links = [
         "link_out",
         "link_abs_out",
         "link_secret",
         "link_sneaky",
         "link_parent",
-    ] {
+    ];
+    for n in outside_links {
+        let e = out.structured["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == n)
+            .unwrap_or_else(|| panic!("{n} is listed, marked: {names:?}"));
+        assert_eq!(
+            *e,
+            json!({"name": n, "type": "symlink", "note": "outside"}),
+            "{n} leads outside: listed only as a marked link"
+        );
         assert!(
-            !names.contains(&n),
-            "{n} leads outside and must not be listed: {names:?}"
+            !names.iter().any(|m| m.starts_with(&format!("{n}/"))),
+            "nothing behind {n} is listed: {names:?}"
         );
     }
     assert!(
         !names
             .iter()
+            .filter(|n| !outside_links.contains(n))
             .any(|n| n.contains("secret") || n.contains("deep")),
         "{names:?}"
     );

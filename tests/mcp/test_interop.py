@@ -1471,3 +1471,40 @@ async def test_diet_receipts_name_the_change_and_validate_never_a_host_path(ws, 
         r = await c.call_tool("edit", {"path": ".gitignore", "old_string": "target", "new_string": "build"})
         assert r.is_error and "CONFIRMATION_REQUIRED" in text(r), text(r)
         assert "permanent" not in text(r) and "--yes" in text(r), text(r)
+
+
+# Issue 26 item 2 (brief R5D): one rule for what exists; the listing says what it left out.
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_list_directory_accounts_for_what_it_left_out_over_mcp(ws, mode):
+    """Over MCP the listing agrees with glob on gitignored files, marks skipped folders
+    and links leading outside, counts what it hides (never a secret), and validates
+    against its output schema; no_ignore lists what glob's no_ignore finds."""
+    (ws / ".gitignore").write_text("*.log\n")
+    (ws / "debug.log").write_text("x\n")
+    (ws / "node_modules" / "pkg").mkdir(parents=True)
+    (ws / "node_modules" / "pkg" / "index.js").write_text("x\n")
+    (ws / "id_rsa").write_text("key\n")
+    async with stdio(ws, mode=mode) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        r = await c.call_tool("list_directory", {"path": "."})
+        assert not r.is_error, text(r)
+        jsonschema.validate(r.structured_content, tools["list_directory"].output_schema)
+        entries = {e["name"]: e for e in r.structured_content["entries"]}
+        assert sorted(entries) == ["a.txt", "node_modules", "out", "src"], entries
+        assert entries["node_modules"].get("note") == "skipped"
+        assert entries["out"] == {"name": "out", "type": "symlink", "note": "outside"}
+        # .gitignore is hidden; .env and id_rsa are secrets: counted nowhere.
+        assert r.structured_content["left_out"] == {"gitignored": 1, "hidden": 1}
+        t = text(r)
+        assert "node_modules/  (skipped" in t and "out@  (outside the workspace" in t, t
+        assert "1 gitignored not listed" in t and "no_ignore: true" in t, t
+        assert "id_rsa" not in t and ".env" not in t and "debug.log" not in t, t
+        g = await c.call_tool("glob", {"pattern": "*.log"})
+        assert g.structured_content["files"] == [], g.structured_content
+        r = await c.call_tool("list_directory", {"path": ".", "no_ignore": True})
+        g = await c.call_tool("glob", {"pattern": "*.log", "no_ignore": True})
+        assert "debug.log" in {e["name"] for e in r.structured_content["entries"]}
+        assert g.structured_content["files"] == ["debug.log"], g.structured_content

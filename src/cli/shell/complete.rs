@@ -46,6 +46,8 @@ impl Helper {
                 max_depth: None,
                 include_hidden: prefix.starts_with('.'),
                 offset,
+                // A name completes whether or not an ignore file lists it.
+                no_ignore: true,
             };
             let tool = &list_directory::ListDirectory;
             let Ok(listed) = ferret.call_typed(&self.session, tool, params, CallOptions::default())
@@ -55,7 +57,9 @@ impl Helper {
             let o = listed.output;
             offset += o.entries.len();
             for e in &o.entries {
-                if !e.name.starts_with(prefix) {
+                // A link leading outside is listed (marked) but names nothing a
+                // command could use: not offered.
+                if !e.name.starts_with(prefix) || e.note == Some(list_directory::Note::Outside) {
                     continue;
                 }
                 // A directory goes on being completed; after a file, the next word.
