@@ -28,7 +28,8 @@ fn ferret_on(roots: &[&Path], state: &Path) -> Ferret {
 
 /// A call's text answer (or its error, rendered).
 fn text(f: &Ferret, s: &Session, tool: &str, args: Value) -> Result<String, ToolError> {
-    f.call(s, tool, args, CallOptions::default()).map(|o| o.text)
+    f.call(s, tool, args, CallOptions::default())
+        .map(|o| o.text)
 }
 
 fn call(f: &Ferret, s: &Session, tool: &str, args: Value) -> Result<Value, ToolError> {
@@ -135,6 +136,44 @@ fn a_search_says_its_warnings_whether_or_not_anything_matched() {
     }
 }
 
+#[test]
+fn a_file_passed_over_for_its_size_is_named_in_the_answer() {
+    let w = Ws::new();
+    write(&w.root, "small.txt", "needle here\n");
+    write(
+        &w.root,
+        "big.txt",
+        format!("{}\nneedle\n", "b".repeat(5000)),
+    );
+    let mut c = Config::defaults(Mode::Server);
+    c.roots = vec![w.root.clone()];
+    c.state_dir = Some(w.state.clone());
+    c.search_max_file_size = 1000;
+    let f = Ferret::new(c).expect("open");
+    let s = agent("a");
+    for args in [
+        json!({"pattern": "needle"}),
+        json!({"pattern": "needle", "path": "big.txt"}),
+        json!({"pattern": "zzz_nothing"}),
+        json!({"pattern": "needle", "output_mode": "content"}),
+    ] {
+        let t = text(&f, &s, "grep", args.clone()).expect("grep");
+        assert!(
+            t.contains("[warning: big.txt: not searched: over search_max_file_size"),
+            "{args}: {t}"
+        );
+    }
+    // A file under the limit is searched and named in no warning.
+    let t = text(
+        &f,
+        &s,
+        "grep",
+        json!({"pattern": "needle", "path": "small.txt"}),
+    )
+    .expect("grep");
+    assert!(!t.contains("[warning"), "{t}");
+}
+
 // ---- 3. read_files headers cannot be forged --------------------------------------------
 
 #[test]
@@ -183,7 +222,9 @@ fn no_file_can_forge_another_files_header_in_read_files() {
     assert!(t.contains("\t\\\\==> b.txt <=="), "{t}");
     // The structured answer keeps the bytes as they are.
     let v = call(&f, &agent("a"), "read_files", json!({"paths": ["a.txt"]})).expect("read");
-    let content = v["files"][0]["file"]["content"].as_str().unwrap_or_default();
+    let content = v["files"][0]["file"]["content"]
+        .as_str()
+        .unwrap_or_default();
     assert!(content.contains("\n==> b.txt <==\n"), "{content:?}");
 }
 
@@ -215,7 +256,10 @@ fn a_glob_starting_with_a_roots_name_selects_under_that_root_only() {
         ["beta/src/b.rs", "beta/src/deep/c.rs"]
     );
     assert_eq!(read(json!(["beta/src/*.rs"])), ["beta/src/b.rs"]);
-    assert_eq!(read(json!(["alpha/**/*.rs"])), ["alpha/beta/src/x.rs", "alpha/src/a.rs"]);
+    assert_eq!(
+        read(json!(["alpha/**/*.rs"])),
+        ["alpha/beta/src/x.rs", "alpha/src/a.rs"]
+    );
     // Without a root's name a glob still covers every root.
     assert_eq!(
         read(json!(["**/b.rs", "*.rs"])).len(),
@@ -266,16 +310,34 @@ fn every_read_files_error_says_what_read_files_can_do() {
         );
         // read_files has no `path`, `limit` or `encoding` parameter to point at.
         let hint = e["hint"].as_str().unwrap_or_default();
-        for wrong in ["set path", "with encoding", "offset and limit", "smaller limit"] {
+        for wrong in [
+            "set path",
+            "with encoding",
+            "offset and limit",
+            "smaller limit",
+        ] {
             assert!(!hint.contains(wrong), "{f}");
         }
     }
     assert_eq!(err("bin.dat").0, "BINARY_FILE");
-    assert!(err("bin.dat").2.contains("read_file"), "{:?}", err("bin.dat"));
+    assert!(
+        err("bin.dat").2.contains("read_file"),
+        "{:?}",
+        err("bin.dat")
+    );
     assert_eq!(err("big.txt").0, "FILE_TOO_LARGE");
-    assert!(err("big.txt").2.contains("max_lines_each"), "{:?}", err("big.txt"));
+    assert!(
+        err("big.txt").2.contains("max_lines_each"),
+        "{:?}",
+        err("big.txt")
+    );
     // A name the workspace refuses is refused as a name, not talked about as a glob.
-    assert_eq!(err("/etc/*.conf").0, "PATH_ESCAPE", "{:?}", err("/etc/*.conf"));
+    assert_eq!(
+        err("/etc/*.conf").0,
+        "PATH_ESCAPE",
+        "{:?}",
+        err("/etc/*.conf")
+    );
     assert_eq!(err("../*.rs").0, "PATH_TRAVERSAL");
     assert_eq!(err("src/../../*.rs").0, "PATH_TRAVERSAL");
     assert_eq!(err(".env").0, "DENIED_PATTERN");
@@ -333,7 +395,9 @@ fn every_usage_line_brackets_each_argument_on_its_own() {
     let usages: Vec<&str> = all.lines().filter(|l| l.starts_with("Usage:")).collect();
     assert!(usages.len() >= 30, "{all}");
     assert!(
-        usages.iter().any(|u| u.contains("grep --files-with-matches")),
+        usages
+            .iter()
+            .any(|u| u.contains("grep --files-with-matches")),
         "{all}"
     );
     for u in &usages {
@@ -369,11 +433,21 @@ fn a_glob_climbing_out_of_where_it_searches_says_why() {
     write(&w.root, "top.rs", "x\n");
     write(&w.root, "sub/inner.rs", "x\n");
     let sub = w.root.join("sub");
-    for pat in ["../**", "../*.rs", "../top.rs", "a/../*.rs", "**/../*.rs", "./../*"] {
+    for pat in [
+        "../**",
+        "../*.rs",
+        "../top.rs",
+        "a/../*.rs",
+        "**/../*.rs",
+        "./../*",
+    ] {
         let out = w.cmd(&sub, &["glob", pat]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{pat}: {out:?}");
-        assert!(err.contains("INVALID_GLOB") && err.contains("Hint:"), "{pat}: {err}");
+        assert!(
+            err.contains("INVALID_GLOB") && err.contains("Hint:"),
+            "{pat}: {err}"
+        );
         assert!(out.stdout.is_empty(), "{pat}");
     }
     // Over MCP the same.
@@ -386,4 +460,72 @@ fn a_glob_climbing_out_of_where_it_searches_says_why() {
     let out = w.cmd(&sub, &["glob", "*.rs", ".."]);
     assert!(out.status.success(), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("top.rs"));
+}
+
+// ---- 8. index status says what happens -------------------------------------------------
+
+/// The one stored index file under `state`.
+fn index_file(state: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(state)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("index/trigrams.v1"))
+        .find(|p| p.exists())
+}
+
+#[test]
+fn index_status_never_says_discarded_of_a_file_still_there() {
+    let w = Ws::new();
+    for i in 0..20 {
+        write(
+            &w.root,
+            &format!("src/f{i}.rs"),
+            format!("fn f{i}() {{}}\n"),
+        );
+    }
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let out = w.cmd(&w.root, &["index"]);
+    assert!(out.status.success(), "{out:?}");
+    let path = index_file(&w.state).expect("an index file");
+    let good = std::fs::read(&path).expect("index");
+    // Damaged three ways: a flipped byte in the middle, cut short, the end zeroed.
+    let mut flipped = good.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x5a;
+    let cut = good[..good.len() / 3].to_vec();
+    let mut zeroed = good.clone();
+    let n = zeroed.len();
+    zeroed[n - 16..].fill(0);
+    for (name, bad) in [("flipped", flipped), ("cut", cut), ("zeroed", zeroed)] {
+        std::fs::write(&path, &bad).expect("tamper");
+        for _ in 0..2 {
+            let text =
+                String::from_utf8_lossy(&w.cmd(&w.root, &["index", "status"]).stdout).into_owned();
+            assert!(text.contains("damaged"), "{name}: {text}");
+            assert!(!text.contains("discarded:"), "{name}: {text}");
+            let v: Value =
+                serde_json::from_slice(&w.cmd(&w.root, &["index", "status", "--json"]).stdout)
+                    .expect("status json");
+            assert_eq!(v["usable"], false, "{name}: {v}");
+            assert!(v.get("discarded").is_none(), "{name}: {v}");
+            // A search reads around it and leaves it as it is.
+            let g = w.cmd(&w.root, &["grep", "-l", "f3"]);
+            assert!(g.status.success(), "{name}: {g:?}");
+            assert_eq!(
+                std::fs::read(&path).ok(),
+                Some(bad.clone()),
+                "{name}: status or a search discarded it"
+            );
+        }
+        // A build discards it, and status then says so, truly.
+        let out = w.cmd(&w.root, &["index"]);
+        assert!(out.status.success(), "{name}: {out:?}");
+        assert_ne!(std::fs::read(&path).ok(), Some(bad.clone()), "{name}");
+        let text =
+            String::from_utf8_lossy(&w.cmd(&w.root, &["index", "status"]).stdout).into_owned();
+        assert!(
+            text.contains("damaged and discarded") && text.contains("rebuilt"),
+            "{name}: {text}"
+        );
+    }
 }
