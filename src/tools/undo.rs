@@ -11,7 +11,7 @@
 //! undos, in any number of processes, never restore one change twice.
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::history::{Action, Entry, History, Locked, sha256};
+use crate::history::{Action, Entry, History, Locked, Writers, sha256};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::workspace::shown;
 use schemars::JsonSchema;
@@ -104,6 +104,36 @@ fn ask_confirm_listed(
                 ),
                 false,
             );
+        }
+    }
+    Ok(())
+}
+
+/// Every path an undo would change, judged as a name (denied, an extension not allowed,
+/// too deep, outside): refused before any question, so the person is never asked to
+/// confirm an undo that is then refused.
+fn refuse_first(ctx: &Ctx, target: &Entry) -> ToolResult<()> {
+    let ws = ctx.workspace();
+    let mut paths: Vec<(usize, &std::path::Path)> = Vec::new();
+    if target.group.is_empty() {
+        paths.push((target.root, &target.rel));
+    }
+    if let Some(m) = &target.moved {
+        paths.push((m.to_root, &m.to_rel));
+    }
+    paths.extend(target.group.iter().map(|op| (op.root, op.rel.as_path())));
+    for (root, rel) in paths {
+        if let Err(e) = ws.entry(&ws.root_path(root).join(rel), false)
+            && matches!(
+                e.code,
+                ErrorCode::DeniedPattern
+                    | ErrorCode::ExtensionDenied
+                    | ErrorCode::PathTooDeep
+                    | ErrorCode::PathEscape
+                    | ErrorCode::PathTraversal
+            )
+        {
+            return Err(e);
         }
     }
     Ok(())
@@ -203,6 +233,7 @@ fn undo_entry(
             history,
             target,
             (target.root, &target.rel, &target.path),
+            target.sha256_after.as_deref(),
             &sha256(cur),
         )?;
     }
@@ -218,24 +249,32 @@ fn undo_entry(
 }
 
 /// `force` overriding a conflict overwrites content the change undone did not write:
-/// unless the caller's own later change wrote exactly what is there now (`now`, its
-/// hash), it asks as undoing another's change asks (the person confirms; without an
-/// answer nothing changes). What it overwrites is backed up either way.
+/// unless every change to the file since (from `from`, what the change undone left
+/// there) is the caller's own, each over exactly what the one before left, and the last
+/// left exactly what is there now (`now`, its hash), it asks as undoing another's change
+/// asks (the person confirms; without an answer nothing changes). An outside edit under
+/// the caller's own later edit is asked about too: going back past it loses it. What it
+/// overwrites is backed up either way.
 fn ask_force(
     ctx: &Ctx,
     history: &History,
     target: &Entry,
     (root, rel, path): (usize, &std::path::Path, &str),
+    from: Option<&str>,
     now: &str,
 ) -> ToolResult<()> {
     let caller = ctx.session().owner();
-    let who = match history.last_writer(root, rel, target.id)? {
-        Some((e, after)) if after.as_deref() == Some(now) => match &e.by {
-            Some(o) if o.owned_by(&caller) => return Ok(()),
+    let mine = |e: &Entry| e.by.as_ref().is_some_and(|o| o.owned_by(&caller));
+    let who = match history.writers_since((root, rel), target.id, from, Some(now), mine)? {
+        Writers::Own => return Ok(()),
+        Writers::Other(e) => match &e.by {
             Some(o) => format!("change {} made by {}", e.id, o.describe()),
             None => format!("change {} made by an unknown caller", e.id),
         },
-        _ => "no change ferret recorded (an outside editor, or another program)".to_string(),
+        Writers::Outside => {
+            "no change ferret recorded, at least in part (an outside editor, or another program)"
+                .to_string()
+        }
     };
     ctx.confirm(
         &format!(
@@ -420,7 +459,8 @@ fn undo_group(
     use crate::history::group::Planned;
     let ws = ctx.workspace();
     let mut changed = Vec::new();
-    // What a forced undo would overwrite: root, real path, shown path, hash now.
+    // What a forced undo would overwrite: (root, real path, shown path), what the patch
+    // left there, hash now.
     let mut overwritten = Vec::new();
     let mut planned = Vec::new();
     for op in target.group.iter().rev() {
@@ -448,7 +488,11 @@ fn undo_group(
         if !as_left {
             changed.push(op.path.clone());
             if let Some(h) = &now {
-                overwritten.push((op.root, op.rel.clone(), op.path.clone(), h.clone()));
+                overwritten.push((
+                    (op.root, op.rel.clone(), op.path.clone()),
+                    op.sha256_after.clone(),
+                    h.clone(),
+                ));
             }
         }
         let restore = |b: &Option<std::path::PathBuf>| -> ToolResult<Vec<u8>> {
@@ -529,8 +573,15 @@ fn undo_group(
     if out.dry_run {
         return Ok(());
     }
-    for (root, rel, path, now) in &overwritten {
-        ask_force(ctx, history, target, (*root, rel, path), now)?;
+    for ((root, rel, path), from, now) in &overwritten {
+        ask_force(
+            ctx,
+            history,
+            target,
+            (*root, rel, path),
+            from.as_deref(),
+            now,
+        )?;
     }
     // What a forced undo overwrites is saved first; the receipt says so, never where (a
     // host path). `undo` of this undo names the backups for the person.
@@ -707,6 +758,7 @@ the file changed since; force undoes anyway, backing up the current content. dry
             .with_hint("retry in a moment"));
         }
         ctx.set_audit_path(target.path.clone());
+        refuse_first(ctx, target)?;
         // Someone else's change (another session, the person, or unknown): only by its id,
         // and only if the user says so.
         if !dry_run && !mine(target) {

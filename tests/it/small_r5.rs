@@ -67,6 +67,10 @@ impl Ws {
         ferret_on(&[&self.root], &self.state)
     }
 
+    fn read(&self, rel: &str) -> Option<String> {
+        std::fs::read_to_string(self.root.join(rel)).ok()
+    }
+
     /// The binary on this workspace, run from `cwd` (a directory under the root).
     fn cmd(&self, cwd: &Path, args: &[&str]) -> std::process::Output {
         bin()
@@ -528,4 +532,178 @@ fn index_status_never_says_discarded_of_a_file_still_there() {
             "{name}: {text}"
         );
     }
+}
+
+// ---- 1. a forced undo asks unless the caller wrote every byte since --------------------
+
+fn call_yes(f: &Ferret, s: &Session, tool: &str, args: Value) -> Result<Value, ToolError> {
+    let opts = CallOptions {
+        confirmed: true,
+        ..Default::default()
+    };
+    f.call(s, tool, args, opts).map(|o| o.structured)
+}
+
+fn edit(f: &Ferret, s: &Session, path: &str, old: &str, new: &str) -> Value {
+    call(
+        f,
+        s,
+        "edit",
+        json!({"path": path, "old_string": old, "new_string": new}),
+    )
+    .expect("edit")
+}
+
+/// How the file the agent's first change wrote was changed in between, before the
+/// agent's own tiny edit on top.
+#[derive(Debug, Clone, Copy)]
+enum Between {
+    /// An outside editor (plain write).
+    Outside,
+    /// Another session, through ferret.
+    Other,
+    /// The outside editor wrote, then put back the very bytes the agent left.
+    OutsideThenBack,
+    /// Nothing: only the agent's own changes (must NOT ask).
+    Nobody,
+}
+
+/// How the agent's first change was made.
+#[derive(Debug, Clone, Copy)]
+enum First {
+    Edit,
+    Create,
+    Patch,
+}
+
+#[test]
+fn a_forced_undo_over_the_callers_own_edit_on_top_of_anothers_asks() {
+    for first in [First::Edit, First::Create, First::Patch] {
+        for between in [
+            Between::Outside,
+            Between::Other,
+            Between::OutsideThenBack,
+            Between::Nobody,
+        ] {
+            let case = format!("{first:?}/{between:?}");
+            let w = Ws::new();
+            let f = w.ferret();
+            let a = agent("session-A");
+            let b = agent("session-B");
+            if !matches!(first, First::Create) {
+                write(&w.root, "f.txt", "original\n");
+            }
+            let v = match first {
+                First::Edit => edit(&f, &a, "f.txt", "original", "agent one"),
+                First::Create => call(
+                    &f,
+                    &a,
+                    "write_file",
+                    json!({"path": "f.txt", "content": "agent one\n"}),
+                )
+                .expect("create"),
+                First::Patch => call(
+                    &f,
+                    &a,
+                    "apply_patch",
+                    json!({"patch": "*** Begin Patch\n*** Update File: f.txt\n@@\n-original\n+agent one\n*** End Patch\n"}),
+                )
+                .expect("patch"),
+            };
+            let id = v["change_id"].clone();
+            match between {
+                Between::Outside => write(&w.root, "f.txt", "agent one\nTHE PERSON'S WORK\n"),
+                Between::Other => {
+                    edit(&f, &b, "f.txt", "agent one", "agent one\nB's WORK");
+                }
+                Between::OutsideThenBack => {
+                    write(&w.root, "f.txt", "agent one\nTHE PERSON'S WORK\n");
+                    write(&w.root, "f.txt", "agent one\n");
+                }
+                Between::Nobody => {}
+            }
+            // The agent's own tiny edit on top: what is there now is the agent's bytes.
+            edit(&f, &a, "f.txt", "agent one", "agent ONE");
+            let before = w.read("f.txt");
+            let r = call(&f, &a, "undo", json!({"id": id, "force": true}));
+            match between {
+                Between::Nobody | Between::OutsideThenBack => {
+                    // Every byte since is the agent's (put back exactly, the chain holds).
+                    assert!(r.is_ok(), "{case}: {r:?}");
+                }
+                Between::Outside | Between::Other => {
+                    let e = r.expect_err(&case);
+                    assert_eq!(e.code, ErrorCode::ConfirmationRequired, "{case}: {e:?}");
+                    let who = if matches!(between, Between::Other) {
+                        "session-B"
+                    } else {
+                        "outside editor"
+                    };
+                    assert!(e.message.contains(who), "{case}: {}", e.message);
+                    assert_eq!(w.read("f.txt"), before, "{case}: changed without an answer");
+                    // Confirmed, it goes on and keeps what it overwrote.
+                    let out = call_yes(&f, &a, "undo", json!({"id": id, "force": true}))
+                        .expect("confirmed undo");
+                    assert_eq!(out["backed_up"], true, "{case}: {out}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn an_undo_of_a_denied_path_is_refused_before_any_question() {
+    let w = Ws::new();
+    write(&w.root, "notes.txt", "n\n");
+    write(&w.root, "keep/a.txt", "a\n");
+    let state = w.state.clone();
+    // Changes made while the paths were allowed, by the person (another's: undo asks).
+    let open = w.ferret();
+    let p = Session::new("cli-1", "cli");
+    let e1 = edit(&open, &p, "notes.txt", "n", "person");
+    let e2 = call(
+        &open,
+        &p,
+        "move",
+        json!({"source": "keep/a.txt", "destination": "keep/b.txt"}),
+    )
+    .expect("move");
+    let e3 = call(
+        &open,
+        &p,
+        "apply_patch",
+        json!({"patch": "*** Begin Patch\n*** Update File: notes.txt\n@@\n-person\n+patched\n*** End Patch\n"}),
+    )
+    .expect("patch");
+    write(&w.root, "gone.txt", "g\n");
+    let e4 = call(&open, &p, "file_delete", json!({"path": "gone.txt"})).expect("delete");
+    drop(open);
+    // Now those names are denied.
+    let mut c = Config::defaults(Mode::Server);
+    c.roots = vec![w.root.clone()];
+    c.allow_write = true;
+    c.state_dir = Some(state);
+    c.deny_extra
+        .extend(["notes.txt", "keep/b.txt", "gone.txt"].map(String::from));
+    let f = Ferret::new(c).expect("open");
+    let a = agent("agent");
+    for (what, id) in [
+        ("edit", &e1),
+        ("move", &e2),
+        ("patch", &e3),
+        ("delete", &e4),
+    ] {
+        for force in [false, true] {
+            for dry_run in [false, true] {
+                let args = json!({"id": id["change_id"], "force": force, "dry_run": dry_run});
+                let e = call(&f, &a, "undo", args.clone()).expect_err(what);
+                assert_eq!(e.code, ErrorCode::DeniedPattern, "{what} {args}: {e:?}");
+                // Even confirmed, still refused.
+                let e = call_yes(&f, &a, "undo", args.clone()).expect_err(what);
+                assert_eq!(e.code, ErrorCode::DeniedPattern, "{what} {args}: {e:?}");
+            }
+        }
+    }
+    assert_eq!(w.read("notes.txt").as_deref(), Some("patched\n"));
+    assert!(w.root.join("keep/b.txt").exists());
 }
