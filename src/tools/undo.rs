@@ -46,6 +46,10 @@ pub struct Output {
     /// The journal id of this undo (absent on a dry run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_id: Option<u64>,
+    /// A dry run of a change that would ask the user first: the question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub would_ask: Option<String>,
     pub dry_run: bool,
 }
 
@@ -139,6 +143,14 @@ fn refuse_first(ctx: &Ctx, target: &Entry) -> ToolResult<()> {
     Ok(())
 }
 
+/// A dry run's note of the question a real undo would ask (the first one).
+fn preview(out: &mut Output, asked: ToolResult<()>) -> ToolResult<()> {
+    if let Some(q) = super::would_ask(asked)? {
+        out.would_ask.get_or_insert(q);
+    }
+    Ok(())
+}
+
 /// An undo is never undone (undoing it again would be a redo, with its own conflicts):
 /// the answer says so, and names where the content a forced undo overwrote was saved.
 fn undo_of_undo(e: &Entry) -> ToolError {
@@ -194,14 +206,15 @@ fn undo_delete(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -
                 .with_hint("create the directory again, then undo"),
         );
     };
-    if out.dry_run {
-        return Ok(());
-    }
     let trashed = target
         .trash
         .as_ref()
         .and_then(|rec| history.trashed_dir(rec));
-    ask_confirm_listed(ctx, target, &[(target.root, &target.rel, trashed.as_ref())])?;
+    let asked = ask_confirm_listed(ctx, target, &[(target.root, &target.rel, trashed.as_ref())]);
+    if out.dry_run {
+        return preview(out, asked);
+    }
+    asked?;
     out.change_id = Some(history.restore(target, dir, name, not_undone(target.id))?);
     Ok(())
 }
@@ -225,6 +238,17 @@ fn undo_entry(
             .with_hint("pass force: true to undo anyway; the current content is backed up first"));
     }
     if out.dry_run {
+        if !unchanged && let Some(cur) = current {
+            let asked = ask_force(
+                ctx,
+                history,
+                target,
+                (target.root, &target.rel, &target.path),
+                target.sha256_after.as_deref(),
+                &sha256(cur),
+            );
+            preview(out, asked)?;
+        }
         return Ok(None);
     }
     if !unchanged && let Some(cur) = current {
@@ -332,7 +356,8 @@ fn undo_create(
         target.path, target.id
     );
     let Some(entry) = undo_entry(ctx, history, target, Some(&current), lost, force, out)? else {
-        return Ok(());
+        let asked = ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)]);
+        return preview(out, asked);
     };
     ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)])?;
     let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
@@ -390,9 +415,6 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         return Err(conflict(format!("{} is gone", m.to_path)));
     };
     out.diff = format!("{} -> {}\n", m.to_path, target.path);
-    if out.dry_run {
-        return Ok(());
-    }
     let moved_dir = if to.meta.as_ref().is_some_and(|m| m.is_dir()) {
         Some(
             cap_fs_ext::DirExt::open_dir_nofollow(to_dir, to_name)
@@ -401,14 +423,18 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
     } else {
         None
     };
-    ask_confirm_listed(
+    let asked = ask_confirm_listed(
         ctx,
         target,
         &[
             (m.to_root, &m.to_rel, moved_dir.as_ref()),
             (target.root, &target.rel, moved_dir.as_ref()),
         ],
-    )?;
+    );
+    if out.dry_run {
+        return preview(out, asked);
+    }
+    asked?;
     let mut entry = Entry::new(Action::Undo, m.to_path.clone(), m.to_root, &m.to_rel);
     entry.undoes = Some(target.id);
     entry.moved = Some(crate::history::MoveRecord {
@@ -570,18 +596,20 @@ fn undo_group(
         ))
         .with_hint("pass force: true to undo anyway; what is there now is backed up first"));
     }
-    if out.dry_run {
-        return Ok(());
-    }
     for ((root, rel, path), from, now) in &overwritten {
-        ask_force(
+        let asked = ask_force(
             ctx,
             history,
             target,
             (*root, rel, path),
             from.as_deref(),
             now,
-        )?;
+        );
+        if out.dry_run {
+            preview(out, asked)?;
+        } else {
+            asked?;
+        }
     }
     // What a forced undo overwrites is saved first; the receipt says so, never where (a
     // host path). `undo` of this undo names the backups for the person.
@@ -593,7 +621,11 @@ fn undo_group(
         .iter()
         .map(|op| (op.root, op.rel.as_path(), None))
         .collect();
-    ask_confirm_listed(ctx, target, &paths)?;
+    let asked = ask_confirm_listed(ctx, target, &paths);
+    if out.dry_run {
+        return preview(out, asked);
+    }
+    asked?;
     let mut entry = Entry::new(Action::Undo, target.path.clone(), target.root, &target.rel);
     entry.undoes = Some(target.id);
     out.change_id = Some(history.apply_group(planned, entry, not_undone(target.id))?);
@@ -684,7 +716,8 @@ fn undo_edit(
         target.path, target.id
     );
     let Some(mut entry) = undo_entry(ctx, history, target, current, lost, force, out)? else {
-        return Ok(());
+        let asked = ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)]);
+        return preview(out, asked);
     };
     ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)])?;
     entry.sha256_after = Some(sha256(&restored));
@@ -761,12 +794,13 @@ the file changed since; force undoes anyway, backing up the current content. dry
         refuse_first(ctx, target)?;
         // Someone else's change (another session, the person, or unknown): only by its id,
         // and only if the user says so.
-        if !dry_run && !mine(target) {
+        let mut other = None;
+        if !mine(target) {
             let who = target
                 .by
                 .as_ref()
                 .map_or_else(|| "an unknown caller".to_string(), |o| o.describe());
-            ctx.confirm(
+            let asked = ctx.confirm(
                 &format!(
                     "undoing change {} ({} of {}), made by {who}, not by this session",
                     target.id,
@@ -774,7 +808,13 @@ the file changed since; force undoes anyway, backing up the current content. dry
                     crate::workspace::shown_in_prose(&target.path)
                 ),
                 false,
-            )?;
+            );
+            // A dry run asks no one, and says what the undo would ask.
+            if dry_run {
+                other = super::would_ask(asked)?;
+            } else {
+                asked?;
+            }
         }
         let mut out = Output {
             undone: target.id,
@@ -783,6 +823,7 @@ the file changed since; force undoes anyway, backing up the current content. dry
             diff: String::new(),
             backed_up: false,
             change_id: None,
+            would_ask: other,
             dry_run,
         };
         match target.action {
@@ -805,10 +846,11 @@ the file changed since; force undoes anyway, backing up the current content. dry
     fn render(&self, o: &Output) -> String {
         if o.dry_run {
             return format!(
-                "Would undo change {} ({} of {}):\n{}",
+                "Would undo change {} ({} of {}):\n{}{}",
                 o.undone,
                 o.action,
                 shown(&o.path),
+                super::render_would_ask(o.would_ask.as_ref()),
                 o.diff
             );
         }

@@ -707,3 +707,108 @@ fn an_undo_of_a_denied_path_is_refused_before_any_question() {
     assert_eq!(w.read("notes.txt").as_deref(), Some("patched\n"));
     assert!(w.root.join("keep/b.txt").exists());
 }
+
+// ---- 7. a dry run says what a real run would ask --------------------------------------
+
+#[test]
+fn a_dry_run_of_a_change_that_would_ask_says_so_and_changes_nothing() {
+    let w = Ws::new();
+    write(&w.root, ".github/ci.yml", "on: push\n");
+    write(&w.root, ".gitignore", "target/\n");
+    write(&w.root, "plain.txt", "plain\n");
+    write(&w.root, "dir/.gitignore", "x\n");
+    let f = w.ferret();
+    let a = agent("a");
+    let b = agent("b");
+    let mine = edit(&f, &a, "plain.txt", "plain", "mine");
+    let theirs = edit(&f, &b, "plain.txt", "mine", "theirs");
+    let snap = crate::util::snapshot(&w.root);
+    let patch =
+        "*** Begin Patch\n*** Update File: .gitignore\n@@\n-target/\n+build/\n*** End Patch\n";
+    // (tool, arguments, whether a real run would ask)
+    let cases: Vec<(&str, Value, bool)> = vec![
+        (
+            "edit",
+            json!({"path": ".github/ci.yml", "old_string": "push", "new_string": "pull_request"}),
+            true,
+        ),
+        (
+            "edit",
+            json!({"path": "plain.txt", "old_string": "theirs", "new_string": "x"}),
+            false,
+        ),
+        (
+            "write_file",
+            json!({"path": ".gitignore", "content": "y\n", "overwrite": true}),
+            true,
+        ),
+        (
+            "write_file",
+            json!({"path": ".github/new.yml", "content": "y\n"}),
+            true,
+        ),
+        (
+            "write_file",
+            json!({"path": "new.txt", "content": "y\n"}),
+            false,
+        ),
+        (
+            "move",
+            json!({"source": ".gitignore", "destination": "gi.txt"}),
+            true,
+        ),
+        (
+            "move",
+            json!({"source": "dir", "destination": "dir2"}),
+            true,
+        ),
+        (
+            "move",
+            json!({"source": "plain.txt", "destination": "p2.txt"}),
+            false,
+        ),
+        ("file_delete", json!({"path": ".github"}), true),
+        ("file_delete", json!({"path": "dir"}), true),
+        (
+            "file_delete",
+            json!({"path": "plain.txt", "permanent": true}),
+            true,
+        ),
+        ("file_delete", json!({"path": "plain.txt"}), false),
+        ("apply_patch", json!({"patch": patch}), true),
+        ("undo", json!({"id": theirs["change_id"]}), true),
+        (
+            "undo",
+            json!({"id": mine["change_id"], "force": true}),
+            true,
+        ),
+    ];
+    for (tool, mut args, asks) in cases {
+        args["dry_run"] = json!(true);
+        // The real run asks (or not), as the preview says.
+        let mut real = args.clone();
+        real["dry_run"] = json!(false);
+        let s = &a;
+        let out = f
+            .call(s, tool, args.clone(), CallOptions::default())
+            .unwrap_or_else(|e| panic!("{tool} {args}: {e:?}"));
+        let said = out.text.contains("would stop to ask the user first");
+        assert_eq!(said, asks, "{tool} {args}: {}", out.text);
+        assert_eq!(
+            out.structured["would_ask"].is_string(),
+            asks,
+            "{tool} {args}: {}",
+            out.structured
+        );
+        assert_eq!(
+            crate::util::snapshot(&w.root),
+            snap,
+            "{tool} {args}: a dry run changed files"
+        );
+        if asks {
+            let e = call(&f, s, tool, real.clone()).expect_err(tool);
+            assert_eq!(e.code, ErrorCode::ConfirmationRequired, "{tool} {real}");
+            assert_eq!(crate::util::snapshot(&w.root), snap, "{tool} {real}");
+        }
+    }
+}
