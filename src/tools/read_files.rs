@@ -243,9 +243,10 @@ fn is_glob(ctx: &Ctx, path: &str) -> bool {
     if !path.contains(['*', '?', '[', '{']) || path.split('/').any(|c| c.starts_with('"')) {
         return false;
     }
-    // A name the workspace refuses (outside, `..`) is read as that name, and refused
-    // as one: never a glob, whose errors would talk about globs.
-    let Ok(wp) = ctx.resolve(path) else {
+    // A name the workspace refuses as written (outside, `..`) is read as that name, and
+    // refused as one: never a glob, whose errors would talk about globs. (Lexically: a
+    // client's narrower roots judge the names a glob finds, not the glob.)
+    let Ok(wp) = ctx.workspace().resolve(path) else {
         return false;
     };
     match ctx.workspace().entry(&wp, false) {

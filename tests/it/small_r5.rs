@@ -812,3 +812,40 @@ fn a_dry_run_of_a_change_that_would_ask_says_so_and_changes_nothing() {
         }
     }
 }
+
+/// A client that shared only part of the workspace: a glob still expands within what it
+/// shared, and a name outside is refused as that name.
+#[test]
+fn read_files_globs_stay_within_a_clients_shared_roots() {
+    let w = Ws::new();
+    write(&w.root, "shared/a.rs", "fn a() {}\n");
+    write(&w.root, "private/b.rs", "fn b() {}\n");
+    let f = w.ferret();
+    let opts = || CallOptions {
+        scope: Some(std::sync::Arc::new(vec![w.root.join("shared")])),
+        ..Default::default()
+    };
+    let v = f
+        .call(
+            &agent("a"),
+            "read_files",
+            json!({"paths": ["**/*.rs", "private/b.rs", "private/*.rs"]}),
+            opts(),
+        )
+        .expect("read_files")
+        .structured;
+    let files = v["files"].as_array().cloned().unwrap_or_default();
+    let read: Vec<&str> = files
+        .iter()
+        .filter(|f| f.get("error").is_none())
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    assert_eq!(read, ["shared/a.rs"], "{v}");
+    let b = files.iter().find(|f| f["path"] == "private/b.rs");
+    assert_eq!(
+        b.map(|f| f["error"]["code"].clone()),
+        Some(json!("PATH_ESCAPE")),
+        "{v}"
+    );
+    assert!(!v.to_string().contains("fn b()"), "{v}");
+}
