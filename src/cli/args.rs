@@ -228,7 +228,7 @@ pub struct PathArgs {
 pub struct GrepArgs {
     /// The pattern, then the files or directories to search (default: the current
     /// directory, relative to which paths are read and printed); with -e, all are paths.
-    #[arg(value_name = "PATTERN] [PATH")]
+    #[arg(value_names = ["PATTERN", "PATH"])]
     pub args: Vec<String>,
     /// A pattern to search for (repeatable: lines matching any).
     #[arg(

@@ -283,7 +283,12 @@ pub fn index(
             shown.reason = Some("no index yet: run `ferret index`".into())
         }
         Some(Err(Unusable::Damaged(why))) => {
-            shown.reason = Some(format!("discarded: {why}: `ferret index` rebuilds it"))
+            // Nothing that only reads (status, a search) discards it: it stays on disk,
+            // unused, until a build replaces it.
+            shown.reason = Some(format!(
+                "the index file is damaged ({why}); searches do not use it (they walk the tree), and it stays \
+                 on disk until `ferret index` discards it and builds anew"
+            ))
         }
         Some(Err(e)) => shown.reason = Some(format!("{e}: `ferret index` rebuilds it")),
         Some(Ok(m)) => {
@@ -330,7 +335,9 @@ pub fn index(
                     t.push_str(&format!("; refreshed in {took:.1} s"));
                 }
                 if let Some(why) = &shown.discarded {
-                    t.push_str(&format!("; discarded: {why}; rebuilt"));
+                    t.push_str(&format!(
+                        "; the index file before it was damaged and discarded: {why}; rebuilt"
+                    ));
                 }
                 t + "."
             }

@@ -179,6 +179,18 @@ pub fn state_dir(config: &Config, roots: &[PathBuf]) -> Result<PathBuf, SetupErr
     Ok(state_base(config)?.join(hex::encode(&h.finalize()[..8])))
 }
 
+/// Who wrote a file's content since a change ([`History::writers_since`]).
+#[derive(Debug)]
+pub enum Writers {
+    /// Only the caller's own changes, each over what the one before left.
+    Own,
+    /// A change by someone else (another session, the person, an unknown caller).
+    Other(Box<Entry>),
+    /// Content no change ferret recorded wrote, at least in part (an outside editor), or
+    /// a history the journal cannot follow.
+    Outside,
+}
+
 impl History {
     /// Opens the workspace's state directory, creating nothing: the directory, its
     /// `leases/` and the journal are made by the first change ([`History::made`]).
@@ -397,6 +409,75 @@ impl History {
                 }
             }
             Ok(None)
+        })
+    }
+
+    /// Who wrote what the file `rel` of root `root` holds now (`now`, its hash), by the
+    /// journal: every change after `after` that touched the file, in order, from `from`
+    /// (what change `after` left there). [`Writers::Own`] only if the chain is unbroken
+    /// (each change found exactly what the one before it left), every link is `mine`,
+    /// and the last left exactly `now`: else content ferret did not write may be there
+    /// (or be lost by going back past it), even when the caller wrote the bytes now
+    /// there (an outside edit, then the caller's own small edit on top of it).
+    pub fn writers_since(
+        &self,
+        (root, rel): (usize, &Path),
+        after: u64,
+        from: Option<&str>,
+        now: Option<&str>,
+        mine: impl Fn(&Entry) -> bool,
+    ) -> ToolResult<Writers> {
+        self.journal.with(false, |j| {
+            // Changes older than the window kept in memory: the chain cannot be followed.
+            if j.entries.first().is_none_or(|e| e.id > after) {
+                return Ok(Writers::Outside);
+            }
+            let mut expected: Option<String> = from.map(str::to_string);
+            for e in j.entries.iter().filter(|e| e.id > after) {
+                let ops: Vec<&GroupOp> = e
+                    .group
+                    .iter()
+                    .filter(|op| op.root == root && op.rel == rel)
+                    .collect();
+                let here = e.group.is_empty() && e.root == root && e.rel == rel;
+                let arrives = e
+                    .moved
+                    .as_ref()
+                    .is_some_and(|m| m.to_root == root && m.to_rel == rel);
+                if ops.is_empty() && !here && !arrives {
+                    continue;
+                }
+                // What this change found there and what it left, when the journal knows.
+                let link = match (ops.first(), ops.last()) {
+                    (Some(first), Some(last)) => {
+                        Some((first.sha256_before.clone(), last.sha256_after.clone()))
+                    }
+                    _ if here
+                        && !arrives
+                        && e.moved.is_none()
+                        && e.trash.is_none()
+                        && matches!(e.action, Action::Edit | Action::Create | Action::Undo) =>
+                    {
+                        Some((e.sha256_before.clone(), e.sha256_after.clone()))
+                    }
+                    _ => None,
+                };
+                let Some((before, left)) = link.filter(|_| !e.pending) else {
+                    return Ok(Writers::Outside);
+                };
+                if before != expected {
+                    return Ok(Writers::Outside);
+                }
+                if !mine(e) {
+                    return Ok(Writers::Other(Box::new(e.clone())));
+                }
+                expected = left;
+            }
+            Ok(if expected.as_deref() == now {
+                Writers::Own
+            } else {
+                Writers::Outside
+            })
         })
     }
 

@@ -611,6 +611,17 @@ boundaries, or search a smaller file",
                 searcher = builder.build();
                 drop(pooled);
             }
+            // A file over the size limit is passed over, and the answer says so: a
+            // search with no match must not hide that the file holding it was not read.
+            if let Err(e) = &result
+                && e.to_string().contains("search size limit")
+            {
+                env.control.warn(format!(
+                    "{}: not searched: over search_max_file_size ({max_size} bytes); read it with read_file \
+and an offset, or the person raises search_max_file_size",
+                    ws.shown_name(&found.ws_path(ws)),
+                ));
+            }
             if let Err(e) = &result
                 && e.to_string().contains("allocation limit")
             {

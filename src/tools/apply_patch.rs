@@ -88,6 +88,10 @@ pub struct Output {
     /// The undo journal's id for the whole patch (absent on a dry run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_id: Option<u64>,
+    /// A dry run of a change that would ask the user first: the question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub would_ask: Option<String>,
     pub dry_run: bool,
 }
 
@@ -146,9 +150,11 @@ hunks, *** Move to, *** End Patch).",
         let mut out = Output {
             files,
             change_id: None,
+            would_ask: None,
             dry_run,
         };
         if dry_run {
+            out.would_ask = super::would_ask(confirm_listed(ctx, &plan))?;
             return Ok(out);
         }
         commit(ctx, plan, &mut out)?;
@@ -166,6 +172,7 @@ hunks, *** Move to, *** End Patch).",
             s.push_str(&format!(" (change {id}; one undo reverts it all)"));
         }
         s.push_str(":\n");
+        s.push_str(&super::render_would_ask(o.would_ask.as_ref()));
         for f in &o.files {
             let fuzzy: Vec<&str> = f.matches.iter().filter_map(|r| r.describe()).collect();
             s.push_str(&format!("- {} {}", f.action, shown(&f.path)));
@@ -641,11 +648,11 @@ fn diff(old: &str, new: &str, a: &str, b: &str) -> String {
     super::unified_diff(old, new, &a, &b, 3)
 }
 
-/// Writes the plan as one journal group.
-fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()> {
+/// Asks when a file the plan changes is on the confirm list. The confirm list asks
+/// about real names: an open file's resolution, or for a new file its path as far as it
+/// exists.
+fn confirm_listed(ctx: &Ctx, plan: &[PlannedFile]) -> ToolResult<()> {
     let ws = ctx.workspace();
-    // The confirm list asks about real names: an open file's resolution, or for a new
-    // file its path as far as it exists.
     let mut listed: Vec<String> = Vec::new();
     for op in plan.iter().flat_map(|f| &f.ops) {
         let real = match &op.old {
@@ -662,6 +669,13 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
             false,
         )?;
     }
+    Ok(())
+}
+
+/// Writes the plan as one journal group.
+fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()> {
+    let ws = ctx.workspace();
+    confirm_listed(ctx, &plan)?;
     let history = ctx.history()?;
     let backups = ctx.config().backup_enabled;
     let mut planned = Vec::new();

@@ -51,6 +51,10 @@ pub struct Output {
     /// The undo journal's id for this change (absent on a dry run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_id: Option<u64>,
+    /// A dry run of a change that would ask the user first: the question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub would_ask: Option<String>,
     pub dry_run: bool,
 }
 
@@ -150,6 +154,7 @@ indentation are forgiven. Returns a diff; undo reverts; dry_run previews.",
                 diff,
                 backed_up: false,
                 change_id: None,
+                would_ask: super::would_ask(confirm_listed(ctx, &at, "editing"))?,
                 dry_run,
             });
         }
@@ -162,6 +167,7 @@ indentation are forgiven. Returns a diff; undo reverts; dry_run previews.",
             diff,
             backed_up: backup.is_some(),
             change_id: Some(id),
+            would_ask: None,
             dry_run: false,
         })
     }
@@ -195,12 +201,31 @@ indentation are forgiven. Returns a diff; undo reverts; dry_run previews.",
                 o.change_id.unwrap_or_default()
             )
         };
-        format!("{head}{}", o.diff)
+        format!(
+            "{head}{}{}",
+            super::render_would_ask(o.would_ask.as_ref()),
+            o.diff
+        )
     }
 }
 
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
+}
+
+/// Asks when the file is on the confirm list (`verb` says what for).
+pub fn confirm_listed(ctx: &Ctx, at: &crate::workspace::Resolved, verb: &str) -> ToolResult<()> {
+    let ws = ctx.workspace();
+    if ws.needs_confirmation(&at.real, false) {
+        ctx.confirm(
+            &format!(
+                "{verb} {} (on the confirm list)",
+                crate::workspace::shown_in_prose(&ws.display(&at.real))
+            ),
+            false,
+        )?;
+    }
+    Ok(())
 }
 
 /// Replaces the whole content of the open, locked `file` (resolved as `at`) with `after`:
@@ -217,15 +242,7 @@ pub fn replace_file(
     let ws = ctx.workspace();
     let real = &at.real;
     let shown = ws.display(real);
-    if ws.needs_confirmation(real, false) {
-        ctx.confirm(
-            &format!(
-                "{verb} {} (on the confirm list)",
-                crate::workspace::shown_in_prose(&shown)
-            ),
-            false,
-        )?;
-    }
+    confirm_listed(ctx, at, verb)?;
     let history = ctx.history()?;
     let backup = if ctx.config().backup_enabled {
         Some(history.backup(real.root_index(), real.rel(), before)?)

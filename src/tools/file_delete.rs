@@ -39,6 +39,10 @@ pub struct Output {
     /// The undo journal's id for this change (absent on a dry run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_id: Option<u64>,
+    /// A dry run of a change that would ask the user first: the question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub would_ask: Option<String>,
     pub dry_run: bool,
 }
 
@@ -98,40 +102,46 @@ the user's confirmation. dry_run previews.",
             permanent: p.permanent,
             trash: None,
             change_id: None,
+            would_ask: None,
             dry_run,
         };
-        // A dry run shows what would happen and asks no one.
-        if dry_run {
-            return Ok(out);
-        }
         // Names in a question the person answers are quoted when odd, as in every
         // answer: a file's name must not read as ferret's own words.
         // The real name: a question asks about what changes, not a spelling through a link.
         let real_shown = ws.display(&at.real);
         let q = crate::workspace::shown_in_prose(&real_shown);
-        if ws.needs_confirmation(&at.real, is_dir) {
-            ctx.confirm(&format!("deleting {q} (on the confirm list)"), false)?;
+        // The questions, first to last; a dry run asks no one, and says what it would ask.
+        let asked = (|| {
+            if ws.needs_confirmation(&at.real, is_dir) {
+                ctx.confirm(&format!("deleting {q} (on the confirm list)"), false)?;
+            }
+            // A directory takes what it holds along: an entry on the confirm list inside
+            // asks as deleting it alone would.
+            if is_dir && ws.holds_confirm_listed(&at, &|| ctx.check())? {
+                ctx.confirm(
+                    &format!("deleting {q}, which holds entries on the confirm list"),
+                    false,
+                )?;
+            }
+            if is_dir && ws.holds_denied(&at, &|| ctx.check())? {
+                ctx.confirm(
+                    &format!(
+                        "deleting {q}, which holds entries matching the deny patterns (secrets or version-control \
+                         internals, which ferret never touches one by one)"
+                    ),
+                    false,
+                )?;
+            }
+            if p.permanent {
+                ctx.confirm_permanent(&format!("permanently deleting {q}"))?;
+            }
+            Ok(())
+        })();
+        if dry_run {
+            out.would_ask = super::would_ask(asked)?;
+            return Ok(out);
         }
-        // A directory takes what it holds along: an entry on the confirm list inside
-        // asks as deleting it alone would.
-        if is_dir && ws.holds_confirm_listed(&at, &|| ctx.check())? {
-            ctx.confirm(
-                &format!("deleting {q}, which holds entries on the confirm list"),
-                false,
-            )?;
-        }
-        if is_dir && ws.holds_denied(&at, &|| ctx.check())? {
-            ctx.confirm(
-                &format!(
-                    "deleting {q}, which holds entries matching the deny patterns (secrets or version-control \
-                     internals, which ferret never touches one by one)"
-                ),
-                false,
-            )?;
-        }
-        if p.permanent {
-            ctx.confirm_permanent(&format!("permanently deleting {q}"))?;
-        }
+        asked?;
         let history = ctx.history()?;
         let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
             return Err(ToolError::io(
@@ -158,9 +168,16 @@ the user's confirmation. dry_run previews.",
     fn render(&self, o: &Output) -> String {
         match (o.dry_run, o.permanent) {
             (true, _) => format!(
-                "Would delete: {}{}",
+                "Would delete: {}{}{}",
                 shown(&o.path),
-                if o.permanent { " (permanently)" } else { "" }
+                if o.permanent { " (permanently)" } else { "" },
+                match &o.would_ask {
+                    Some(_) => format!(
+                        "\n{}",
+                        super::render_would_ask(o.would_ask.as_ref()).trim_end()
+                    ),
+                    None => String::new(),
+                }
             ),
             (false, true) => format!(
                 "Deleted {} permanently (change {}).",

@@ -87,6 +87,18 @@ pub struct Output {
 
 pub struct Glob;
 
+/// `(root name, rest)` when several roots are served and `pattern` starts with one's
+/// name as a whole component (`rootB/**/*.rs`), the rest not empty.
+fn root_prefixed<'a>(ctx: &Ctx, pattern: &'a str) -> Option<(&'a str, &'a str)> {
+    let roots = ctx.workspace().roots();
+    if roots.len() < 2 {
+        return None;
+    }
+    let (first, rest) = pattern.split_once('/')?;
+    let rest = rest.trim_start_matches('/');
+    (!rest.is_empty() && roots.iter().any(|r| r.name == first)).then_some((first, rest))
+}
+
 /// The last component of a listed path (normalised: no trailing `/`, no `.`): a byte
 /// search, where `Path::file_name` parses components (a tenth of a kernel-wide glob).
 fn name(p: &std::path::Path) -> &std::ffi::OsStr {
@@ -146,6 +158,25 @@ impl Tool for Glob {
             )
             .with_hint("drop the leading '/', and set path to the directory to search"));
         }
+        if pattern.split('/').any(|c| c == "..") {
+            return Err(ToolError::new(
+                ErrorCode::InvalidGlob,
+                format!(
+                    "glob {pattern:?} has a `..` component, which matches nothing: a glob matches paths \
+                     below the directory searched"
+                ),
+            )
+            .with_hint(
+                "search from the directory above instead: pass it as path (on the command line: ferret glob \
+                 PATTERN ..) and drop the `../` from the pattern",
+            ));
+        }
+        // With several roots, results are named `root/…`: a pattern starting with a root's
+        // name (and no path) selects under that root alone, as the names it returns read.
+        let (pattern, path) = match (&p.path, root_prefixed(ctx, pattern)) {
+            (None, Some((root, rest))) => (rest, Some(root.to_string())),
+            _ => (pattern, p.path.clone()),
+        };
         // Judged before it is compiled: a 4 MB brace list costs hundreds of MB to build.
         search::cost::check_glob(pattern)?;
         // "All" is at most ALL_MAX paths: each is held (by its thread and in the shared
@@ -192,7 +223,7 @@ impl Tool for Glob {
             return Err(ToolError::invalid("sort \"modified\" lists files only")
                 .with_hint("list directories sorted by path (the default sort)"));
         }
-        let bases = crate::tools::search_bases(ctx, p.path.as_deref())?;
+        let bases = crate::tools::search_bases(ctx, path.as_deref())?;
         let opts = WalkOptions {
             dirs: p.dirs,
             include_hidden: p.include_hidden,

@@ -129,6 +129,23 @@ pub fn search_bases(ctx: &Ctx, path: Option<&str>) -> ToolResult<Vec<Base>> {
     }])
 }
 
+/// For a dry run: the question a real run would stop to ask (`asked`, the confirmation
+/// it would need), so a preview never hides that the change would ask the user first.
+/// `None` when it would not ask; any other error stands.
+pub fn would_ask(asked: ToolResult<()>) -> ToolResult<Option<String>> {
+    match asked {
+        Ok(()) => Ok(None),
+        Err(e) if e.code == ErrorCode::ConfirmationRequired => Ok(Some(e.message)),
+        Err(e) => Err(e),
+    }
+}
+
+/// A dry run's line saying what a real run would ask, if anything.
+pub fn render_would_ask(q: Option<&String>) -> String {
+    q.map(|q| format!("[a real run would stop to ask the user first: {q}]\n"))
+        .unwrap_or_default()
+}
+
 /// A search result's warnings as text, one `[warning: …]` line each, put first so an
 /// agent reads them before the answer they qualify.
 pub fn render_warnings(warnings: &[String]) -> String {

@@ -43,6 +43,10 @@ pub struct Output {
     /// The undo journal's id for this change (absent on a dry run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_id: Option<u64>,
+    /// A dry run of a change that would ask the user first: the question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub would_ask: Option<String>,
     pub dry_run: bool,
 }
 
@@ -161,33 +165,37 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
             backed_up: false,
             created_dirs: Vec::new(),
             change_id: None,
+            would_ask: None,
             dry_run,
         };
-        if dry_run {
-            return Ok(out);
-        }
         let confirm_listed = ws.needs_confirmation(&from.real, meta.is_dir())
             || ws.needs_confirmation(&to.real, meta.is_dir())
             || (meta.is_dir() && ws.move_holds_confirm_listed(&from, &to.real, &|| ctx.check())?);
+        let mut asked = Ok(());
         if confirm_listed {
-            ctx.confirm(
+            asked = ctx.confirm(
                 &format!(
                     "moving {} to {} (on the confirm list)",
                     crate::workspace::shown_in_prose(&ws.display(&from.real)),
                     crate::workspace::shown_in_prose(&ws.display(&to.real))
                 ),
                 false,
-            )?;
+            );
         }
-        if meta.is_dir() && ws.holds_denied(&from, &|| ctx.check())? {
-            ctx.confirm(
+        if asked.is_ok() && meta.is_dir() && ws.holds_denied(&from, &|| ctx.check())? {
+            asked = ctx.confirm(
                 &format!(
                     "moving {}, which holds secrets or VCS internals",
                     crate::workspace::shown_in_prose(&ws.display(&from.real))
                 ),
                 false,
-            )?;
+            );
         }
+        if dry_run {
+            out.would_ask = super::would_ask(asked)?;
+            return Ok(out);
+        }
+        asked?;
         let history = ctx.history()?;
         let (to, created) = ws.make_parents(&dst)?;
         out.created_dirs = created
@@ -265,6 +273,10 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
             s.push_str(&format!("; change {id}, undo with undo"));
         }
         s.push('.');
+        if o.would_ask.is_some() {
+            s.push('\n');
+            s.push_str(super::render_would_ask(o.would_ask.as_ref()).trim_end());
+        }
         s
     }
 }

@@ -111,7 +111,7 @@ impl Tool for ReadFiles {
                 Ok(f) => f,
                 Err(e) if stops_the_call(&e) => return Err(e),
                 Err(e) => {
-                    names.push((path.clone(), Some(e)));
+                    names.push((path.clone(), Some(as_glob(path, e))));
                     continue;
                 }
             };
@@ -149,7 +149,7 @@ impl Tool for ReadFiles {
                 files.push(FileRead {
                     path: name,
                     file: None,
-                    error: Some(e.escaped()),
+                    error: Some(in_place(e).escaped()),
                 });
                 continue;
             }
@@ -181,7 +181,7 @@ impl Tool for ReadFiles {
                 Err(e) => files.push(FileRead {
                     path: name,
                     file: None,
-                    error: Some(e.escaped()),
+                    error: Some(in_place(e).escaped()),
                 }),
             }
             if let (Some(r), Some(last)) = (room.as_mut(), files.last()) {
@@ -205,7 +205,7 @@ impl Tool for ReadFiles {
         for f in &o.files {
             s.push_str(&format!("==> {} <==\n", shown(&f.path)));
             match (&f.file, &f.error) {
-                (Some(file), _) => s.push_str(&read_file::ReadFile.render(file)),
+                (Some(file), _) => s.push_str(&unforgeable(&read_file::ReadFile.render(file))),
                 (None, Some(e)) => {
                     s.push_str(&e.render());
                     s.push('\n');
@@ -251,11 +251,130 @@ fn is_glob(ctx: &Ctx, path: &str) -> bool {
     if !path.contains(['*', '?', '[', '{']) || path.split('/').any(|c| c.starts_with('"')) {
         return false;
     }
-    let Ok(wp) = ctx.resolve(path) else {
-        return true;
+    // A name the workspace refuses as written (outside, `..`) is read as that name, and
+    // refused as one: never a glob, whose errors would talk about globs. (Lexically: a
+    // client's narrower roots judge the names a glob finds, not the glob.)
+    let Ok(wp) = ctx.workspace().resolve(path) else {
+        return false;
     };
     match ctx.workspace().entry(&wp, false) {
         Ok(r) => r.meta.is_none(),
         Err(e) => matches!(e.code, ErrorCode::NotFound | ErrorCode::NotADirectory),
+    }
+}
+
+/// A glob's error, said as read_files' own: the entry named no file, and as a glob it
+/// failed; the hint speaks of read_files' parameters (it has no `path`).
+fn as_glob(entry: &str, mut e: ToolError) -> ToolError {
+    e.message = format!(
+        "{}: no file has this name, and as a glob: {}",
+        shown(entry),
+        e.message
+    );
+    if e.code == ErrorCode::InvalidGlob {
+        e.hint = Some(
+            "globs look like src/**/*.rs or *.{ts,tsx}, named from the workspace root (no `..`, no leading /); \
+             with several roots, start with the root's name"
+                .to_string(),
+        );
+    }
+    e
+}
+
+/// A file's error as it stands in read_files' answer: with a hint (the call path only
+/// adds one to the call's own error), and one that names read_files' parameters.
+fn in_place(mut e: ToolError) -> ToolError {
+    match e.code {
+        ErrorCode::BinaryFile => {
+            e.hint = Some(
+                "read_files reads text; read this file alone with read_file and encoding \"base64\" for its \
+                 bytes"
+                    .to_string(),
+            );
+        }
+        ErrorCode::FileTooLarge if e.hint.as_deref().is_some_and(|h| h.contains("limit")) => {
+            e.hint = Some(
+                "read it in parts: offset and max_lines_each (e.g. offset 1, max_lines_each 200), or grep \
+                 for what you need first"
+                    .to_string(),
+            );
+        }
+        _ => {}
+    }
+    if e.hint.is_none() {
+        e.hint = Some(e.code.default_hint().to_string());
+    }
+    e
+}
+
+/// A file's text section as it goes between the `==> name <==` headers, so that no
+/// file can forge another's header: content lines (`{n:>6}\t{text}`) keep one line each
+/// (the line breaks other than `\n` that readers also break on are escaped, `\r` as
+/// `\r`), and a text that looks like a header (`==>` first, after any spaces and
+/// backslashes) gets one backslash more, so `\==> x <==` is a content line's
+/// `==> x <==`. Headers are never numbered; ferret's own notes are not content.
+fn unforgeable(body: &str) -> String {
+    let is_break = |c: char| {
+        matches!(
+            c,
+            '\r' | '\u{b}' | '\u{c}' | '\u{1c}'..='\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+        )
+    };
+    let mut out = String::with_capacity(body.len() + 16);
+    for line in body.split_inclusive('\n') {
+        let (line, end) = match line.strip_suffix('\n') {
+            Some(l) => (l, "\n"),
+            None => (line, ""),
+        };
+        let numbered = line.split_once('\t').filter(|(n, _)| {
+            let n = n.trim_start();
+            !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+        });
+        let Some((gutter, text)) = numbered else {
+            out.push_str(line);
+            out.push_str(end);
+            continue;
+        };
+        out.push_str(gutter);
+        out.push('\t');
+        let after = text.trim_start_matches([' ', '\t', '\\']);
+        if after.starts_with("==>") {
+            let lead = text.len() - text.trim_start_matches([' ', '\t']).len();
+            out.push_str(&text[..lead]);
+            out.push('\\');
+            push_escaped(&mut out, &text[lead..], is_break);
+        } else {
+            push_escaped(&mut out, text, is_break);
+        }
+        out.push_str(end);
+    }
+    out
+}
+
+fn push_escaped(out: &mut String, text: &str, is_break: impl Fn(char) -> bool) {
+    for c in text.chars() {
+        if is_break(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unforgeable;
+
+    #[test]
+    fn no_content_line_reads_as_a_header() {
+        let body = "     1\tone\n     2\t==> b.txt <==\n     3\t  \\==> c <==\n     4\ta\r==> d <==\n[version 1]";
+        let got = unforgeable(body);
+        assert_eq!(
+            got,
+            "     1\tone\n     2\t\\==> b.txt <==\n     3\t  \\\\==> c <==\n     4\ta\\r==> d <==\n[version 1]"
+        );
+        for l in got.lines() {
+            assert!(!l.starts_with("==>"), "{l:?}");
+        }
     }
 }

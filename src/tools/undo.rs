@@ -11,7 +11,7 @@
 //! undos, in any number of processes, never restore one change twice.
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
-use crate::history::{Action, Entry, History, Locked, sha256};
+use crate::history::{Action, Entry, History, Locked, Writers, sha256};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::workspace::shown;
 use schemars::JsonSchema;
@@ -46,6 +46,10 @@ pub struct Output {
     /// The journal id of this undo (absent on a dry run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_id: Option<u64>,
+    /// A dry run of a change that would ask the user first: the question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub would_ask: Option<String>,
     pub dry_run: bool,
 }
 
@@ -109,6 +113,44 @@ fn ask_confirm_listed(
     Ok(())
 }
 
+/// Every path an undo would change, judged as a name (denied, an extension not allowed,
+/// too deep, outside): refused before any question, so the person is never asked to
+/// confirm an undo that is then refused.
+fn refuse_first(ctx: &Ctx, target: &Entry) -> ToolResult<()> {
+    let ws = ctx.workspace();
+    let mut paths: Vec<(usize, &std::path::Path)> = Vec::new();
+    if target.group.is_empty() {
+        paths.push((target.root, &target.rel));
+    }
+    if let Some(m) = &target.moved {
+        paths.push((m.to_root, &m.to_rel));
+    }
+    paths.extend(target.group.iter().map(|op| (op.root, op.rel.as_path())));
+    for (root, rel) in paths {
+        if let Err(e) = ws.entry(&ws.root_path(root).join(rel), false)
+            && matches!(
+                e.code,
+                ErrorCode::DeniedPattern
+                    | ErrorCode::ExtensionDenied
+                    | ErrorCode::PathTooDeep
+                    | ErrorCode::PathEscape
+                    | ErrorCode::PathTraversal
+            )
+        {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// A dry run's note of the question a real undo would ask (the first one).
+fn preview(out: &mut Output, asked: ToolResult<()>) -> ToolResult<()> {
+    if let Some(q) = super::would_ask(asked)? {
+        out.would_ask.get_or_insert(q);
+    }
+    Ok(())
+}
+
 /// An undo is never undone (undoing it again would be a redo, with its own conflicts):
 /// the answer says so, and names where the content a forced undo overwrote was saved.
 fn undo_of_undo(e: &Entry) -> ToolError {
@@ -164,14 +206,15 @@ fn undo_delete(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -
                 .with_hint("create the directory again, then undo"),
         );
     };
-    if out.dry_run {
-        return Ok(());
-    }
     let trashed = target
         .trash
         .as_ref()
         .and_then(|rec| history.trashed_dir(rec));
-    ask_confirm_listed(ctx, target, &[(target.root, &target.rel, trashed.as_ref())])?;
+    let asked = ask_confirm_listed(ctx, target, &[(target.root, &target.rel, trashed.as_ref())]);
+    if out.dry_run {
+        return preview(out, asked);
+    }
+    asked?;
     out.change_id = Some(history.restore(target, dir, name, not_undone(target.id))?);
     Ok(())
 }
@@ -195,6 +238,17 @@ fn undo_entry(
             .with_hint("pass force: true to undo anyway; the current content is backed up first"));
     }
     if out.dry_run {
+        if !unchanged && let Some(cur) = current {
+            let asked = ask_force(
+                ctx,
+                history,
+                target,
+                (target.root, &target.rel, &target.path),
+                target.sha256_after.as_deref(),
+                &sha256(cur),
+            );
+            preview(out, asked)?;
+        }
         return Ok(None);
     }
     if !unchanged && let Some(cur) = current {
@@ -203,6 +257,7 @@ fn undo_entry(
             history,
             target,
             (target.root, &target.rel, &target.path),
+            target.sha256_after.as_deref(),
             &sha256(cur),
         )?;
     }
@@ -218,24 +273,32 @@ fn undo_entry(
 }
 
 /// `force` overriding a conflict overwrites content the change undone did not write:
-/// unless the caller's own later change wrote exactly what is there now (`now`, its
-/// hash), it asks as undoing another's change asks (the person confirms; without an
-/// answer nothing changes). What it overwrites is backed up either way.
+/// unless every change to the file since (from `from`, what the change undone left
+/// there) is the caller's own, each over exactly what the one before left, and the last
+/// left exactly what is there now (`now`, its hash), it asks as undoing another's change
+/// asks (the person confirms; without an answer nothing changes). An outside edit under
+/// the caller's own later edit is asked about too: going back past it loses it. What it
+/// overwrites is backed up either way.
 fn ask_force(
     ctx: &Ctx,
     history: &History,
     target: &Entry,
     (root, rel, path): (usize, &std::path::Path, &str),
+    from: Option<&str>,
     now: &str,
 ) -> ToolResult<()> {
     let caller = ctx.session().owner();
-    let who = match history.last_writer(root, rel, target.id)? {
-        Some((e, after)) if after.as_deref() == Some(now) => match &e.by {
-            Some(o) if o.owned_by(&caller) => return Ok(()),
+    let mine = |e: &Entry| e.by.as_ref().is_some_and(|o| o.owned_by(&caller));
+    let who = match history.writers_since((root, rel), target.id, from, Some(now), mine)? {
+        Writers::Own => return Ok(()),
+        Writers::Other(e) => match &e.by {
             Some(o) => format!("change {} made by {}", e.id, o.describe()),
             None => format!("change {} made by an unknown caller", e.id),
         },
-        _ => "no change ferret recorded (an outside editor, or another program)".to_string(),
+        Writers::Outside => {
+            "no change ferret recorded, at least in part (an outside editor, or another program)"
+                .to_string()
+        }
     };
     ctx.confirm(
         &format!(
@@ -293,7 +356,8 @@ fn undo_create(
         target.path, target.id
     );
     let Some(entry) = undo_entry(ctx, history, target, Some(&current), lost, force, out)? else {
-        return Ok(());
+        let asked = ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)]);
+        return preview(out, asked);
     };
     ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)])?;
     let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
@@ -351,9 +415,6 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         return Err(conflict(format!("{} is gone", m.to_path)));
     };
     out.diff = format!("{} -> {}\n", m.to_path, target.path);
-    if out.dry_run {
-        return Ok(());
-    }
     let moved_dir = if to.meta.as_ref().is_some_and(|m| m.is_dir()) {
         Some(
             cap_fs_ext::DirExt::open_dir_nofollow(to_dir, to_name)
@@ -362,14 +423,18 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
     } else {
         None
     };
-    ask_confirm_listed(
+    let asked = ask_confirm_listed(
         ctx,
         target,
         &[
             (m.to_root, &m.to_rel, moved_dir.as_ref()),
             (target.root, &target.rel, moved_dir.as_ref()),
         ],
-    )?;
+    );
+    if out.dry_run {
+        return preview(out, asked);
+    }
+    asked?;
     let mut entry = Entry::new(Action::Undo, m.to_path.clone(), m.to_root, &m.to_rel);
     entry.undoes = Some(target.id);
     entry.moved = Some(crate::history::MoveRecord {
@@ -420,7 +485,8 @@ fn undo_group(
     use crate::history::group::Planned;
     let ws = ctx.workspace();
     let mut changed = Vec::new();
-    // What a forced undo would overwrite: root, real path, shown path, hash now.
+    // What a forced undo would overwrite: (root, real path, shown path), what the patch
+    // left there, hash now.
     let mut overwritten = Vec::new();
     let mut planned = Vec::new();
     for op in target.group.iter().rev() {
@@ -448,7 +514,11 @@ fn undo_group(
         if !as_left {
             changed.push(op.path.clone());
             if let Some(h) = &now {
-                overwritten.push((op.root, op.rel.clone(), op.path.clone(), h.clone()));
+                overwritten.push((
+                    (op.root, op.rel.clone(), op.path.clone()),
+                    op.sha256_after.clone(),
+                    h.clone(),
+                ));
             }
         }
         let restore = |b: &Option<std::path::PathBuf>| -> ToolResult<Vec<u8>> {
@@ -526,11 +596,20 @@ fn undo_group(
         ))
         .with_hint("pass force: true to undo anyway; what is there now is backed up first"));
     }
-    if out.dry_run {
-        return Ok(());
-    }
-    for (root, rel, path, now) in &overwritten {
-        ask_force(ctx, history, target, (*root, rel, path), now)?;
+    for ((root, rel, path), from, now) in &overwritten {
+        let asked = ask_force(
+            ctx,
+            history,
+            target,
+            (*root, rel, path),
+            from.as_deref(),
+            now,
+        );
+        if out.dry_run {
+            preview(out, asked)?;
+        } else {
+            asked?;
+        }
     }
     // What a forced undo overwrites is saved first; the receipt says so, never where (a
     // host path). `undo` of this undo names the backups for the person.
@@ -542,7 +621,11 @@ fn undo_group(
         .iter()
         .map(|op| (op.root, op.rel.as_path(), None))
         .collect();
-    ask_confirm_listed(ctx, target, &paths)?;
+    let asked = ask_confirm_listed(ctx, target, &paths);
+    if out.dry_run {
+        return preview(out, asked);
+    }
+    asked?;
     let mut entry = Entry::new(Action::Undo, target.path.clone(), target.root, &target.rel);
     entry.undoes = Some(target.id);
     out.change_id = Some(history.apply_group(planned, entry, not_undone(target.id))?);
@@ -633,7 +716,8 @@ fn undo_edit(
         target.path, target.id
     );
     let Some(mut entry) = undo_entry(ctx, history, target, current, lost, force, out)? else {
-        return Ok(());
+        let asked = ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)]);
+        return preview(out, asked);
     };
     ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)])?;
     entry.sha256_after = Some(sha256(&restored));
@@ -707,14 +791,16 @@ the file changed since; force undoes anyway, backing up the current content. dry
             .with_hint("retry in a moment"));
         }
         ctx.set_audit_path(target.path.clone());
+        refuse_first(ctx, target)?;
         // Someone else's change (another session, the person, or unknown): only by its id,
         // and only if the user says so.
-        if !dry_run && !mine(target) {
+        let mut other = None;
+        if !mine(target) {
             let who = target
                 .by
                 .as_ref()
                 .map_or_else(|| "an unknown caller".to_string(), |o| o.describe());
-            ctx.confirm(
+            let asked = ctx.confirm(
                 &format!(
                     "undoing change {} ({} of {}), made by {who}, not by this session",
                     target.id,
@@ -722,7 +808,13 @@ the file changed since; force undoes anyway, backing up the current content. dry
                     crate::workspace::shown_in_prose(&target.path)
                 ),
                 false,
-            )?;
+            );
+            // A dry run asks no one, and says what the undo would ask.
+            if dry_run {
+                other = super::would_ask(asked)?;
+            } else {
+                asked?;
+            }
         }
         let mut out = Output {
             undone: target.id,
@@ -731,6 +823,7 @@ the file changed since; force undoes anyway, backing up the current content. dry
             diff: String::new(),
             backed_up: false,
             change_id: None,
+            would_ask: other,
             dry_run,
         };
         match target.action {
@@ -753,10 +846,11 @@ the file changed since; force undoes anyway, backing up the current content. dry
     fn render(&self, o: &Output) -> String {
         if o.dry_run {
             return format!(
-                "Would undo change {} ({} of {}):\n{}",
+                "Would undo change {} ({} of {}):\n{}{}",
                 o.undone,
                 o.action,
                 shown(&o.path),
+                super::render_would_ask(o.would_ask.as_ref()),
                 o.diff
             );
         }

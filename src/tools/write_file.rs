@@ -58,6 +58,10 @@ pub struct Output {
     /// The undo journal's id for this change (absent on a dry run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_id: Option<u64>,
+    /// A dry run of a change that would ask the user first: the question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub would_ask: Option<String>,
     pub dry_run: bool,
 }
 
@@ -152,6 +156,10 @@ file). Atomic; undo reverts; dry_run previews.",
             s.push_str(&format!("; change {id}, undo with undo"));
         }
         s.push_str(&format!("; version {})", o.version));
+        if o.would_ask.is_some() {
+            s.push('\n');
+            s.push_str(super::render_would_ask(o.would_ask.as_ref()).trim_end());
+        }
         if let Some(d) = &o.diff {
             s.push_str(":\n");
             s.push_str(d);
@@ -180,21 +188,26 @@ fn create(
         backed_up: false,
         version,
         change_id: None,
+        would_ask: None,
         dry_run,
     };
-    if dry_run {
-        return Ok(out);
-    }
     // The rules ask about the real name (a directory on the way may be a link).
-    if ws.needs_confirmation(real, false) {
+    let asked = if ws.needs_confirmation(real, false) {
         ctx.confirm(
             &format!(
                 "creating {} (on the confirm list)",
                 crate::workspace::shown_in_prose(&ws.display(real))
             ),
             false,
-        )?;
+        )
+    } else {
+        Ok(())
+    };
+    if dry_run {
+        out.would_ask = super::would_ask(asked)?;
+        return Ok(out);
     }
+    asked?;
     let history = ctx.history()?;
     let (at, created) = ws.make_parents(wp)?;
     out.created_dirs = created
@@ -257,9 +270,11 @@ fn replace(
         backed_up: false,
         version,
         change_id: None,
+        would_ask: None,
         dry_run,
     };
     if dry_run {
+        out.would_ask = super::would_ask(super::edit::confirm_listed(ctx, &at, "replacing"))?;
         return Ok(out);
     }
     let (backup, id) = super::edit::replace_file(ctx, &at, &file, &before, content, "replacing")?;

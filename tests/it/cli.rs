@@ -1067,7 +1067,8 @@ fn a_dry_run_of_a_permanent_delete_previews_without_asking() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "Would delete: a.txt (permanently)\n"
+        "Would delete: a.txt (permanently)\n[a real run would stop to ask the user first: permanently \
+         deleting a.txt needs the user's confirmation]\n"
     );
     assert!(t.path().join("a.txt").exists());
 }

@@ -262,7 +262,11 @@ fn every_tampered_section_is_discarded_rebuilt_and_answers_equal_a_scan() {
         let st = status(&root, &state);
         assert_eq!(st["usable"], false, "{name}: {st}");
         let reason = st["reason"].as_str().unwrap_or("");
-        assert!(reason.contains("discarded"), "{name}: {reason}");
+        // Status discards nothing: it says the file is damaged and what will happen.
+        assert!(
+            reason.contains("damaged") && !reason.contains("discarded"),
+            "{name}: {reason}"
+        );
         if !section.is_empty() {
             assert!(
                 reason.contains(&format!("checksum mismatch in {section}"))
@@ -276,7 +280,7 @@ fn every_tampered_section_is_discarded_rebuilt_and_answers_equal_a_scan() {
             assert!(!died, "{name}: grep {p} died");
             assert_eq!(&got, want, "{name}: grep {p}");
         }
-        // Rebuilt (the search above discarded it; `ferret index` writes it anew)...
+        // Rebuilt (a search only reads: `ferret index` discards it and writes it anew)...
         std::fs::write(&path, &bytes).expect("tamper");
         let out = run(&root, &state, &["index"]);
         assert!(

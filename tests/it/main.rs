@@ -27,6 +27,7 @@ mod sandbox;
 mod search;
 mod security_doc;
 mod shell;
+mod small_r5;
 mod state_r4;
 mod undo_r3;
 mod undo_r4;
