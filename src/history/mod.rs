@@ -362,56 +362,6 @@ impl History {
         })
     }
 
-    /// The last change after `after` that wrote the file `rel` of root `root` (its
-    /// entry, and the hash of what it left there: `None` when it left nothing known,
-    /// a move onto the path, a delete), among the changes the journal keeps in memory.
-    /// `None` when none did: what is there now was written by no change ferret recorded
-    /// (an outside editor), or by one older than the window (treated the same).
-    pub fn last_writer(
-        &self,
-        root: usize,
-        rel: &Path,
-        after: u64,
-    ) -> ToolResult<Option<(Entry, Option<String>)>> {
-        self.journal.with(false, |j| {
-            for e in j.entries.iter().rev() {
-                if e.id <= after {
-                    break;
-                }
-                if e.pending {
-                    continue;
-                }
-                let hit = if let Some(op) = e
-                    .group
-                    .iter()
-                    .rev()
-                    .find(|op| op.root == root && op.rel == rel)
-                {
-                    Some(op.sha256_after.clone())
-                } else if e.group.is_empty() && e.root == root && e.rel == rel {
-                    Some(match e.action {
-                        Action::Edit | Action::Create | Action::Undo if e.moved.is_none() => {
-                            e.sha256_after.clone()
-                        }
-                        _ => None,
-                    })
-                } else if e
-                    .moved
-                    .as_ref()
-                    .is_some_and(|m| m.to_root == root && m.to_rel == rel)
-                {
-                    Some(None)
-                } else {
-                    None
-                };
-                if let Some(h) = hit {
-                    return Ok(Some((e.clone(), h)));
-                }
-            }
-            Ok(None)
-        })
-    }
-
     /// Who wrote what the file `rel` of root `root` holds now (`now`, its hash), by the
     /// journal: every change after `after` that touched the file, in order, from `from`
     /// (what change `after` left there). [`Writers::Own`] only if the chain is unbroken

@@ -523,10 +523,12 @@ fn read_file_and_read_files_mean_the_same_by_the_size_limit() {
                 .clone();
             assert_eq!(entry["error"]["code"], "FILE_TOO_LARGE", "{args}: {v}");
             assert_eq!(entry["error"]["message"], single.message.as_str(), "{args}");
-            assert_eq!(
-                entry["error"]["hint"],
-                single.hint.clone().unwrap_or_default().as_str(),
-                "{args}"
+            // The hint names each tool's own way to read in parts.
+            let hint = entry["error"]["hint"].as_str().unwrap_or_default();
+            assert!(hint.contains("max_lines_each"), "{args}: {hint}");
+            assert!(
+                single.hint.as_deref().unwrap_or_default().contains("limit"),
+                "{single:?}"
             );
             assert!(entry.get("file").is_none(), "no head of the file: {entry}");
         }
