@@ -290,6 +290,17 @@ struct Lines<'a> {
     spans: Vec<Span>,
 }
 
+/// The lines a line-by-line search of `text` would hold a span for: what a change takes
+/// from the memory budget for them (see `search::cost::copies::PER_LINE`).
+pub fn lines_in(text: &str) -> u64 {
+    lines_in_bytes(text.as_bytes())
+}
+
+/// [`lines_in`] over bytes.
+pub fn lines_in_bytes(bytes: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', bytes).count() as u64 + 1
+}
+
 impl<'a> Lines<'a> {
     fn of(text: &'a str) -> Lines<'a> {
         let mut spans = Vec::new();
