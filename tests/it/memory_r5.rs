@@ -224,3 +224,146 @@ fn past_eight_waiting_a_big_call_is_refused_at_once_and_small_ones_answer() {
     assert!(said(&r).contains("hello"), "{}", said(&r));
     assert!(s.peak_mib() < 700, "peak {} MiB", s.peak_mib());
 }
+
+// ---------------------------------------------------------------------------------------
+// A workspace's own ferret.toml that hides (almost) everything is said to the agent.
+
+/// A small workspace: a few sources and docs, one level down too.
+fn small_repo(root: &Path) {
+    write(root, "README.md", "hello NEEDLE\n");
+    write(root, "Cargo.toml", "[package]\nname = \"x\"\n");
+    write(root, "src/main.rs", "fn main() { /* NEEDLE */ }\n");
+    write(root, "src/lib.rs", "pub fn f() {}\n");
+    write(root, "docs/guide.md", "NEEDLE guide\n");
+}
+
+/// The server's `initialize` answer (its instructions) for `root`.
+fn instructions(root: &Path) -> String {
+    use std::io::{BufRead, Write};
+    let mut child = crate::util::bin()
+        .arg("--root")
+        .arg(root)
+        .args(["serve", "--no-index"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn ferret serve");
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "memory_r5", "version": "1"}}})
+    )
+    .expect("write");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read");
+    drop(stdin);
+    let _ = child.wait();
+    let v: Value = serde_json::from_str(&line).expect("json");
+    v["result"]["instructions"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `ferret config`'s text.
+fn config_text(root: &Path) -> String {
+    let out = crate::util::bin()
+        .arg("--root")
+        .arg(root)
+        .arg("config")
+        .output()
+        .expect("ferret config");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Each shape of "hide everything" a repository can ship (every one of them narrowing,
+/// so applied): the agent is told, naming the file and the rule, in the server's
+/// instructions, in a search's warnings, in an error's hint; the user in `ferret config`.
+/// Before, every listing and search came back empty with no word of why.
+#[test]
+fn a_workspace_config_that_hides_everything_is_said_to_the_agent() {
+    let shapes = [
+        ("deny_extra = [\"*\"]", "deny_extra \"*\""),
+        ("deny_extra = [\"/*\"]", "deny_extra \"/*\""),
+        ("skip_extra = [\"*\"]", "skip_extra \"*\""),
+        (
+            "allowed_extensions = [\"zzz\"]",
+            "allowed_extensions [\"zzz\"]",
+        ),
+        // almost everything, rule by rule
+        (
+            "deny_extra = [\"*.md\", \"*.rs\", \"*.toml\"]",
+            "deny_extra \"*.md\"",
+        ),
+        (
+            "skip_extra = [\"src/\", \"*.md\", \"*.toml\"]",
+            "skip_extra",
+        ),
+    ];
+    for (toml, rule) in shapes {
+        let (_t, root) = tempdir();
+        small_repo(&root);
+        write(&root, "ferret.toml", format!("{toml}\n"));
+        let said_in = |what: &str, text: &str| {
+            assert!(
+                text.contains("ferret.toml") && text.contains(rule) && text.contains("hides"),
+                "{toml}: {what} does not say it: {text}"
+            );
+        };
+        said_in("ferret config", &config_text(&root));
+        said_in("the instructions", &instructions(&root));
+        let mut s = Server::serving(&root, &[], "glob,grep,read_file,list_directory");
+        let r = s.call("grep", &json!({"pattern": "NEEDLE"}));
+        let warnings: Vec<&str> = r["structuredContent"]["warnings"]
+            .as_array()
+            .map(|w| w.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let warnings = warnings.join("\n");
+        said_in("grep's warnings", &warnings);
+        said_in("grep's text", &said(&r));
+        let r = s.call("glob", &json!({"pattern": "**/*"}));
+        said_in("glob's text", &said(&r));
+        // An error's hint (a read of a hidden file, or of one that is not there).
+        let r = s.call("read_file", &json!({"path": "README.md"}));
+        let text = said(&r);
+        if r["isError"] == true {
+            said_in("read_file's error", &text);
+        }
+        let r = s.call("read_file", &json!({"path": "no/such.txt"}));
+        said_in("a NOT_FOUND error", &said(&r));
+    }
+}
+
+/// No false alarm: a file that narrows a little (logs, one folder), or none at all, adds
+/// no warning anywhere.
+#[test]
+fn a_workspace_config_that_hides_little_adds_no_warning() {
+    for toml in [
+        "deny_extra = [\"*.log\"]",
+        "skip_extra = [\"docs/\"]",
+        "allowed_extensions = [\"rs\", \"md\", \"toml\"]",
+        "max_file_size = 100000",
+        "",
+    ] {
+        let (_t, root) = tempdir();
+        small_repo(&root);
+        write(&root, "ferret.toml", format!("{toml}\n"));
+        let text = config_text(&root);
+        assert!(!text.contains("WARNING"), "{toml}: {text}");
+        assert!(!instructions(&root).contains("WARNING"), "{toml}");
+        let mut s = Server::serving(&root, &[], "grep");
+        let r = s.call("grep", &json!({"pattern": "NEEDLE"}));
+        assert!(
+            r["structuredContent"]["warnings"]
+                .as_array()
+                .is_none_or(|w| w.is_empty()),
+            "{toml}: {r}"
+        );
+    }
+}
