@@ -82,18 +82,23 @@ pub fn read_locked_within(
         .open_file_locked(wp, crate::workspace::LOCK_WAIT)?;
     let size = meta.len();
     check(size)?;
+    let what = crate::workspace::shown_in_prose(shown);
+    let base = cost::file_weight(size, hold.copies);
+    // The copies first: a call refused (the budget full, the queue too) is refused
+    // before it reads the file even to count its lines.
+    let mut held = cost::hold(base, &what, ctx.control())?;
     let lines = if hold.per_line {
         count_lines(&file, size, shown)?
     } else {
         0
     };
-    let weight = cost::file_weight(size, hold.copies)
-        .saturating_add(cost::file_weight(lines, cost::copies::PER_LINE));
-    let held = cost::hold(
-        weight,
-        &crate::workspace::shown_in_prose(shown),
-        ctx.control(),
-    )?;
+    if lines > 0 {
+        // Nothing of the file is held yet, so giving the share back and taking the whole
+        // weight in one step cannot wait on another call doing the same.
+        drop(held);
+        let weight = base.saturating_add(cost::file_weight(lines, cost::copies::PER_LINE));
+        held = cost::hold(weight, &what, ctx.control())?;
+    }
     let content = read_whole(&file, size, shown)?;
     if hold.per_line && locate::lines_in_bytes(&content) > lines {
         return Err(changed_while_read(shown));
