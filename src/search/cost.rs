@@ -551,6 +551,36 @@ mod tests {
     }
 
     #[test]
+    fn a_ceiling_keeps_room_for_small_takers_and_a_wait_ends_by_its_limit() {
+        let b = Budget::new(100);
+        // Big takers share 70 of the 100.
+        let a = b.take_within(40, 70, None, &control(0)).unwrap();
+        let started = Instant::now();
+        let until = Some(Instant::now() + Duration::from_millis(100));
+        let e = b.take_within(40, 70, until, &control(0)).err().unwrap();
+        assert_eq!(e.code, ErrorCode::Timeout);
+        assert!(started.elapsed() >= Duration::from_millis(90));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // The deadline ends it too, whichever is first.
+        let e = b.take_within(40, 70, None, &control(50)).err().unwrap();
+        assert_eq!(e.code, ErrorCode::Timeout);
+        // A small taker still finds the room above the ceiling.
+        let small = b
+            .take_within(50, 100, Some(Instant::now()), &control(0))
+            .unwrap();
+        assert_eq!(b.used(), 90);
+        drop(small);
+        // Over the ceiling alone: cut to it, so it may run alone.
+        drop(a);
+        let whole = b
+            .take_within(1_000, 70, Some(Instant::now()), &control(0))
+            .unwrap();
+        assert_eq!(b.used(), 70);
+        drop(whole);
+        assert_eq!(b.used(), 0);
+    }
+
+    #[test]
     fn caps_refuse_each_shape_and_pass_ordinary_ones() {
         assert!(check_pattern(&"a".repeat(MAX_PATTERN_BYTES), true).is_ok());
         assert_eq!(
