@@ -9,11 +9,11 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-const TOKEN: &str = "r3-token";
+pub(crate) const TOKEN: &str = "r3-token";
 
-struct Server {
-    child: Child,
-    port: u16,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) port: u16,
 }
 
 impl Drop for Server {
@@ -23,7 +23,7 @@ impl Drop for Server {
     }
 }
 
-fn serve(root: &Path, global: &[&str], extra: &[&str]) -> Server {
+pub(crate) fn serve(root: &Path, global: &[&str], extra: &[&str]) -> Server {
     let mut cmd = util::bin();
     cmd.arg("--root").arg(root).args(global).args([
         "serve",
@@ -75,7 +75,12 @@ fn exchange(port: u16, request: &[u8]) -> (u16, String) {
     (status, text)
 }
 
-fn post(port: u16, extra_headers: &str, session: Option<&str>, body: &str) -> (u16, String) {
+pub(crate) fn post(
+    port: u16,
+    extra_headers: &str,
+    session: Option<&str>,
+    body: &str,
+) -> (u16, String) {
     let sid = session.map_or(String::new(), |s| {
         format!("Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-11-25\r\n")
     });
@@ -88,7 +93,7 @@ fn post(port: u16, extra_headers: &str, session: Option<&str>, body: &str) -> (u
     exchange(port, req.as_bytes())
 }
 
-fn host(port: u16) -> String {
+pub(crate) fn host(port: u16) -> String {
     format!("Host: 127.0.0.1:{port}\r\n")
 }
 
@@ -100,7 +105,7 @@ fn initialize(name: &str) -> String {
 }
 
 /// A legacy session under `name`; returns its id.
-fn session(port: u16, name: &str) -> String {
+pub(crate) fn session(port: u16, name: &str) -> String {
     let (status, text) = post(port, &host(port), None, &initialize(name));
     assert_eq!(status, 200, "{text}");
     let sid = text

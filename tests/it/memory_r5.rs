@@ -367,3 +367,89 @@ fn a_workspace_config_that_hides_little_adds_no_warning() {
         );
     }
 }
+
+/// The same budget over HTTP (it is the process's, whatever the transport): sixteen
+/// dry-run edits of big files posted at once, each on its own connection, succeed or are
+/// refused as busy, the server's peak stays bounded, and a small call answers meanwhile.
+#[test]
+fn over_http_a_flood_of_big_edits_shares_the_same_budget() {
+    use crate::http_r3::{host, post, serve, session};
+    let (_t, root) = tempdir();
+    big_files(&root, 16, 32);
+    write(&root, "small.txt", "hello\n");
+    let server = serve(
+        &root,
+        &[
+            "--allow-write",
+            "--set",
+            "request_timeout=20s",
+            "--set",
+            "max_requests_per_round=0",
+            "--set",
+            "max_bytes_per_round=0",
+        ],
+        &[],
+    );
+    let port = server.port;
+    let sid = session(port, "memory_r5");
+    let call = |id: usize, tool: &str, args: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": tool, "arguments": args}})
+        .to_string();
+        post(port, &host(port), Some(&sid), &body)
+    };
+    let answers: Vec<(u16, String)> = std::thread::scope(|s| {
+        let edits: Vec<_> = (0..16)
+            .map(|i| {
+                let call = &call;
+                s.spawn(move || {
+                    call(
+                        i + 10,
+                        "edit",
+                        json!({"path": format!("f{i}.txt"), "old_string": "NEEDLE",
+                               "new_string": "FOUND", "dry_run": true}),
+                    )
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let asked = Instant::now();
+        let (status, small) = call(999, "read_file", json!({"path": "small.txt"}));
+        assert_eq!(status, 200, "{small}");
+        assert!(small.contains("hello"), "{small}");
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            asked.elapsed()
+        );
+        edits.into_iter().map(|h| h.join().expect("join")).collect()
+    });
+    let mut ok = 0;
+    for (status, text) in &answers {
+        assert_eq!(*status, 200, "{text}");
+        if text.contains("\"isError\":true") {
+            assert!(
+                text.contains("TIMEOUT: the server is busy"),
+                "{}",
+                &text[..text.len().min(600)]
+            );
+        } else {
+            assert!(
+                text.contains("Would edit"),
+                "{}",
+                &text[..text.len().min(600)]
+            );
+            ok += 1;
+        }
+    }
+    assert!(ok >= 3, "only {ok} of 16 succeeded");
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).expect("status");
+    let peak: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM");
+    assert!(peak / 1024 < 700, "peak {} MiB", peak / 1024);
+}
