@@ -56,6 +56,8 @@ pub struct Ferret {
     seen: crate::history::Seen,
     /// The live index searches use once built ([`Ferret::build_index`]).
     index: std::sync::Mutex<Option<Arc<crate::search::live::Live>>>,
+    /// Warnings every call carries ([`Ferret::with_notices`]).
+    notices: Vec<String>,
 }
 
 impl Ferret {
@@ -80,12 +82,27 @@ impl Ferret {
             history: HistoryCell::new(),
             seen: crate::history::Seen::new(),
             index: Default::default(),
+            notices: Vec::new(),
             config,
         };
         // No recovery here: a change a killed process left half-done is settled just
         // before this process's first change, and only if it may write (a read-only
         // command changes nothing under the roots; see `HistoryCell`).
         Ok(ferret)
+    }
+
+    /// With warnings the agent must see whatever it calls (the workspace's own config
+    /// hides almost everything, see `config::hides`): they are in the server's
+    /// instructions, in every search and listing result that shows warnings, and in the
+    /// hint of every error.
+    pub fn with_notices(mut self, notices: Vec<String>) -> Self {
+        self.notices = notices;
+        self
+    }
+
+    /// The warnings given with [`Ferret::with_notices`].
+    pub fn notices(&self) -> &[String] {
+        &self.notices
     }
 
     pub fn config(&self) -> &Config {
@@ -393,6 +410,9 @@ impl Ferret {
     ) -> ToolResult<R> {
         let started = Instant::now();
         let control = Control::new(opts.cancel, opts.progress, self.config.request_timeout);
+        for n in &self.notices {
+            control.warnings.add_quiet(n);
+        }
         let ctx = Ctx::new(
             self.services(),
             session,

@@ -95,6 +95,19 @@ impl Warnings {
         w.0.push(msg);
     }
 
+    /// Records `msg` (once) without logging it: a warning already said on stderr (the
+    /// workspace's own config hides everything), given again with every call.
+    pub fn add_quiet(&self, msg: &str) {
+        let msg = crate::error::echo(msg).into_owned();
+        let mut w = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !w.0.contains(&msg) && w.0.len() < Self::MAX {
+            w.0.push(msg);
+        }
+    }
+
     /// The warnings kept, and a last line counting those left out.
     pub fn list(&self) -> Vec<String> {
         let w = self

@@ -142,6 +142,11 @@ pub fn instructions(ferret: &Ferret, tools: &[String]) -> String {
     for (i, p) in practices.iter().enumerate() {
         s.push_str(&format!("{}. {p}\n", i + 1));
     }
+    // Last, and said again in every search result and error hint: what the workspace's
+    // own config hides.
+    for n in ferret.notices() {
+        s.push_str(&format!("\nWARNING: {n}.\n"));
+    }
     s
 }
 

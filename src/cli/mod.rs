@@ -141,7 +141,7 @@ fn run(mut cli: Cli) -> anyhow::Result<i32> {
         cli.global.dry_run |= w.dry_run;
     }
     let loaded = load_config(&cli.global, mode, None)?;
-    let ferret = Ferret::new(loaded.config.clone())?;
+    let ferret = Ferret::new(loaded.config.clone())?.with_notices(loaded.notices.clone());
     if uses_index(&cli.command) {
         ferret.use_stored_index();
     }

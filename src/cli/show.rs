@@ -106,6 +106,9 @@ struct ConfigShown<'a> {
     roots: Vec<RootShown<'a>>,
     /// What the workspace's own ferret.toml tried and was refused.
     refused: &'a [String],
+    /// Warnings: the workspace's own ferret.toml hides (almost) everything.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
 }
 
 pub fn config(loaded: &config::Loaded, ferret: &Ferret, json: bool) -> anyhow::Result<i32> {
@@ -125,6 +128,7 @@ pub fn config(loaded: &config::Loaded, ferret: &Ferret, json: bool) -> anyhow::R
             sources: &loaded.sources,
             roots,
             refused: &loaded.refused,
+            warnings: &loaded.notices,
         })?;
         return Ok(0);
     }
@@ -149,6 +153,9 @@ pub fn config(loaded: &config::Loaded, ferret: &Ferret, json: bool) -> anyhow::R
         for r in &loaded.refused {
             out.push_str(&format!("#   {r}\n"));
         }
+    }
+    for w in &loaded.notices {
+        out.push_str(&format!("\n# WARNING: {w}\n"));
     }
     out.push_str("\n# roots served:\n");
     for r in ferret.workspace().roots() {

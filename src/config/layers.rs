@@ -40,6 +40,10 @@ pub struct Loaded {
     /// What a workspace's own `ferret.toml` tried and was refused, each naming its key
     /// (`ferret config` shows them; they were printed on stderr too).
     pub refused: Vec<String>,
+    /// Warnings for the agent: the workspace's own `ferret.toml` hides all or almost all
+    /// of the workspace (see `config::hides`). Front ends pass them on
+    /// (`Ferret::with_notices`); `ferret config` shows them.
+    pub notices: Vec<String>,
 }
 
 /// The inputs to [`load`]: what the command line said, and the environment to read.
@@ -161,7 +165,9 @@ pub fn load(
     let mut config: Config = serde_json::from_value(Value::Object(map))
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     let mut refused = Vec::new();
+    let mut notices = Vec::new();
     if let Some(path) = &workspace_file {
+        let before = config.clone();
         // A repository's file never stops ferret: what cannot be read or applied is
         // refused (narrow.rs), and the user's settings stay in force.
         let n = match read_table(path) {
@@ -188,11 +194,16 @@ pub fn load(
             .into_iter()
             .map(|r| format!("{}: {r}", path.display()))
             .collect();
+        if let Some(w) = super::hides::hidden_by_workspace_file(&before, &config, path) {
+            eprintln!("ferret: warning: {w}");
+            notices.push(w);
+        }
     }
     Ok(Loaded {
         config,
         sources,
         refused,
+        notices,
     })
 }
 

@@ -8,6 +8,7 @@
 //! default it replaces (a list default splits on commas, a number parses as a number), so
 //! adding a field to `Config` is all it takes to make it settable everywhere.
 
+pub mod hides;
 mod layers;
 mod narrow;
 pub use narrow::{NOT_SERVED_BY_DEFAULT, TOOL_NAMES};

@@ -305,6 +305,48 @@ impl Budget {
         })
     }
 
+    /// Takes `weight` as [`Budget::take`] does, but only while what is held stays within
+    /// `ceiling` (at most the total; a weight over it is cut to it, so one request may
+    /// still run alone), and waits no later than `until` (then `TIMEOUT`).
+    pub fn take_within(
+        &self,
+        weight: u64,
+        ceiling: u64,
+        until: Option<Instant>,
+        control: &Control,
+    ) -> ToolResult<Permit<'_>> {
+        let ceiling = ceiling.min(self.total);
+        let weight = weight.min(ceiling);
+        let mut used = crate::error::lock(&self.used);
+        while *used + weight > ceiling {
+            control.check()?;
+            let now = Instant::now();
+            let end = match (control.deadline, until) {
+                (Some(d), Some(u)) => Some(d.min(u)),
+                (d, u) => d.or(u),
+            };
+            if end.is_some_and(|e| now >= e) {
+                return Err(control.timeout_error());
+            }
+            let wait = end
+                .map_or(Duration::from_millis(50), |e| {
+                    e.saturating_duration_since(now)
+                        .min(Duration::from_millis(50))
+                })
+                .max(Duration::from_millis(1));
+            used = self
+                .freed
+                .wait_timeout(used, wait)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        *used += weight;
+        Ok(Permit {
+            budget: self,
+            weight,
+        })
+    }
+
     /// What is held now (tests).
     pub fn used(&self) -> u64 {
         *crate::error::lock(&self.used)
@@ -350,6 +392,126 @@ pub fn admit(weight: u64, control: &Control) -> ToolResult<Permit<'static>> {
     SEARCHES.take(weight, control)
 }
 
+/// Of the shared budget, what whole files held by the file tools (edit, write_file,
+/// apply_patch, move, undo, read_file, read_files) may take together: the rest,
+/// [`FILE_RESERVE`], stays for searches and small calls, so a normal request answers
+/// while big files hold the budget.
+pub const FILE_CEILING: u64 = SEARCH_BUDGET - FILE_RESERVE;
+
+/// What big file holds leave free of the shared budget.
+pub const FILE_RESERVE: u64 = 128 << 20;
+
+/// A hold of at most this much is small: it may use the whole budget, reserve included.
+pub const SMALL_HOLD: u64 = 8 << 20;
+
+/// The longest a file tool waits for room before it is refused (its own deadline, when
+/// sooner, ends the wait first). Without a deadline (the command line, the library) a
+/// call that holds part of the budget and waits for more (a patch of several big files)
+/// would otherwise wait forever for another such call.
+pub const HOLD_WAIT: Duration = Duration::from_secs(30);
+
+/// The most file tools waiting for room at once; one more is refused at once. A waiter
+/// keeps one of the server's call threads (32, `ferret serve`): a flood of big edits
+/// queues this many and is refused past them, and a small call still finds a thread.
+pub const MAX_HOLD_WAITERS: usize = 8;
+
+/// File tools waiting for room now.
+static HOLD_WAITERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// What each file tool holds at its peak, as copies of the file's size (measured: a
+/// dry-run `edit` of a 60 MB file peaked at 180 MB over the idle server). One place
+/// for the weights; the tools name these, never a number.
+pub mod copies {
+    /// `edit`: the bytes read, the new text, the new bytes (the diff is bounded by
+    /// `tools::DIFF_MAX_BYTES`).
+    pub const EDIT: u64 = 3;
+    /// `apply_patch`, per updated file beyond the bytes read: the text after each hunk
+    /// (built from the one before it) and the new bytes.
+    pub const PATCH_UPDATE: u64 = 2;
+    /// A whole file read to be changed, compared or backed up (`write_file`'s old
+    /// content, `move`'s replaced file, `undo`'s current file and its backup).
+    pub const READ: u64 = 1;
+    /// `read_file` and each file of `read_files`: the bytes read, the text, the
+    /// numbered lines rendered from it.
+    pub const READ_FILE: u64 = 3;
+    /// What a forgiving (line by line) match keeps per line of the file: a span of three
+    /// offsets. A file of 64 MiB of empty lines is 64 million lines: 1.5 GiB.
+    pub const PER_LINE: u64 = 24;
+}
+
+/// The weight of holding `copies` copies of `bytes` bytes (saturating).
+pub fn file_weight(bytes: u64, copies: u64) -> u64 {
+    bytes.saturating_mul(copies)
+}
+
+/// Takes `weight` bytes of the shared budget ([`SEARCHES`]) for a file tool about to
+/// hold a file (`what` names it in the refusal): a big hold only within
+/// [`FILE_CEILING`], a small one ([`SMALL_HOLD`]) anywhere in the budget. Waits for room
+/// until the call's deadline or [`HOLD_WAIT`], then refuses with `TIMEOUT` saying the
+/// server is busy (`CANCELLED` when the call is cancelled). The permit gives the weight
+/// back when dropped: keep it while the file's bytes are held.
+pub fn hold(weight: u64, what: &str, control: &Control) -> ToolResult<Permit<'static>> {
+    let ceiling = if weight <= SMALL_HOLD {
+        SEARCH_BUDGET
+    } else {
+        FILE_CEILING
+    };
+    let refused = |e: ToolError, queue_full: bool| match e.code {
+        ErrorCode::Timeout => busy(weight.min(ceiling), what, control, queue_full),
+        _ => e,
+    };
+    // Room now: no wait.
+    match SEARCHES.take_within(weight, ceiling, Some(Instant::now()), control) {
+        Err(e) if e.code == ErrorCode::Timeout => {}
+        taken => return taken.map_err(|e| refused(e, false)),
+    }
+    use std::sync::atomic::Ordering;
+    if HOLD_WAITERS.fetch_add(1, Ordering::SeqCst) >= MAX_HOLD_WAITERS {
+        HOLD_WAITERS.fetch_sub(1, Ordering::SeqCst);
+        return Err(refused(control.timeout_error(), true));
+    }
+    struct Waiting;
+    impl Drop for Waiting {
+        fn drop(&mut self) {
+            HOLD_WAITERS.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    let _waiting = Waiting;
+    SEARCHES
+        .take_within(weight, ceiling, Some(Instant::now() + HOLD_WAIT), control)
+        .map_err(|e| refused(e, false))
+}
+
+fn busy(weight: u64, what: &str, control: &Control, queue_full: bool) -> ToolError {
+    let mib = |b: u64| b.div_ceil(1 << 20);
+    let waited = match control.deadline {
+        _ if queue_full => {
+            format!("{MAX_HOLD_WAITERS} calls are already waiting, so this one did not")
+        }
+        Some(d) if d <= Instant::now() + HOLD_WAIT => {
+            format!(
+                "waited until the call's deadline ({})",
+                humantime::format_duration(control.timeout)
+            )
+        }
+        _ => format!("waited {}", humantime::format_duration(HOLD_WAIT)),
+    };
+    ToolError::new(
+        ErrorCode::Timeout,
+        format!(
+            "the server is busy: {what} needs about {} MiB of memory, and the calls running hold \
+             {} MiB of the {} MiB that big files may take at once; {waited}; nothing was changed",
+            mib(weight),
+            mib(SEARCHES.used()),
+            mib(FILE_CEILING),
+        ),
+    )
+    .with_hint(
+        "retry in a moment, with fewer big files at once; for a big file, read a range (offset, limit) \
+         or find the place with grep first",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,6 +548,36 @@ mod tests {
         let c = control(0);
         c.cancel.cancel();
         assert_eq!(b.take(1, &c).err().unwrap().code, ErrorCode::Cancelled);
+    }
+
+    #[test]
+    fn a_ceiling_keeps_room_for_small_takers_and_a_wait_ends_by_its_limit() {
+        let b = Budget::new(100);
+        // Big takers share 70 of the 100.
+        let a = b.take_within(40, 70, None, &control(0)).unwrap();
+        let started = Instant::now();
+        let until = Some(Instant::now() + Duration::from_millis(100));
+        let e = b.take_within(40, 70, until, &control(0)).err().unwrap();
+        assert_eq!(e.code, ErrorCode::Timeout);
+        assert!(started.elapsed() >= Duration::from_millis(90));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // The deadline ends it too, whichever is first.
+        let e = b.take_within(40, 70, None, &control(50)).err().unwrap();
+        assert_eq!(e.code, ErrorCode::Timeout);
+        // A small taker still finds the room above the ceiling.
+        let small = b
+            .take_within(50, 100, Some(Instant::now()), &control(0))
+            .unwrap();
+        assert_eq!(b.used(), 90);
+        drop(small);
+        // Over the ceiling alone: cut to it, so it may run alone.
+        drop(a);
+        let whole = b
+            .take_within(1_000, 70, Some(Instant::now()), &control(0))
+            .unwrap();
+        assert_eq!(b.used(), 70);
+        drop(whole);
+        assert_eq!(b.used(), 0);
     }
 
     #[test]

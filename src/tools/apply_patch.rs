@@ -14,6 +14,7 @@ use super::patch_text::{self, FileChange, Hunk};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::history::group::Planned;
 use crate::history::{Action, Entry, GroupOp, OpKind, sha256};
+use crate::search::cost;
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::human_size;
 use crate::workspace::WsPath;
@@ -233,6 +234,8 @@ fn structured(n: usize, c: Change) -> ToolResult<FileChange> {
 struct PlannedFile {
     outcome: FileOutcome,
     ops: Vec<PlanOp>,
+    /// The shares of the memory budget its contents hold, until the patch is done.
+    _held: Vec<crate::search::cost::Permit<'static>>,
 }
 
 struct PlanOp {
@@ -330,11 +333,14 @@ fn plan(
                             before: None,
                             old: None,
                         }],
+                        _held: Vec::new(),
                     },
                 )?;
             }
             FileChange::Delete { .. } => {
-                let (file, before, at) = read_locked(ctx, &wp, &shown).map_err(at_change)?;
+                let (file, before, at, permit) =
+                    read_locked(ctx, &wp, &shown, super::Hold::copies(cost::copies::READ))
+                        .map_err(at_change)?;
                 if let Some(v) = versions.get(change.path()) {
                     super::edit::check_version(ctx, v, &before, &shown).map_err(at_change)?;
                 }
@@ -357,11 +363,24 @@ fn plan(
                             before: Some(before),
                             old: Some((file, at)),
                         }],
+                        _held: vec![permit],
                     },
                 )?;
             }
             FileChange::Update { hunks, move_to, .. } => {
-                let (file, before, at) = read_locked(ctx, &wp, &shown).map_err(at_change)?;
+                // The bytes read, the texts the hunks build, the new bytes, and a span
+                // per line for a hunk found line by line: taken from the memory budget
+                // before the file is read.
+                let (file, before, at, read_held) = read_locked(
+                    ctx,
+                    &wp,
+                    &shown,
+                    super::Hold {
+                        copies: cost::copies::READ + cost::copies::PATCH_UPDATE,
+                        per_line: true,
+                    },
+                )
+                .map_err(at_change)?;
                 if let Some(v) = versions.get(change.path()) {
                     super::edit::check_version(ctx, v, &before, &shown).map_err(at_change)?;
                 }
@@ -375,6 +394,7 @@ fn plan(
                         "not UTF-8 text; patches change text files",
                     ))
                 })?;
+                let permits = vec![read_held];
                 // Within the file's limit and what the patch may still hold.
                 let limit = if max > 0 { max } else { u64::MAX }
                     .min(PATCH_HOLDS.saturating_sub(held + before.len() as u64));
@@ -444,7 +464,15 @@ fn plan(
                         ]
                     }
                 };
-                keep(&mut out, &mut held, PlannedFile { outcome, ops })?;
+                keep(
+                    &mut out,
+                    &mut held,
+                    PlannedFile {
+                        outcome,
+                        ops,
+                        _held: permits,
+                    },
+                )?;
             }
         }
     }
@@ -538,10 +566,19 @@ fn read_locked(
     ctx: &Ctx,
     wp: &WsPath,
     shown: &str,
-) -> ToolResult<(cap_std::fs::File, Vec<u8>, crate::workspace::Resolved)> {
-    let (file, before, at) = super::read_locked(ctx, wp, shown)?;
-    check_size(ctx.config().max_edit_file_size, before.len(), shown)?;
-    Ok((file, before, at))
+    hold: super::Hold,
+) -> ToolResult<super::Locked> {
+    let max = ctx.config().max_edit_file_size;
+    // Refused by its size before it is read (or any memory taken for it).
+    let locked = super::read_locked_within(
+        ctx,
+        wp,
+        shown,
+        &|size| check_size(max, usize::try_from(size).unwrap_or(usize::MAX), shown),
+        hold,
+    )?;
+    check_size(max, locked.1.len(), shown)?;
+    Ok(locked)
 }
 
 /// Applies an update's hunks in order; the error names the change and the hunk.

@@ -9,13 +9,13 @@
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::history::{Action, Entry, sha256};
+use crate::search::cost;
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
 use crate::tools::human_size;
 use crate::tools::locate::{self, Miss, Rule};
 use crate::workspace::shown;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::io::Read;
 use std::os::fd::AsFd;
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -92,22 +92,32 @@ indentation are forgiven. Returns a diff; undo reverts; dry_run previews.",
         ctx.set_audit_path(shown.clone());
         // Locked until the change is made: a concurrent edit of the same file, in this
         // process or another, applies on top of this one instead of overwriting it.
-        let (file, meta, at) = ws.open_file_locked(&wp, crate::workspace::LOCK_WAIT)?;
         let max = ctx.config().max_edit_file_size;
-        if max > 0 && meta.len() > max {
-            return Err(ToolError::new(
-                ErrorCode::FileTooLarge,
-                format!(
-                    "{shown} is {}, over the {} edit limit",
-                    human_size(meta.len()),
-                    human_size(max)
-                ),
-            ));
-        }
-        let mut before = Vec::with_capacity(meta.len() as usize);
-        (&file)
-            .read_to_end(&mut before)
-            .map_err(|e| ToolError::io(&shown, &e))?;
+        // Its copies (and a span per line, for a match found line by line) taken from the
+        // shared memory budget before any is made: concurrent edits of big files wait
+        // their turn instead of adding up.
+        let (file, before, at, _held) = super::read_locked_within(
+            ctx,
+            &wp,
+            &shown,
+            &|size| {
+                if max > 0 && size > max {
+                    return Err(ToolError::new(
+                        ErrorCode::FileTooLarge,
+                        format!(
+                            "{shown} is {}, over the {} edit limit",
+                            human_size(size),
+                            human_size(max)
+                        ),
+                    ));
+                }
+                Ok(())
+            },
+            super::Hold {
+                copies: cost::copies::EDIT,
+                per_line: true,
+            },
+        )?;
         let (bom, text) = match before.strip_prefix(b"\xEF\xBB\xBF") {
             Some(rest) => (&before[..3], rest),
             None => (&before[..0], &before[..]),

@@ -290,9 +290,22 @@ struct Lines<'a> {
     spans: Vec<Span>,
 }
 
+/// The lines a line-by-line search of `text` would hold a span for: what a change takes
+/// from the memory budget for them (see `search::cost::copies::PER_LINE`).
+pub fn lines_in(text: &str) -> u64 {
+    lines_in_bytes(text.as_bytes())
+}
+
+/// [`lines_in`] over bytes.
+pub fn lines_in_bytes(bytes: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', bytes).count() as u64 + 1
+}
+
 impl<'a> Lines<'a> {
     fn of(text: &'a str) -> Lines<'a> {
-        let mut spans = Vec::new();
+        // Sized once: what the memory budget was given for it (`lines_in`), not the
+        // twice that a doubling vector can reach.
+        let mut spans = Vec::with_capacity(usize::try_from(lines_in(text)).unwrap_or(0));
         let mut start = 0;
         for nl in memchr::memchr_iter(b'\n', text.as_bytes()) {
             let content_end = if nl > start && text.as_bytes()[nl - 1] == b'\r' {

@@ -26,26 +26,149 @@ use crate::tool::Ctx;
 
 /// Opens a file a change will replace, locked until the change is made (a concurrent
 /// change of it, in this process or another, lands before or after, never in between),
-/// and reads it. Returns the file, its content and its resolution (whose `parent` is
-/// where the change is made).
-pub fn read_locked(
-    ctx: &Ctx,
-    wp: &crate::workspace::WsPath,
-    shown: &str,
-) -> ToolResult<(
+/// and reads it. Returns the file, its content, its resolution (whose `parent` is where
+/// the change is made) and the share of the memory budget its content holds (see
+/// [`crate::search::cost::hold`]): keep it while the content is held.
+pub fn read_locked(ctx: &Ctx, wp: &crate::workspace::WsPath, shown: &str) -> ToolResult<Locked> {
+    read_locked_within(
+        ctx,
+        wp,
+        shown,
+        &|_| Ok(()),
+        Hold::copies(crate::search::cost::copies::READ),
+    )
+}
+
+/// A file read to be changed: the open, locked file, its content, its resolution and
+/// the memory budget its content holds.
+pub type Locked = (
     crate::workspace::SandboxFile,
     Vec<u8>,
     crate::workspace::Resolved,
-)> {
-    use std::io::Read;
-    let (file, _, at) = ctx
+    crate::search::cost::Permit<'static>,
+);
+
+/// What a change holds of a file it reads: `copies` of it, and with `per_line` a span
+/// for each of its lines (a hunk or an `old_string` found line by line).
+#[derive(Clone, Copy)]
+pub struct Hold {
+    pub copies: u64,
+    pub per_line: bool,
+}
+
+impl Hold {
+    pub fn copies(copies: u64) -> Hold {
+        Hold {
+            copies,
+            per_line: false,
+        }
+    }
+}
+
+/// [`read_locked`], the file's size first passed to `check` (which may refuse it before
+/// any of it is read), and `hold` taken of the memory budget in one step before it is
+/// read (one step: a call that held part and waited for more could wait on another
+/// doing the same).
+pub fn read_locked_within(
+    ctx: &Ctx,
+    wp: &crate::workspace::WsPath,
+    shown: &str,
+    check: &dyn Fn(u64) -> ToolResult<()>,
+    hold: Hold,
+) -> ToolResult<Locked> {
+    use crate::search::cost;
+    let (file, meta, at) = ctx
         .workspace()
         .open_file_locked(wp, crate::workspace::LOCK_WAIT)?;
-    let mut content = Vec::new();
-    (&file)
+    let size = meta.len();
+    check(size)?;
+    let what = crate::workspace::shown_in_prose(shown);
+    let base = cost::file_weight(size, hold.copies);
+    // The copies first: a call refused (the budget full, the queue too) is refused
+    // before it reads the file even to count its lines.
+    let mut held = cost::hold(base, &what, ctx.control())?;
+    let lines = if hold.per_line {
+        count_lines(&file, size, shown)?
+    } else {
+        0
+    };
+    if lines > 0 {
+        // Nothing of the file is held yet, so giving the share back and taking the whole
+        // weight in one step cannot wait on another call doing the same.
+        drop(held);
+        let weight = base.saturating_add(cost::file_weight(lines, cost::copies::PER_LINE));
+        held = cost::hold(weight, &what, ctx.control())?;
+    }
+    let content = read_whole(&file, size, shown)?;
+    if hold.per_line && locate::lines_in_bytes(&content) > lines {
+        return Err(changed_while_read(shown));
+    }
+    Ok((file, content, at, held))
+}
+
+/// The lines of an open file (as [`locate::lines_in`] counts them), read in blocks
+/// without holding it, from its start; the file is left at its start.
+fn count_lines(file: &crate::workspace::SandboxFile, size: u64, shown: &str) -> ToolResult<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = file;
+    let mut buf = vec![0u8; 256 << 10];
+    let (mut n, mut seen) = (1u64, 0u64);
+    while seen <= size {
+        let got = f.read(&mut buf).map_err(|e| ToolError::io(shown, &e))?;
+        if got == 0 {
+            break;
+        }
+        seen += got as u64;
+        n += memchr::memchr_iter(b'\n', &buf[..got]).count() as u64;
+    }
+    f.seek(SeekFrom::Start(0))
+        .map_err(|e| ToolError::io(shown, &e))?;
+    Ok(n)
+}
+
+fn changed_while_read(shown: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::Conflict,
+        format!(
+            "{} changed while it was being read; nothing was changed",
+            crate::workspace::shown_in_prose(shown)
+        ),
+    )
+    .with_hint("wait until whatever is writing it has finished, then read it again and retry")
+}
+
+/// Takes from the shared memory budget what holding `copies` copies of a file of `size`
+/// bytes weighs, waiting for room (see [`crate::search::cost::hold`]).
+pub fn hold_file(
+    ctx: &Ctx,
+    size: u64,
+    copies: u64,
+    shown: &str,
+) -> ToolResult<crate::search::cost::Permit<'static>> {
+    crate::search::cost::hold(
+        crate::search::cost::file_weight(size, copies),
+        &crate::workspace::shown_in_prose(shown),
+        ctx.control(),
+    )
+}
+
+/// Reads an open file whose size was `size` when it was opened (and its memory taken
+/// for): a file that grew since is refused (`CONFLICT`) rather than read past what was
+/// admitted, or changed with its new end cut off.
+pub fn read_whole(
+    file: &crate::workspace::SandboxFile,
+    size: u64,
+    shown: &str,
+) -> ToolResult<Vec<u8>> {
+    use std::io::Read;
+    let mut content = Vec::with_capacity(usize::try_from(size).unwrap_or(0).min(1 << 30));
+    file.take(size.saturating_add(1))
         .read_to_end(&mut content)
         .map_err(|e| ToolError::io(shown, &e))?;
-    Ok((file, content, at))
+    if content.len() as u64 > size {
+        return Err(changed_while_read(shown));
+    }
+    Ok(content)
 }
 
 /// Every tool ferret has, in the order `ferret tools` lists them.

@@ -15,7 +15,6 @@ use crate::workspace::EntryType;
 use crate::workspace::shown;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::io::Read;
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -232,11 +231,14 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
         entry.created_dirs = created;
         if replacing {
             // The file about to be replaced, read through its own handle.
-            let (file, _, _) = ws.open_file(&to.real)?;
-            let mut before = Vec::new();
-            (&file)
-                .read_to_end(&mut before)
-                .map_err(|e| ToolError::io(&dst_shown, &e))?;
+            let (file, meta, _) = ws.open_file(&to.real)?;
+            let _held = super::hold_file(
+                ctx,
+                meta.len(),
+                crate::search::cost::copies::READ,
+                &dst_shown,
+            )?;
+            let before = super::read_whole(&file, meta.len(), &dst_shown)?;
             let b = history.backup(to.real.root_index(), to.real.rel(), &before)?;
             out.backed_up = true;
             entry.backup_path = Some(b);

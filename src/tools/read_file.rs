@@ -182,6 +182,15 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
     ctx.count_files(1);
     let size = meta.len();
     let max = ctx.limits().max_file_size;
+    // A read holds at most `max_file_size` of the file (a ranged read streams past the
+    // rest), taken from the shared memory budget first; read_files holds one file at a
+    // time.
+    let _held = super::hold_file(
+        ctx,
+        if max > 0 { size.min(max) } else { size },
+        crate::search::cost::copies::READ_FILE,
+        &shown,
+    )?;
     let limit = match (p.limit, p.max_lines) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

@@ -342,15 +342,15 @@ fn undo_create(
         }
     }
     // Held (locked) until the file is removed.
-    let (_locked, current, at) = super::read_locked(ctx, &wp, &target.path)?;
-    out.diff = similar::TextDiff::from_lines(String::from_utf8_lossy(&current).as_ref(), "")
-        .unified_diff()
-        .context_radius(3)
-        .header(
-            &format!("a/{} (now)", crate::workspace::shown_in_prose(&target.path)),
-            "/dev/null (removed)",
-        )
-        .to_string();
+    let (_locked, current, at, _held) = super::read_locked(ctx, &wp, &target.path)?;
+    // Bounded like every change's diff (a 64 MiB file's lines are not diffed whole).
+    out.diff = super::unified_diff(
+        String::from_utf8_lossy(&current).as_ref(),
+        "",
+        &format!("a/{} (now)", crate::workspace::shown_in_prose(&target.path)),
+        "/dev/null (removed)",
+        3,
+    );
     let lost = format!(
         "{} was changed after change {} created it; removing it would lose that",
         target.path, target.id
@@ -458,6 +458,7 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
     remove_empty_dirs(ctx, m.to_root, &target.created_dirs);
     // The file the move replaced comes back from its backup.
     if let Some(b) = &target.backup_path {
+        let _held = hold_backup(ctx, b, &m.to_path)?;
         let content = history.read_backup(b).map_err(|mut e| {
             e.message = format!("moved back, but {}", e.message);
             e
@@ -489,6 +490,8 @@ fn undo_group(
     // left there, hash now.
     let mut overwritten = Vec::new();
     let mut planned = Vec::new();
+    // The memory the files read and the backups restored hold, until they are written.
+    let mut held = Vec::new();
     for op in target.group.iter().rev() {
         let wp = ws.root_path(op.root).join(&op.rel);
         let at = ws.entry(&wp, false)?;
@@ -500,7 +503,8 @@ fn undo_group(
         }
         let (current, old) = match &at.meta {
             Some(m) if m.is_file() => {
-                let (file, buf, _) = super::read_locked(ctx, &wp, &op.path)?;
+                let (file, buf, _, hold) = super::read_locked(ctx, &wp, &op.path)?;
+                held.push(hold);
                 (Some(buf), Some(file))
             }
             Some(_) => return Err(conflict(format!("{} is no longer a file", op.path))),
@@ -521,13 +525,14 @@ fn undo_group(
                 ));
             }
         }
-        let restore = |b: &Option<std::path::PathBuf>| -> ToolResult<Vec<u8>> {
+        let mut restore = |b: &Option<std::path::PathBuf>| -> ToolResult<Vec<u8>> {
             let b = b.as_ref().ok_or_else(|| {
                 conflict(format!(
                     "the patch was made with backups off, so the old content of {} was not kept; it cannot be undone",
                     op.path
                 ))
             })?;
+            held.push(hold_backup(ctx, b, &op.path)?);
             history.read_backup(b)
         };
         // The inverse of this file's change.
@@ -539,19 +544,13 @@ fn undo_group(
             (OpKind::Remove, None) => (OpKind::Create, Some(restore(&op.backup_path)?)),
             (OpKind::Remove, Some(_)) => (OpKind::Replace, Some(restore(&op.backup_path)?)),
         };
-        out.diff.push_str(
-            &similar::TextDiff::from_lines(
-                String::from_utf8_lossy(current.as_deref().unwrap_or_default()).as_ref(),
-                String::from_utf8_lossy(content.as_deref().unwrap_or_default()).as_ref(),
-            )
-            .unified_diff()
-            .context_radius(3)
-            .header(
-                &format!("a/{} (now)", shown(&op.path)),
-                &format!("b/{} (restored)", shown(&op.path)),
-            )
-            .to_string(),
-        );
+        out.diff.push_str(&super::unified_diff(
+            String::from_utf8_lossy(current.as_deref().unwrap_or_default()).as_ref(),
+            String::from_utf8_lossy(content.as_deref().unwrap_or_default()).as_ref(),
+            &format!("a/{} (now)", shown(&op.path)),
+            &format!("b/{} (restored)", shown(&op.path)),
+            3,
+        ));
         let at = if kind == OpKind::Create {
             ws.make_parents(&wp)?.0
         } else {
@@ -672,6 +671,7 @@ fn undo_edit(
         ))
         .with_hint("turn backups on (backup_enabled = true, the default) for edits that can be undone")
     })?;
+    let _restored_held = hold_backup(ctx, backup_path, &target.path)?;
     let restored = history.read_backup(backup_path)?;
     let wp = ws.root_path(target.root).join(&target.rel);
     let probe = ws.entry(&wp, false)?;
@@ -685,27 +685,23 @@ fn undo_edit(
     // after it, never in between.
     let (locked, at) = match &probe.meta {
         Some(m) if m.is_file() => {
-            let (file, buf, at) = super::read_locked(ctx, &wp, &target.path)?;
-            (Some((file, buf)), at)
+            let (file, buf, at, hold) = super::read_locked(ctx, &wp, &target.path)?;
+            (Some((file, buf, hold)), at)
         }
         Some(_) => {
             return Err(conflict(format!("{} is no longer a file", target.path)));
         }
         None => (None, probe),
     };
-    let current = locked.as_ref().map(|(_, b)| b.as_slice());
+    let current = locked.as_ref().map(|(_, b, _)| b.as_slice());
     let current_text = current.map(String::from_utf8_lossy).unwrap_or_default();
-    out.diff = similar::TextDiff::from_lines(
+    out.diff = super::unified_diff(
         current_text.as_ref(),
         String::from_utf8_lossy(&restored).as_ref(),
-    )
-    .unified_diff()
-    .context_radius(3)
-    .header(
         &format!("a/{} (now)", shown(&target.path)),
         &format!("b/{} (restored)", shown(&target.path)),
-    )
-    .to_string();
+        3,
+    );
     let what = if current.is_none() {
         "was deleted"
     } else {
@@ -727,7 +723,7 @@ fn undo_edit(
             target.path
         )));
     };
-    let like = locked.as_ref().map(|(f, _)| f.as_fd());
+    let like = locked.as_ref().map(|(f, _, _)| f.as_fd());
     out.change_id =
         Some(history.replace(dir, name, like, &restored, entry, not_undone(target.id))?);
     Ok(())
@@ -876,4 +872,16 @@ the file changed since; force undoes anyway, backing up the current content. dry
         s.push_str(&o.diff);
         s
     }
+}
+
+/// Takes from the shared memory budget what reading the backup at `b` (of the file
+/// `shown`) will hold, by the backup's size (the read itself refuses anything but a
+/// regular file).
+fn hold_backup(
+    ctx: &Ctx,
+    b: &std::path::Path,
+    shown: &str,
+) -> ToolResult<crate::search::cost::Permit<'static>> {
+    let size = std::fs::symlink_metadata(b).map_or(0, |m| m.len());
+    super::hold_file(ctx, size, crate::search::cost::copies::READ, shown)
 }

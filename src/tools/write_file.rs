@@ -107,6 +107,14 @@ file). Atomic; undo reverts; dry_run previews.",
         let wp = ctx.resolve(&p.path)?;
         let shown = ws.display(&wp);
         ctx.set_audit_path(shown.clone());
+        // The new content is held already; counted so that other calls' files wait
+        // while it is (the old content, when replaced, is counted as it is read).
+        let _held = super::hold_file(
+            ctx,
+            content.len() as u64,
+            crate::search::cost::copies::READ,
+            &shown,
+        )?;
         let dry_run = p.dry_run || ctx.config().dry_run;
         let version = crate::history::version_of(&content);
 
@@ -247,7 +255,7 @@ fn replace(
     version: String,
     dry_run: bool,
 ) -> ToolResult<Output> {
-    let (file, before, at) = super::read_locked(ctx, wp, shown)?;
+    let (file, before, at, _held) = super::read_locked(ctx, wp, shown)?;
     if let Some(v) = expected_version {
         super::edit::check_version(ctx, v, &before, shown)?;
     }

@@ -8,12 +8,12 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-const TOKEN: &str = "r3-token";
+pub(crate) const TOKEN: &str = "r3-token";
 
 use util::HttpServer as Server;
 use util::http_exchange as exchange;
 
-fn serve(root: &Path, global: &[&str], extra: &[&str]) -> Server {
+pub(crate) fn serve(root: &Path, global: &[&str], extra: &[&str]) -> Server {
     let mut cmd = util::bin();
     cmd.arg("--root").arg(root).args(global).args([
         "serve",
@@ -27,7 +27,12 @@ fn serve(root: &Path, global: &[&str], extra: &[&str]) -> Server {
     Server::spawn(cmd)
 }
 
-fn post(port: u16, extra_headers: &str, session: Option<&str>, body: &str) -> (u16, String) {
+pub(crate) fn post(
+    port: u16,
+    extra_headers: &str,
+    session: Option<&str>,
+    body: &str,
+) -> (u16, String) {
     let sid = session.map_or(String::new(), |s| {
         format!("Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-11-25\r\n")
     });
@@ -40,7 +45,7 @@ fn post(port: u16, extra_headers: &str, session: Option<&str>, body: &str) -> (u
     exchange(port, req.as_bytes())
 }
 
-fn host(port: u16) -> String {
+pub(crate) fn host(port: u16) -> String {
     format!("Host: 127.0.0.1:{port}\r\n")
 }
 
@@ -52,7 +57,7 @@ fn initialize(name: &str) -> String {
 }
 
 /// A legacy session under `name`; returns its id.
-fn session(port: u16, name: &str) -> String {
+pub(crate) fn session(port: u16, name: &str) -> String {
     let (status, text) = post(port, &host(port), None, &initialize(name));
     assert_eq!(status, 200, "{text}");
     let sid = text

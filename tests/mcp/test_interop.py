@@ -1535,3 +1535,22 @@ async def test_r5_dry_runs_say_they_would_ask_and_read_files_headers_hold(ws, tm
         r = await c.call_tool("read_files", {"paths": ["evil.txt", "a.txt"]})
         lines = text(r).splitlines()
         assert [l for l in lines if l.lstrip().startswith("==>")] == ["==> evil.txt <==", "==> a.txt <=="], text(r)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("rule", ['deny_extra = ["*"]', 'skip_extra = ["*"]', 'allowed_extensions = ["zzz"]'])
+async def test_a_workspace_config_that_hides_everything_reaches_the_model(ws, mode, rule):
+    """A workspace's own ferret.toml that hides everything (each rule narrowing, so applied)
+    is said to the model, naming the file and the rule: in the instructions the official
+    client hands it, in a search result's warnings and text, and in an error's hint."""
+    (ws / "ferret.toml").write_text(rule + "\n")
+    key = rule.split(" ")[0]
+    async with stdio(ws, mode=mode) as c:
+        assert "ferret.toml" in c.instructions and key in c.instructions, c.instructions
+        r = await c.call_tool("glob", {"pattern": "**/*"})
+        assert not r.is_error, text(r)
+        assert "ferret.toml" in text(r) and key in text(r), text(r)
+        assert any(key in w for w in r.structured_content.get("warnings", [])), r.structured_content
+        r = await c.call_tool("read_file", {"path": "no/such.txt"})
+        assert r.is_error and "ferret.toml" in text(r) and key in text(r), text(r)

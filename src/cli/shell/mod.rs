@@ -327,7 +327,7 @@ impl Shell {
         config.dry_run = on;
         match Ferret::new(config.clone()) {
             Ok(f) => {
-                *self.ferret.borrow_mut() = f;
+                *self.ferret.borrow_mut() = f.with_notices(self.loaded.notices.clone());
                 self.loaded.config = config;
                 println!(
                     "dry-run is {}{}",
