@@ -545,6 +545,19 @@ pub struct ServeArgs {
     /// connections close after it too.
     #[arg(long, default_value_t = crate::mcp::http::READ_TIMEOUT.as_secs(), value_name = "SECS")]
     pub read_timeout: u64,
+    /// Most live HTTP sessions one client (its host; every loopback address is one) may
+    /// hold; its next initialize closes its least recently used idle one. 0: an eighth of
+    /// --max-sessions, at least 4.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub max_sessions_per_client: usize,
+    /// Seconds a confirmation question (elicitation) waits for the client's answer before
+    /// the call is answered CONFIRMATION_REQUIRED (the request timeout, if shorter, wins).
+    #[arg(long, default_value_t = crate::mcp::QUESTION_TIMEOUT.as_secs(), value_name = "SECS")]
+    pub question_timeout: u64,
+    /// Confirmation questions one client may leave waiting at once; a call past that is
+    /// answered CONFIRMATION_REQUIRED without asking.
+    #[arg(long, default_value_t = crate::mcp::QUESTIONS_PER_CLIENT, value_name = "N")]
+    pub max_questions_per_client: usize,
     /// Do not build the live index: every search scans the tree.
     #[arg(long)]
     pub no_index: bool,
