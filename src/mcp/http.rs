@@ -656,10 +656,14 @@ struct Peer(SocketAddr);
 pub struct Principal(pub String);
 
 fn principal(token: bool, peer: Option<SocketAddr>) -> Principal {
-    Principal(match peer {
+    // A dual-stack listener sees IPv4 peers as ::ffff:a.b.c.d: the IPv4 address is who
+    // they are (else every IPv4 client would share one IPv6 /64, and 127.0.0.1 would
+    // not be loopback).
+    let ip = peer.map(|p| p.ip().to_canonical());
+    Principal(match ip {
         _ if token => "http-token".to_string(),
-        Some(p) if p.ip().is_loopback() => "http-loopback".to_string(),
-        Some(p) => match p.ip() {
+        Some(ip) if ip.is_loopback() => "http-loopback".to_string(),
+        Some(ip) => match ip {
             std::net::IpAddr::V4(ip) => format!("http-{ip}"),
             // One host usually holds a whole /64.
             std::net::IpAddr::V6(ip) => {
@@ -2127,6 +2131,19 @@ mod tests {
             principal(false, p("[2001:db8:1:2::6]:5")).0
         );
         assert_eq!(principal(false, None).0, "http-unknown");
+        // IPv4 peers of a dual-stack listener are their IPv4 addresses.
+        assert_eq!(
+            principal(false, p("[::ffff:127.0.0.1]:5")).0,
+            "http-loopback"
+        );
+        assert_eq!(
+            principal(false, p("[::ffff:10.1.2.3]:5")).0,
+            principal(false, p("10.1.2.3:9")).0
+        );
+        assert_ne!(
+            principal(false, p("[::ffff:10.1.2.3]:5")).0,
+            principal(false, p("[::ffff:10.1.2.4]:5")).0
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod everyday_a;
 mod everyday_b;
 mod faults;
 mod http_r3;
+mod http_r5;
 mod index;
 mod index_r3;
 mod layers;
