@@ -535,10 +535,12 @@ pub struct ServeArgs {
     /// Largest HTTP request body in bytes.
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     pub max_body: usize,
-    /// Most HTTP connections served at once (more are closed as they are accepted).
+    /// Most HTTP connections served at once (idle ones make room for more; when all are
+    /// answering requests, 4 more are let in to answer GET /health only).
     #[arg(long, default_value_t = 256)]
     pub max_connections: usize,
-    /// Most live HTTP sessions (a new one over this gets 503; idle ones close after 5 min).
+    /// Most live HTTP sessions (at the cap a new one closes the least recently used idle
+    /// session of the client holding the most; 503 if none is idle; idle ones close after 5 min).
     #[arg(long, default_value_t = 256)]
     pub max_sessions: usize,
     /// Seconds an HTTP request's headers, and then its body, may take to arrive; idle

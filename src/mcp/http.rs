@@ -21,9 +21,20 @@
 //!   (slowloris), and a write the client accepts nothing of for as long fails (a stream
 //!   nobody reads);
 //! - bodies: at most `max_body_bytes` (413), arriving within `read_timeout` (408);
-//! - sessions: at most `max_sessions` live (503 to a new `initialize`), each closed
-//!   after [`SESSION_IDLE`] without requests, its memory handed back; at most
-//!   [`STREAMS_PER_SESSION`] event streams each (429);
+//! - sessions: an `initialize` is a request of the principal's budget (429 past it);
+//!   one client (its host, see [`Client`]) holds at most `max_sessions_per_client`
+//!   (default [`fair_share`]), its next `initialize` closing its own least recently used
+//!   idle one; at `max_sessions` a new `initialize` closes the least recently used idle
+//!   session of the client holding the most (pings keep a session recent, never make
+//!   its client hold fewer), and gets 503 only when every candidate has a request under
+//!   way; each closed after [`SESSION_IDLE`] without requests, its memory handed back;
+//!   every open, close and eviction an audit record; at most [`STREAMS_PER_SESSION`]
+//!   event streams each (429);
+//! - questions (`elicitation/create`, see [`super::Questions`]): a call waiting only for
+//!   the client's answer leaves its connection closable like a stream's and its session
+//!   idle; it is answered CONFIRMATION_REQUIRED when the question's time is up;
+//! - health: when every connection is answering a request, up to [`HEALTH_RESERVE`]
+//!   more are let in and answered at [`HEALTH_PATH`] only (503 elsewhere);
 //! - `Host` and `Origin`: sent twice (any spelling), as a list, or against a request
 //!   target naming another host: 400, before rmcp's allow-lists read only the first;
 //! - every rejection (400 for those, 401, 403, 408, 413, 429, 503, connections closed
@@ -72,7 +83,8 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// Connections served at once; more are closed as they are accepted.
     pub max_connections: usize,
-    /// Live sessions; a new `initialize` over this gets 503.
+    /// Live sessions; at the cap a new `initialize` closes an idle one of the client
+    /// holding the most, or gets 503 when none is idle.
     pub max_sessions: usize,
     /// A request's headers, and then its body, must each arrive within this; an idle
     /// keep-alive connection is closed after it.
