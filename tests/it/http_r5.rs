@@ -678,3 +678,51 @@ fn an_answered_question_still_confirms() {
         "the confirmed delete was not done"
     );
 }
+
+/// A session whose only request waits for an answer to a question counts as idle: at its
+/// client's share it can be closed for a new session, where a session answering a
+/// request could not.
+#[test]
+fn a_session_waiting_only_for_an_answer_can_be_closed() {
+    let (_t, root) = util::tempdir();
+    util::write(&root, "a.txt", "a\n");
+    let (_s, state) = util::tempdir();
+    let state_arg = state.to_string_lossy().to_string();
+    let server = serve(
+        &root,
+        &[
+            "--allow-write",
+            "--state-dir",
+            &state_arg,
+            "--set",
+            "max_requests_per_round=0",
+        ],
+        "127.0.0.1:0",
+        &[
+            "--max-sessions-per-client",
+            "2",
+            "--question-timeout",
+            "120",
+        ],
+    );
+    let c = Client {
+        ip: "127.0.0.1".parse().unwrap(),
+        port: server.port,
+    };
+    let (_, _, asker) = c.initialize("asker", true);
+    let asker = asker.unwrap();
+    let quiet = c.session("quiet");
+    let (mut waiting, seen) = ask(&c, &asker);
+    assert!(seen.contains("elicitation/create"), "{seen}");
+    // The quiet session is the least recently used: it goes first, then the asker's.
+    let (status, text, _) = c.initialize("second", false);
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(c.ping(&quiet), 404);
+    let (status, text, _) = c.initialize("third", false);
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(c.ping(&asker), 404, "the waiting session was kept");
+    // Its call's stream ends with the session; nothing was deleted.
+    let rest = read_all(&mut waiting);
+    assert!(!rest.contains("\"isError\":false"), "{rest}");
+    assert!(root.join("a.txt").exists());
+}
