@@ -806,12 +806,7 @@ impl Gate {
                 && let Some(sid) = &sid
                 && let Some(gone) = self.table.forget(sid)
             {
-                self.session_record(
-                    sid,
-                    &gone.client,
-                    "session_close",
-                    "closed by its client (DELETE)",
-                );
+                self.session_record(sid, &gone, "session_close", "closed by its client (DELETE)");
             }
             return r;
         }
@@ -973,12 +968,12 @@ impl Gate {
                 return r;
             }
         };
-        if let Some((victim, owner, why)) = victim {
+        if let Some((victim, _, why, gone)) = victim {
             use rmcp::transport::streamable_http_server::session::SessionManager;
             let id: rmcp::transport::streamable_http_server::session::SessionId =
                 victim.as_str().into();
             let _ = self.sessions.close_session(&id).await;
-            self.session_record(&victim, &owner, "session_evicted", why);
+            self.session_record(&victim, &gone, "session_evicted", why);
         }
         let agent = client_name(&bytes);
         let r = next
@@ -991,9 +986,9 @@ impl Gate {
             && r.status().is_success()
         {
             let sid = crate::audit::clip(sid, 256);
-            let held = self.table.opened(slot, &sid);
+            let held = self.table.opened(slot, &sid, &principal);
             let reason = format!("opened; this client holds {held}");
-            self.session_record_as(&sid, &client, &agent, "session_open", &reason);
+            self.session_record_as(&sid, &principal, &client, &agent, "session_open", &reason);
         }
         r
     }
@@ -1012,20 +1007,23 @@ impl Gate {
         for (sid, gone) in self.table.retain_live(&live) {
             self.session_record(
                 &sid,
-                &gone.client,
+                &gone,
                 "session_close",
                 "ended (idle too long, or its worker stopped)",
             );
         }
     }
 
-    fn session_record(&self, sid: &str, client: &str, operation: &str, reason: &str) {
-        self.session_record_as(sid, client, "-", operation, reason);
+    fn session_record(&self, sid: &str, gone: &LiveSession, operation: &str, reason: &str) {
+        self.session_record_as(sid, &gone.principal, &gone.client, "-", operation, reason);
     }
 
+    /// An audit record of a session's life: the principal its budget is charged to, the
+    /// client (host) the session table counts it against in the reason.
     fn session_record_as(
         &self,
         sid: &str,
+        principal: &str,
         client: &str,
         agent: &str,
         operation: &str,
@@ -1034,7 +1032,7 @@ impl Gate {
         self.ferret.audit().log(AuditEntry {
             timestamp: crate::clock::now_rfc3339(),
             session_id: crate::audit::clip(sid, crate::audit::MAX_NAME_BYTES),
-            principal: Some(client.to_string()),
+            principal: Some(principal.to_string()),
             agent_id: crate::audit::clip(agent, crate::audit::MAX_NAME_BYTES),
             operation: operation.into(),
             path: None,
@@ -1044,7 +1042,7 @@ impl Gate {
                 Outcome::Success
             },
             code: (operation == "session_evicted").then(|| "SESSION_EVICTED".to_string()),
-            reason: Some(reason.to_string()),
+            reason: Some(format!("{reason}; client {client}")),
             bytes_read: 0,
             bytes_sent: 0,
             file_count: 0,
@@ -1162,6 +1160,8 @@ struct TableInner {
 
 struct LiveSession {
     client: String,
+    /// What its budget is charged to, for the audit records.
+    principal: String,
     last: Instant,
     activity: Arc<SessionActivity>,
 }
@@ -1193,8 +1193,8 @@ impl Drop for Slot<'_> {
     }
 }
 
-/// A session closed to make room: its id, its client, why.
-type Evicted = (String, String, &'static str);
+/// A session closed to make room: its id, its client, why, and its entry.
+type Evicted = (String, String, &'static str, LiveSession);
 
 impl SessionTable {
     fn new(max: usize, per_client: usize) -> SessionTable {
@@ -1223,12 +1223,12 @@ impl SessionTable {
                 .map(|(id, _)| id.clone())
         };
         let mine = held(&t, client);
-        let mut victim: Option<Evicted> = None;
+        let mut chosen: Option<(String, String, &'static str)> = None;
         if mine >= self.per_client {
             let Some(id) = lru_idle(&t, client) else {
                 return Err(Full::Client(mine));
             };
-            victim = Some((
+            chosen = Some((
                 id,
                 client.to_string(),
                 "closed to make room for a new session of the same client (at its share of the table)",
@@ -1248,7 +1248,7 @@ impl SessionTable {
                     .map(|c| (held(&t, &c), c))
                     .collect();
                 clients.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-                victim = clients.iter().find_map(|(_, c)| {
+                chosen = clients.iter().find_map(|(_, c)| {
                     lru_idle(&t, c).map(|id| {
                         (
                             id,
@@ -1258,14 +1258,15 @@ impl SessionTable {
                         )
                     })
                 });
-                if victim.is_none() {
+                if chosen.is_none() {
                     return Err(Full::Server(total));
                 }
             }
         }
-        if let Some((id, _, _)) = &victim {
-            t.live.remove(id);
-        }
+        let victim = chosen.and_then(|(id, c, why)| {
+            let entry = t.live.remove(&id)?;
+            Some((id, c, why, entry))
+        });
         *t.pending.entry(client.to_string()).or_insert(0) += 1;
         Ok((
             Slot {
@@ -1277,7 +1278,7 @@ impl SessionTable {
     }
 
     /// The session `sid` opened in `slot`; returns how many its client now holds.
-    fn opened(&self, slot: Slot<'_>, sid: &str) -> usize {
+    fn opened(&self, slot: Slot<'_>, sid: &str, principal: &str) -> usize {
         let client = slot.client.clone();
         drop(slot);
         let mut t = crate::error::lock(&self.inner);
@@ -1285,6 +1286,7 @@ impl SessionTable {
             sid.to_string(),
             LiveSession {
                 client: client.clone(),
+                principal: principal.to_string(),
                 last: Instant::now(),
                 activity: Arc::default(),
             },
@@ -1917,12 +1919,12 @@ mod tests {
         for i in 0..6 {
             let (slot, victim) = t.admit("hog", 0).unwrap();
             assert!(victim.is_none());
-            t.opened(slot, &format!("hog{i}"));
+            t.opened(slot, &format!("hog{i}"), "p");
         }
         for i in 0..2 {
             let (slot, victim) = t.admit("other", 0).unwrap();
             assert!(victim.is_none());
-            t.opened(slot, &format!("other{i}"));
+            t.opened(slot, &format!("other{i}"), "p");
         }
         // The other's sessions are the least recently used; the hog pings all of its.
         std::thread::sleep(Duration::from_millis(5));
@@ -1930,10 +1932,10 @@ mod tests {
             t.touch(&format!("hog{i}"));
         }
         let (slot, victim) = t.admit("newcomer", 8).unwrap();
-        let (id, owner, _) = victim.expect("nobody made room");
+        let (id, owner, _, _) = victim.expect("nobody made room");
         assert_eq!(owner, "hog");
         assert_eq!(id, "hog0");
-        t.opened(slot, "new0");
+        t.opened(slot, "new0", "p");
         // A busy session is passed over; the hog's least recently used idle one goes.
         busy_session(&t, "hog1");
         let (_slot, victim) = t.admit("newcomer2", 8).unwrap();
@@ -1941,10 +1943,10 @@ mod tests {
         drop(_slot);
         // At its share, a client gives up its own idle session, never another's.
         let (slot, victim) = t.admit("hog", 8).unwrap();
-        let (id, owner, _) = victim.unwrap();
+        let (id, owner, _, _) = victim.unwrap();
         assert_eq!(owner, "hog");
         assert_ne!(id, "hog1");
-        t.opened(slot, "hog9");
+        t.opened(slot, "hog9", "p");
     }
 
     #[test]
@@ -1953,7 +1955,7 @@ mod tests {
         for i in 0..2 {
             for c in ["a", "b"] {
                 let (slot, _) = t.admit(c, 0).unwrap();
-                t.opened(slot, &format!("{c}{i}"));
+                t.opened(slot, &format!("{c}{i}"), "p");
                 busy_session(&t, &format!("{c}{i}"));
             }
         }
