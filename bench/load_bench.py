@@ -136,7 +136,10 @@ async def main():
     proc = subprocess.Popen(
         [FERRET, "--root", root, "--allow-write", "--state-dir", state,
          "--set", "max_requests_per_round=0", "--set", "max_bytes_per_round=0",
-         "serve", "--http", "127.0.0.1:0", "--token", TOKEN, "--no-index"],
+         "serve", "--http", "127.0.0.1:0", "--token", TOKEN, "--no-index",
+         # Every session comes from loopback, one client to the session table: its share
+         # (an eighth of the table by default) must hold them all.
+         "--max-sessions-per-client", str(max(SESSIONS, 1))],
         stderr=subprocess.PIPE, text=True)
     url = None
     while url is None:

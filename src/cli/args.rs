@@ -538,16 +538,31 @@ pub struct ServeArgs {
     /// Largest HTTP request body in bytes.
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     pub max_body: usize,
-    /// Most HTTP connections served at once (more are closed as they are accepted).
+    /// Most HTTP connections served at once (idle ones make room for more; when all are
+    /// answering requests, 4 more are let in to answer GET /health only).
     #[arg(long, default_value_t = 256)]
     pub max_connections: usize,
-    /// Most live HTTP sessions (a new one over this gets 503; idle ones close after 5 min).
+    /// Most live HTTP sessions (at the cap a new one closes the least recently used idle
+    /// session of the client holding the most; 503 if none is idle; idle ones close after 5 min).
     #[arg(long, default_value_t = 256)]
     pub max_sessions: usize,
     /// Seconds an HTTP request's headers, and then its body, may take to arrive; idle
     /// connections close after it too.
     #[arg(long, default_value_t = crate::mcp::http::READ_TIMEOUT.as_secs(), value_name = "SECS")]
     pub read_timeout: u64,
+    /// Most live HTTP sessions one client (its host; every loopback address is one) may
+    /// hold; its next initialize closes its least recently used idle one. 0: an eighth of
+    /// --max-sessions, at least 4.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub max_sessions_per_client: usize,
+    /// Seconds a confirmation question (elicitation) waits for the client's answer before
+    /// the call is answered CONFIRMATION_REQUIRED (the request timeout, if shorter, wins).
+    #[arg(long, default_value_t = crate::mcp::QUESTION_TIMEOUT.as_secs(), value_name = "SECS")]
+    pub question_timeout: u64,
+    /// Confirmation questions one client may leave waiting at once; a call past that is
+    /// answered CONFIRMATION_REQUIRED without asking.
+    #[arg(long, default_value_t = crate::mcp::QUESTIONS_PER_CLIENT, value_name = "N")]
+    pub max_questions_per_client: usize,
     /// Do not build the live index: every search scans the tree.
     #[arg(long)]
     pub no_index: bool,

@@ -7,6 +7,10 @@ use std::sync::Arc;
 
 pub fn serve(ferret: Ferret, a: ServeArgs) -> anyhow::Result<i32> {
     let ferret = Arc::new(ferret);
+    let questions = crate::mcp::Questions {
+        timeout: std::time::Duration::from_secs(a.question_timeout.max(1)),
+        per_client: a.max_questions_per_client.max(1),
+    };
     let http = a.http.map(|addr| crate::mcp::http::HttpOptions {
         addr,
         token: a.token,
@@ -16,6 +20,8 @@ pub fn serve(ferret: Ferret, a: ServeArgs) -> anyhow::Result<i32> {
         max_connections: a.max_connections,
         max_sessions: a.max_sessions,
         read_timeout: std::time::Duration::from_secs(a.read_timeout.max(1)),
+        max_sessions_per_client: a.max_sessions_per_client,
+        questions,
     });
     if let Some(h) = &http {
         crate::mcp::http::check(h)?;
@@ -44,7 +50,7 @@ pub fn serve(ferret: Ferret, a: ServeArgs) -> anyhow::Result<i32> {
     rt.block_on(async move {
         match http {
             Some(h) => crate::mcp::http::serve_http(ferret, h).await,
-            None => crate::mcp::serve_stdio(ferret).await,
+            None => crate::mcp::serve_stdio(ferret, questions).await,
         }
     })?;
     Ok(0)

@@ -21,9 +21,20 @@
 //!   (slowloris), and a write the client accepts nothing of for as long fails (a stream
 //!   nobody reads);
 //! - bodies: at most `max_body_bytes` (413), arriving within `read_timeout` (408);
-//! - sessions: at most `max_sessions` live (503 to a new `initialize`), each closed
-//!   after [`SESSION_IDLE`] without requests, its memory handed back; at most
-//!   [`STREAMS_PER_SESSION`] event streams each (429);
+//! - sessions: an `initialize` is a request of the principal's budget (429 past it);
+//!   one client (its host, see [`Client`]) holds at most `max_sessions_per_client`
+//!   (default [`fair_share`]), its next `initialize` closing its own least recently used
+//!   idle one; at `max_sessions` a new `initialize` closes the least recently used idle
+//!   session of the client holding the most (pings keep a session recent, never make
+//!   its client hold fewer), and gets 503 only when every candidate has a request under
+//!   way; each closed after [`SESSION_IDLE`] without requests, its memory handed back;
+//!   every open, close and eviction an audit record; at most [`STREAMS_PER_SESSION`]
+//!   event streams each (429);
+//! - questions (`elicitation/create`, see [`super::Questions`]): a call waiting only for
+//!   the client's answer leaves its connection closable like a stream's and its session
+//!   idle; it is answered CONFIRMATION_REQUIRED when the question's time is up;
+//! - health: when every connection is answering a request, up to [`HEALTH_RESERVE`]
+//!   more are let in and answered at [`HEALTH_PATH`] only (503 elsewhere);
 //! - `Host` and `Origin`: sent twice (any spelling), as a list, or against a request
 //!   target naming another host: 400, before rmcp's allow-lists read only the first;
 //! - every rejection (400 for those, 401, 403, 408, 413, 429, 503, connections closed
@@ -72,11 +83,22 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// Connections served at once; more are closed as they are accepted.
     pub max_connections: usize,
-    /// Live sessions; a new `initialize` over this gets 503.
+    /// Live sessions; at the cap a new `initialize` closes an idle one of the client
+    /// holding the most, or gets 503 when none is idle.
     pub max_sessions: usize,
     /// A request's headers, and then its body, must each arrive within this; an idle
     /// keep-alive connection is closed after it.
     pub read_timeout: Duration,
+    /// Live sessions one client (see [`client_key`]) may hold; 0: [`fair_share`] of
+    /// `max_sessions`.
+    pub max_sessions_per_client: usize,
+    /// Confirmation questions: how long one waits, how many one client may leave open.
+    pub questions: super::Questions,
+}
+
+/// A client's share of the session table when none is set: an eighth, at least 4.
+pub fn fair_share(max_sessions: usize) -> usize {
+    (max_sessions / 8).max(4)
 }
 
 /// Refuses what must not start: a non-loopback bind without a token.
@@ -94,7 +116,7 @@ pub fn check(opts: &HttpOptions) -> anyhow::Result<()> {
 pub async fn serve_http(ferret: Arc<Ferret>, opts: HttpOptions) -> anyhow::Result<()> {
     check(&opts)?;
     raise_open_file_limit();
-    let shared = Shared::new(ferret.clone(), true)?;
+    let shared = Shared::with_questions(ferret.clone(), true, opts.questions)?;
     let stop = CancellationToken::new();
     let listener = tokio::net::TcpListener::bind(opts.addr)
         .await
@@ -127,6 +149,10 @@ pub async fn serve_http(ferret: Arc<Ferret>, opts: HttpOptions) -> anyhow::Resul
         sessions.clone(),
         config,
     );
+    let per_client = match opts.max_sessions_per_client {
+        0 => fair_share(opts.max_sessions),
+        n => n,
+    };
     let gate = Arc::new(Gate {
         hosts: hosts.clone(),
         token: opts.token.clone().filter(|t| !t.is_empty()),
@@ -134,9 +160,12 @@ pub async fn serve_http(ferret: Arc<Ferret>, opts: HttpOptions) -> anyhow::Resul
         read_timeout: opts.read_timeout,
         max_sessions: opts.max_sessions,
         sessions: sessions.clone(),
+        table: SessionTable::new(opts.max_sessions, per_client),
+        ferret: ferret.clone(),
         streams: Streams::default(),
         log: Rejections::new(ferret.clone()),
     });
+    let sweeper = gate.clone();
     let app = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn(
@@ -146,6 +175,17 @@ pub async fn serve_http(ferret: Arc<Ferret>, opts: HttpOptions) -> anyhow::Resul
             },
         ));
     tokio::spawn(trim_after_sessions_end(sessions, stop.clone()));
+    // Sessions rmcp closed on its own (idle for SESSION_IDLE) leave the table, audited.
+    let sweep_stop = stop.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = sweep_stop.cancelled() => return,
+                () = tokio::time::sleep(Duration::from_secs(5)) => {}
+            }
+            sweeper.reconcile().await;
+        }
+    });
 
     // Tests and scripts read the bound address (port 0 picks a free one).
     eprintln!("ferret: serving MCP at http://{bound}/mcp");
@@ -222,6 +262,17 @@ async fn accept_loop(
                 kill,
                 evicted,
             } => {
+                if state.health_only {
+                    log.reject(
+                        "connection",
+                        "TOO_MANY_CONNECTIONS",
+                        format!(
+                            "{peer}: over {} connections at once, all answering requests; \
+                             served {HEALTH_PATH} only",
+                            opts.max_connections
+                        ),
+                    );
+                }
                 if let Some(old) = evicted {
                     log.reject(
                         "connection",
@@ -250,12 +301,18 @@ async fn accept_loop(
         let conn_state = state.clone();
         let svc =
             hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                // A connection let in over the cap (the reserve kept for health checks)
+                // is answered at /health only.
+                let over = conn_state.health_only && req.uri().path() != HEALTH_PATH;
                 let stream = req.method() == Method::GET;
                 let busy = Busy::new(conn_state.clone(), stream);
                 req.extensions_mut().insert(Peer(peer));
                 req.extensions_mut().insert(conn_state.clone());
                 let app = app.clone();
                 async move {
+                    if over {
+                        return Ok(busy_response().map(|b| Body::new(Guarded(b, busy))));
+                    }
                     let r = tower::ServiceExt::oneshot(app, req).await?;
                     Ok::<_, std::convert::Infallible>(r.map(|b| Body::new(Guarded(b, busy))))
                 }
@@ -277,9 +334,32 @@ async fn accept_loop(
     let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
 }
 
+/// The answer on a connection let in only for `/health`.
+fn busy_response() -> Response {
+    let mut r = (
+        StatusCode::SERVICE_UNAVAILABLE,
+        "every connection this server serves is answering a request; retry shortly\n",
+    )
+        .into_response();
+    let h = r.headers_mut();
+    h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+/// Connections beyond `max_connections` kept for health checks: when every connection
+/// is answering a request, a new one is still let in, to be answered at [`HEALTH_PATH`]
+/// only (503 elsewhere); the oldest of these goes when more come.
+pub const HEALTH_RESERVE: usize = 4;
+
 /// What a connection is doing, for choosing which to close at the cap.
 #[derive(Default)]
 struct ConnState {
+    /// Let in over the cap, from the reserve: served at [`HEALTH_PATH`] only.
+    health_only: bool,
+    /// Of the requests under way, tool calls waiting only for the client's answer to a
+    /// confirmation question (which a client can leave unanswered).
+    questions: AtomicU32,
     /// Requests under way (until their response body ends).
     busy: AtomicU32,
     /// Of those, requests whose body is still being read.
@@ -295,9 +375,10 @@ impl ConnState {
         let busy = self.busy.load(Ordering::Acquire);
         let reading = self.reading.load(Ordering::Acquire);
         let streams = self.streams.load(Ordering::Acquire);
+        let questions = self.questions.load(Ordering::Acquire);
         if busy <= reading {
             0
-        } else if busy <= reading + streams {
+        } else if busy <= reading + streams + questions {
             1
         } else {
             2
@@ -360,6 +441,8 @@ struct Connections {
     grace: Duration,
     /// The most idle connections (class 0) one peer address may hold.
     per_peer_idle: usize,
+    /// Connections let in over `max` for health checks.
+    reserve: usize,
     table: Mutex<(u64, std::collections::BTreeMap<u64, Open>)>,
 }
 
@@ -388,6 +471,7 @@ impl Connections {
             max,
             grace: CONNECTION_GRACE,
             per_peer_idle: (max / 2).max(1),
+            reserve: HEALTH_RESERVE,
             table: Mutex::new((0, std::collections::BTreeMap::new())),
         }
     }
@@ -397,21 +481,25 @@ impl Connections {
         let (next, open) = &mut *t;
         let idle_of_peer = || {
             open.iter()
-                .filter(|(_, c)| c.peer == peer && c.state.class() == 0)
+                .filter(|(_, c)| c.peer == peer && !c.state.health_only && c.state.class() == 0)
                 .map(|(id, _)| *id)
         };
         let mut evict = None;
+        let mut health_only = false;
         if idle_of_peer().count() >= self.per_peer_idle {
             evict = idle_of_peer().next();
         }
-        if evict.is_none() && open.len() >= self.max {
+        let served = open.values().filter(|c| !c.state.health_only).count();
+        if evict.is_none() && served >= self.max {
             // A connection just opened has not had the time to send its headers: it goes
             // after the streams, and the oldest first (a flood's, not the newcomer's).
             let grace = self.grace;
             let pick = |class: u8, young: bool| {
                 open.iter()
                     .find(|(_, c)| {
-                        c.state.class() == class && (young || c.opened.elapsed() >= grace)
+                        !c.state.health_only
+                            && c.state.class() == class
+                            && (young || c.opened.elapsed() >= grace)
                     })
                     .map(|(id, _)| *id)
             };
@@ -419,7 +507,20 @@ impl Connections {
                 .or_else(|| pick(1, true))
                 .or_else(|| pick(0, true));
             if evict.is_none() {
-                return Admitted::No;
+                // Every connection is answering a request: the newcomer is let in to the
+                // reserve (a health check must get its answer), the reserve's oldest
+                // going when it is full; a reserve of none refuses it.
+                let reserved = || open.iter().filter(|(_, c)| c.state.health_only);
+                if self.reserve == 0 {
+                    return Admitted::No;
+                }
+                if reserved().count() >= self.reserve {
+                    evict = reserved()
+                        .find(|(_, c)| c.opened.elapsed() >= grace)
+                        .or_else(|| reserved().next())
+                        .map(|(id, _)| *id);
+                }
+                health_only = true;
             }
         }
         let evicted = evict.and_then(|id| open.remove(&id)).map(|old| {
@@ -428,7 +529,10 @@ impl Connections {
         });
         *next += 1;
         let id = *next;
-        let state = Arc::new(ConnState::default());
+        let state = Arc::new(ConnState {
+            health_only,
+            ..ConnState::default()
+        });
         let kill = CancellationToken::new();
         open.insert(
             id,
@@ -564,10 +668,14 @@ struct Peer(SocketAddr);
 pub struct Principal(pub String);
 
 fn principal(token: bool, peer: Option<SocketAddr>) -> Principal {
-    Principal(match peer {
+    // A dual-stack listener sees IPv4 peers as ::ffff:a.b.c.d: the IPv4 address is who
+    // they are (else every IPv4 client would share one IPv6 /64, and 127.0.0.1 would
+    // not be loopback).
+    let ip = peer.map(|p| p.ip().to_canonical());
+    Principal(match ip {
         _ if token => "http-token".to_string(),
-        Some(p) if p.ip().is_loopback() => "http-loopback".to_string(),
-        Some(p) => match p.ip() {
+        Some(ip) if ip.is_loopback() => "http-loopback".to_string(),
+        Some(ip) => match ip {
             std::net::IpAddr::V4(ip) => format!("http-{ip}"),
             // One host usually holds a whole /64.
             std::net::IpAddr::V6(ip) => {
@@ -589,6 +697,9 @@ struct Gate {
     read_timeout: Duration,
     max_sessions: usize,
     sessions: Arc<LocalSessionManager>,
+    /// Who holds which session, and what each is doing.
+    table: SessionTable,
+    ferret: Arc<Ferret>,
     streams: Streams,
     log: Rejections,
 }
@@ -619,6 +730,7 @@ impl Gate {
         let (host, origin) = (seen(&req, header::HOST), seen(&req, header::ORIGIN));
         req.extensions_mut()
             .insert(principal(self.token.is_some(), peer_addr));
+        req.extensions_mut().insert(Client(client_key(peer_addr)));
         let response = self.pass(req, next).await;
         let status = response.status();
         let refused = response.extensions().get::<Refused>().map(|r| r.0);
@@ -678,6 +790,10 @@ impl Gate {
         if health {
             return self.health(&req);
         }
+        let sid = req
+            .headers()
+            .get("mcp-session-id")
+            .map(|v| crate::audit::clip(&String::from_utf8_lossy(v.as_bytes()), 256));
         if req.method() == Method::DELETE {
             // rmcp answers a session's end with 202; the Python SDK takes anything but
             // 200/204 for a failure and warns on every close. Nothing is pending after
@@ -686,8 +802,17 @@ impl Gate {
             if r.status() == StatusCode::ACCEPTED {
                 *r.status_mut() = StatusCode::NO_CONTENT;
             }
+            if r.status().is_success()
+                && let Some(sid) = &sid
+                && let Some(gone) = self.table.forget(sid)
+            {
+                self.session_record(sid, &gone, "session_close", "closed by its client (DELETE)");
+            }
             return r;
         }
+        // Every request of a session marks it used (pings too: they keep a session
+        // from being the least recently used, not from being its client's to give up).
+        let activity = sid.as_deref().and_then(|id| self.table.touch(id));
         if req.method() == Method::GET {
             // Each standalone event stream holds a connection: a few per session.
             let Some(_stream) = req
@@ -710,6 +835,12 @@ impl Gate {
         if req.method() != Method::POST {
             return next.run(req).await;
         }
+        // A request under way in a session, until its answer ends: such a session is not
+        // closed to make room (unless it only waits for an answer to a question).
+        let in_session = activity.map(|a| {
+            a.busy.fetch_add(1, Ordering::AcqRel);
+            InSession(a)
+        });
         // Bodies are read here, whole, within a time limit: a client trickling one in
         // holds a connection for read_timeout at most (and counts as doing nothing
         // useful when a connection must be closed to make room).
@@ -756,24 +887,437 @@ impl Gate {
             }
         }
         if !parts.headers.contains_key("mcp-session-id") && is_initialize(&bytes) {
-            let live = self.sessions.sessions.read().await.len();
-            if live >= self.max_sessions {
-                let mut r = (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "{live} sessions are open, the most this server keeps ({}); close one \
-                         (DELETE /mcp with its Mcp-Session-Id) or retry later\n",
-                        self.max_sessions
+            return self.initialize(parts, bytes, next).await;
+        }
+        let mut parts = parts;
+        if let Some(s) = &in_session {
+            parts.extensions.insert(s.0.clone());
+        }
+        let r = next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+        match in_session {
+            Some(s) => r.map(|b| Body::new(Guarded(b, s))),
+            None => r,
+        }
+    }
+
+    /// An `initialize` outside a session: charged to the principal's request budget; a
+    /// client at its share of the session table gives up its least recently used idle
+    /// session; at the table's cap, the client holding the most sessions does. Opens and
+    /// closes are audited.
+    async fn initialize(
+        &self,
+        parts: axum::http::request::Parts,
+        bytes: axum::body::Bytes,
+        next: Next,
+    ) -> Response {
+        let principal = parts
+            .extensions
+            .get::<Principal>()
+            .map_or_else(|| "http-unknown".to_string(), |p| p.0.clone());
+        let client = parts
+            .extensions
+            .get::<Client>()
+            .map_or_else(|| "http-unknown".to_string(), |c| c.0.clone());
+        if let Err(e) = self.ferret.limiter().begin_request(&principal) {
+            let hint = e.hint.as_deref().unwrap_or("retry later");
+            let mut r = (
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "{}: {} (opening a session counts as a request); {hint}\n",
+                    e.code, e.message
+                ),
+            )
+                .into_response();
+            let left = self.ferret.config().round_window.as_secs().clamp(1, 3600);
+            if let Ok(v) = HeaderValue::from_str(&left.to_string()) {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            r.extensions_mut()
+                .insert(Refused("over the request budget (initialize)"));
+            return r;
+        }
+        self.reconcile().await;
+        let live = self.sessions.sessions.read().await.len();
+        let admitted = self.table.admit(&client, live);
+        let (slot, victim) = match admitted {
+            Ok(a) => a,
+            Err(full) => {
+                let (status, text) = match full {
+                    Full::Client(n) => (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        format!(
+                            "this client holds {n} sessions, its share of this server, and every \
+                             one has a request under way; close one (DELETE /mcp with its \
+                             Mcp-Session-Id) or retry later\n"
+                        ),
                     ),
-                )
-                    .into_response();
+                    Full::Server(n) => (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!(
+                            "{n} sessions are open, the most this server keeps ({}), and none is \
+                             idle; close one (DELETE /mcp with its Mcp-Session-Id) or retry later\n",
+                            self.max_sessions
+                        ),
+                    ),
+                };
+                let mut r = (status, text).into_response();
                 r.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("10"));
                 return r;
             }
+        };
+        if let Some((victim, _, why, gone)) = victim {
+            use rmcp::transport::streamable_http_server::session::SessionManager;
+            let id: rmcp::transport::streamable_http_server::session::SessionId =
+                victim.as_str().into();
+            let _ = self.sessions.close_session(&id).await;
+            self.session_record(&victim, &gone, "session_evicted", why);
         }
-        next.run(Request::from_parts(parts, Body::from(bytes)))
+        let agent = client_name(&bytes);
+        let r = next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+        if let Some(sid) = r
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            && r.status().is_success()
+        {
+            let sid = crate::audit::clip(sid, 256);
+            let held = self.table.opened(slot, &sid, &principal);
+            let reason = format!("opened; this client holds {held}");
+            self.session_record_as(&sid, &principal, &client, &agent, "session_open", &reason);
+        }
+        r
+    }
+
+    /// Drops sessions rmcp no longer has (closed after [`SESSION_IDLE`], or ended) from
+    /// the table, audited.
+    async fn reconcile(&self) {
+        let live: std::collections::HashSet<String> = self
+            .sessions
+            .sessions
+            .read()
             .await
+            .keys()
+            .map(|k| k.to_string())
+            .collect();
+        for (sid, gone) in self.table.retain_live(&live) {
+            self.session_record(
+                &sid,
+                &gone,
+                "session_close",
+                "ended (idle too long, or its worker stopped)",
+            );
+        }
+    }
+
+    fn session_record(&self, sid: &str, gone: &LiveSession, operation: &str, reason: &str) {
+        self.session_record_as(sid, &gone.principal, &gone.client, "-", operation, reason);
+    }
+
+    /// An audit record of a session's life: the principal its budget is charged to, the
+    /// client (host) the session table counts it against in the reason.
+    fn session_record_as(
+        &self,
+        sid: &str,
+        principal: &str,
+        client: &str,
+        agent: &str,
+        operation: &str,
+        reason: &str,
+    ) {
+        self.ferret.audit().log(AuditEntry {
+            timestamp: crate::clock::now_rfc3339(),
+            session_id: crate::audit::clip(sid, crate::audit::MAX_NAME_BYTES),
+            principal: Some(principal.to_string()),
+            agent_id: crate::audit::clip(agent, crate::audit::MAX_NAME_BYTES),
+            operation: operation.into(),
+            path: None,
+            result: if operation == "session_evicted" {
+                Outcome::Denied
+            } else {
+                Outcome::Success
+            },
+            code: (operation == "session_evicted").then(|| "SESSION_EVICTED".to_string()),
+            reason: Some(format!("{reason}; client {client}")),
+            bytes_read: 0,
+            bytes_sent: 0,
+            file_count: 0,
+            duration_ms: 0.0,
+            command: None,
+            decision: None,
+            exit_code: None,
+            engine: None,
+        });
+    }
+}
+
+/// The client's name from an `initialize` body (already cut to 256 bytes), for the audit
+/// record of the session's opening.
+fn client_name(body: &[u8]) -> String {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return "unknown".into();
+    };
+    let one = match &v {
+        serde_json::Value::Array(items) => items
+            .iter()
+            .find(|m| m.get("method").and_then(|m| m.as_str()) == Some("initialize"))
+            .cloned()
+            .unwrap_or_default(),
+        _ => v,
+    };
+    one.pointer("/params/clientInfo/name")
+        .and_then(|n| n.as_str())
+        .map_or_else(
+            || "unknown".into(),
+            |n| crate::audit::clip(n, crate::audit::MAX_NAME_BYTES),
+        )
+}
+
+/// Who a session belongs to, for sharing the session table: the peer's host (an IPv4
+/// address, an IPv6 /64, every loopback address one), with or without a token. A token
+/// is one per server, so keyed on it every client would be one and a share would be the
+/// whole table; budgets stay keyed on the [`Principal`].
+#[derive(Clone, Debug)]
+pub struct Client(pub String);
+
+fn client_key(peer: Option<SocketAddr>) -> String {
+    principal(false, peer).0
+}
+
+/// A session's requests under way, shared with the tool calls it runs (through the
+/// request's extensions) so that a call waiting for a question's answer can say so.
+#[derive(Default, Debug)]
+pub struct SessionActivity {
+    busy: AtomicU32,
+    questions: AtomicU32,
+}
+
+impl SessionActivity {
+    fn idle(&self) -> bool {
+        self.busy.load(Ordering::Acquire) <= self.questions.load(Ordering::Acquire)
+    }
+}
+
+/// A request under way in a session, until its answer ends.
+struct InSession(Arc<SessionActivity>);
+
+impl Drop for InSession {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// While held: the tool call of this request waits only for the client to answer a
+/// question, so its connection may be closed to make room and its session counts as
+/// idle.
+pub struct WaitingForAnswer {
+    conn: Option<Arc<ConnState>>,
+    session: Option<Arc<SessionActivity>>,
+}
+
+/// Marks the request (its connection and session) as waiting for an answer.
+pub fn waiting_for_answer(parts: Option<&axum::http::request::Parts>) -> WaitingForAnswer {
+    let conn = parts.and_then(|p| p.extensions.get::<Arc<ConnState>>().cloned());
+    let session = parts.and_then(|p| p.extensions.get::<Arc<SessionActivity>>().cloned());
+    if let Some(c) = &conn {
+        c.questions.fetch_add(1, Ordering::AcqRel);
+    }
+    if let Some(s) = &session {
+        s.questions.fetch_add(1, Ordering::AcqRel);
+    }
+    WaitingForAnswer { conn, session }
+}
+
+impl Drop for WaitingForAnswer {
+    fn drop(&mut self) {
+        if let Some(c) = &self.conn {
+            c.questions.fetch_sub(1, Ordering::AcqRel);
+        }
+        if let Some(s) = &self.session {
+            s.questions.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// The sessions, by id, with the client each belongs to: bounded by `max` (plus the
+/// `initialize` requests under way, each of which holds a slot).
+struct SessionTable {
+    max: usize,
+    per_client: usize,
+    inner: Mutex<TableInner>,
+}
+
+#[derive(Default)]
+struct TableInner {
+    live: std::collections::HashMap<String, LiveSession>,
+    /// Slots held by `initialize` requests under way, by client.
+    pending: std::collections::HashMap<String, usize>,
+}
+
+struct LiveSession {
+    client: String,
+    /// What its budget is charged to, for the audit records.
+    principal: String,
+    last: Instant,
+    activity: Arc<SessionActivity>,
+}
+
+/// Why an `initialize` was refused: the client's share, or the whole table, is held by
+/// sessions all answering requests. The count held.
+#[derive(Debug, PartialEq)]
+enum Full {
+    Client(usize),
+    Server(usize),
+}
+
+/// A slot in the table held by an `initialize` under way, given back when dropped
+/// (unless the session opened).
+struct Slot<'a> {
+    table: &'a SessionTable,
+    client: String,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let mut t = crate::error::lock(&self.table.inner);
+        if let Some(n) = t.pending.get_mut(&self.client) {
+            *n -= 1;
+            if *n == 0 {
+                t.pending.remove(&self.client);
+            }
+        }
+    }
+}
+
+/// A session closed to make room: its id, its client, why, and its entry.
+type Evicted = (String, String, &'static str, LiveSession);
+
+impl SessionTable {
+    fn new(max: usize, per_client: usize) -> SessionTable {
+        SessionTable {
+            max: max.max(1),
+            per_client: per_client.max(1),
+            inner: Mutex::default(),
+        }
+    }
+
+    /// Holds a slot for a new session of `client`, choosing a session to close if one
+    /// must go: at the client's share, its own least recently used idle one; at the
+    /// table's cap (`rmcp_live`: the sessions rmcp holds), that of the client holding
+    /// the most that has an idle one. Refused only when every candidate is busy.
+    fn admit(&self, client: &str, rmcp_live: usize) -> Result<(Slot<'_>, Option<Evicted>), Full> {
+        let mut t = crate::error::lock(&self.inner);
+        let held = |t: &TableInner, c: &str| {
+            t.live.values().filter(|s| s.client == c).count()
+                + t.pending.get(c).copied().unwrap_or(0)
+        };
+        let lru_idle = |t: &TableInner, c: &str| {
+            t.live
+                .iter()
+                .filter(|(_, s)| s.client == c && s.activity.idle())
+                .min_by_key(|(_, s)| s.last)
+                .map(|(id, _)| id.clone())
+        };
+        let mine = held(&t, client);
+        let mut chosen: Option<(String, String, &'static str)> = None;
+        if mine >= self.per_client {
+            let Some(id) = lru_idle(&t, client) else {
+                return Err(Full::Client(mine));
+            };
+            chosen = Some((
+                id,
+                client.to_string(),
+                "closed to make room for a new session of the same client (at its share of the table)",
+            ));
+        } else {
+            let pending: usize = t.pending.values().sum();
+            let total = t.live.len().max(rmcp_live) + pending;
+            if total >= self.max {
+                // The clients by sessions held, most first; the first with an idle one
+                // gives it up.
+                let mut clients: Vec<(usize, String)> = t
+                    .live
+                    .values()
+                    .map(|s| s.client.clone())
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .map(|c| (held(&t, &c), c))
+                    .collect();
+                clients.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+                chosen = clients.iter().find_map(|(_, c)| {
+                    lru_idle(&t, c).map(|id| {
+                        (
+                            id,
+                            c.clone(),
+                            "closed to make room for another client (the table was full; \
+                             this client held the most sessions)",
+                        )
+                    })
+                });
+                if chosen.is_none() {
+                    return Err(Full::Server(total));
+                }
+            }
+        }
+        let victim = chosen.and_then(|(id, c, why)| {
+            let entry = t.live.remove(&id)?;
+            Some((id, c, why, entry))
+        });
+        *t.pending.entry(client.to_string()).or_insert(0) += 1;
+        Ok((
+            Slot {
+                table: self,
+                client: client.to_string(),
+            },
+            victim,
+        ))
+    }
+
+    /// The session `sid` opened in `slot`; returns how many its client now holds.
+    fn opened(&self, slot: Slot<'_>, sid: &str, principal: &str) -> usize {
+        let client = slot.client.clone();
+        drop(slot);
+        let mut t = crate::error::lock(&self.inner);
+        t.live.insert(
+            sid.to_string(),
+            LiveSession {
+                client: client.clone(),
+                principal: principal.to_string(),
+                last: Instant::now(),
+                activity: Arc::default(),
+            },
+        );
+        t.live.values().filter(|s| s.client == client).count()
+    }
+
+    /// A request of session `sid`: marks it used; its activity, if the session is known.
+    fn touch(&self, sid: &str) -> Option<Arc<SessionActivity>> {
+        let mut t = crate::error::lock(&self.inner);
+        let s = t.live.get_mut(sid)?;
+        s.last = Instant::now();
+        Some(s.activity.clone())
+    }
+
+    fn forget(&self, sid: &str) -> Option<LiveSession> {
+        crate::error::lock(&self.inner).live.remove(sid)
+    }
+
+    /// Drops the sessions not in `live`; returns them.
+    fn retain_live(&self, live: &std::collections::HashSet<String>) -> Vec<(String, LiveSession)> {
+        let mut t = crate::error::lock(&self.inner);
+        let gone: Vec<String> = t
+            .live
+            .keys()
+            .filter(|k| !live.contains(*k))
+            .cloned()
+            .collect();
+        gone.into_iter()
+            .filter_map(|k| t.live.remove(&k).map(|s| (k, s)))
+            .collect()
     }
 }
 
@@ -1267,19 +1811,167 @@ mod tests {
         assert_eq!(evicted, Some(b));
         assert!(held[1].2.is_cancelled());
         let _answer_new2 = Busy::new(new2, false);
-        // Everyone is answering a request: the newcomer is refused, nobody is cut.
-        assert!(matches!(t.admit(a), Admitted::No));
+        // Everyone is answering a request: nobody is cut, and the newcomer is let in to
+        // the reserve, where only /health is answered.
+        let Admitted::Yes {
+            state: spare,
+            evicted: None,
+            ..
+        } = t.admit(a)
+        else {
+            panic!("a connection was cut for one over the cap")
+        };
+        assert!(spare.health_only);
         assert!(!held[0].2.is_cancelled() && !held[3].2.is_cancelled());
         // A request ends: its connection is idle again, and goes first.
         drop(_answer0);
-        assert!(matches!(
-            t.admit(b),
-            Admitted::Yes {
-                evicted: Some(_),
-                ..
-            }
-        ));
+        let Admitted::Yes {
+            evicted: Some(_),
+            state,
+            ..
+        } = t.admit(b)
+        else {
+            panic!("an idle connection was not closed to make room")
+        };
+        assert!(!state.health_only);
         assert!(held[0].2.is_cancelled());
+        // With no reserve, one over the cap is refused.
+        t.reserve = 0;
+        let _again = Busy::new(state, false);
+        assert!(matches!(t.admit(a), Admitted::No));
+    }
+
+    #[test]
+    fn a_call_waiting_for_an_answer_holds_its_connection_no_better_than_a_stream() {
+        let mut t = Connections::new(2);
+        t.grace = Duration::ZERO;
+        let a: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+        let b: std::net::IpAddr = "10.0.0.2".parse().unwrap();
+        let c: std::net::IpAddr = "10.0.0.3".parse().unwrap();
+        let mut held = Vec::new();
+        for peer in [a, c] {
+            let Admitted::Yes { state, kill, .. } = t.admit(peer) else {
+                panic!()
+            };
+            held.push((state, kill));
+        }
+        // Both answer a tool call; the first's call waits for the client's answer.
+        let _c0 = Busy::new(held[0].0.clone(), false);
+        let _c1 = Busy::new(held[1].0.clone(), false);
+        let waiting = WaitingForAnswer {
+            conn: Some(held[0].0.clone()),
+            session: None,
+        };
+        held[0].0.questions.fetch_add(1, Ordering::AcqRel);
+        let Admitted::Yes { evicted, state, .. } = t.admit(b) else {
+            panic!("refused while a call only waited for an answer")
+        };
+        assert_eq!(evicted, Some(a));
+        assert!(!state.health_only);
+        assert!(held[0].1.is_cancelled() && !held[1].1.is_cancelled());
+        drop(waiting);
+        assert_eq!(held[0].0.questions.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn the_health_reserve_is_bounded_and_its_oldest_goes_first() {
+        let mut t = Connections::new(1);
+        t.grace = Duration::ZERO;
+        let a: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+        let Admitted::Yes { state, .. } = t.admit(a) else {
+            panic!()
+        };
+        let _busy = Busy::new(state, false);
+        let mut spares = Vec::new();
+        for i in 0..(HEALTH_RESERVE * 3) {
+            let Admitted::Yes {
+                state,
+                kill,
+                evicted,
+                ..
+            } = t.admit(a)
+            else {
+                panic!("refused {i}")
+            };
+            assert!(state.health_only);
+            assert_eq!(evicted.is_some(), i >= HEALTH_RESERVE, "{i}");
+            spares.push(kill);
+        }
+        assert_eq!(crate::error::lock(&t.table).1.len(), 1 + HEALTH_RESERVE);
+        // The oldest went, the newest stay.
+        assert!(
+            spares[..spares.len() - HEALTH_RESERVE]
+                .iter()
+                .all(CancellationToken::is_cancelled)
+        );
+        assert!(!spares.last().unwrap().is_cancelled());
+    }
+
+    fn busy_session(t: &SessionTable, sid: &str) {
+        let a = t.touch(sid).unwrap();
+        a.busy.fetch_add(1, Ordering::AcqRel);
+    }
+
+    #[test]
+    fn a_full_session_table_makes_room_from_the_client_holding_the_most() {
+        let t = SessionTable::new(8, 6);
+        // The hog opens 6 (its share), the other 2: the table is full.
+        for i in 0..6 {
+            let (slot, victim) = t.admit("hog", 0).unwrap();
+            assert!(victim.is_none());
+            t.opened(slot, &format!("hog{i}"), "p");
+        }
+        for i in 0..2 {
+            let (slot, victim) = t.admit("other", 0).unwrap();
+            assert!(victim.is_none());
+            t.opened(slot, &format!("other{i}"), "p");
+        }
+        // The other's sessions are the least recently used; the hog pings all of its.
+        std::thread::sleep(Duration::from_millis(5));
+        for i in 0..6 {
+            t.touch(&format!("hog{i}"));
+        }
+        let (slot, victim) = t.admit("newcomer", 8).unwrap();
+        let (id, owner, _, _) = victim.expect("nobody made room");
+        assert_eq!(owner, "hog");
+        assert_eq!(id, "hog0");
+        t.opened(slot, "new0", "p");
+        // A busy session is passed over; the hog's least recently used idle one goes.
+        busy_session(&t, "hog1");
+        let (_slot, victim) = t.admit("newcomer2", 8).unwrap();
+        assert_eq!(victim.unwrap().0, "hog2");
+        drop(_slot);
+        // At its share, a client gives up its own idle session, never another's.
+        let (slot, victim) = t.admit("hog", 8).unwrap();
+        let (id, owner, _, _) = victim.unwrap();
+        assert_eq!(owner, "hog");
+        assert_ne!(id, "hog1");
+        t.opened(slot, "hog9", "p");
+    }
+
+    #[test]
+    fn sessions_all_busy_are_never_cut() {
+        let t = SessionTable::new(4, 2);
+        for i in 0..2 {
+            for c in ["a", "b"] {
+                let (slot, _) = t.admit(c, 0).unwrap();
+                t.opened(slot, &format!("{c}{i}"), "p");
+                busy_session(&t, &format!("{c}{i}"));
+            }
+        }
+        assert!(matches!(t.admit("c", 4), Err(Full::Server(4))));
+        assert!(matches!(t.admit("a", 4), Err(Full::Client(2))));
+        // A session whose only request waits for an answer to a question counts as idle.
+        t.touch("b0")
+            .unwrap()
+            .questions
+            .fetch_add(1, Ordering::AcqRel);
+        let (_slot, victim) = t.admit("c", 4).unwrap();
+        assert_eq!(victim.unwrap().0, "b0");
+        // Slots held by initializes under way count: the table never grows past its cap.
+        assert!(t.admit("d", 3).is_err());
+        drop(_slot);
+        assert_eq!(crate::error::lock(&t.inner).pending.len(), 0);
     }
 
     #[test]
@@ -1453,6 +2145,19 @@ mod tests {
             principal(false, p("[2001:db8:1:2::6]:5")).0
         );
         assert_eq!(principal(false, None).0, "http-unknown");
+        // IPv4 peers of a dual-stack listener are their IPv4 addresses.
+        assert_eq!(
+            principal(false, p("[::ffff:127.0.0.1]:5")).0,
+            "http-loopback"
+        );
+        assert_eq!(
+            principal(false, p("[::ffff:10.1.2.3]:5")).0,
+            principal(false, p("10.1.2.3:9")).0
+        );
+        assert_ne!(
+            principal(false, p("[::ffff:10.1.2.3]:5")).0,
+            principal(false, p("[::ffff:10.1.2.4]:5")).0
+        );
     }
 
     #[test]

@@ -39,6 +39,54 @@ pub struct Shared {
     /// Confirmation questions asked in an `input_required` result (2026-07-28) and not
     /// yet answered, by the `requestState` nonce sent with them.
     asked: std::sync::Mutex<std::collections::HashMap<String, Asked>>,
+    /// Confirmation questions sent as `elicitation/create`: their limits, and how many
+    /// each client has waiting for an answer.
+    questions: Questions,
+    open_questions: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+}
+
+/// Limits on confirmation questions asked with `elicitation/create`, which a client can
+/// leave unanswered: each waits at most `timeout` (or the request timeout, if shorter),
+/// then the call is answered `CONFIRMATION_REQUIRED`; one client has at most
+/// `per_client` waiting, and a call past that is answered so at once.
+#[derive(Debug, Clone, Copy)]
+pub struct Questions {
+    pub timeout: std::time::Duration,
+    pub per_client: usize,
+}
+
+/// The default wait for an answer to a confirmation question.
+pub const QUESTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// The default number of questions one client may leave waiting.
+pub const QUESTIONS_PER_CLIENT: usize = 2;
+/// The most questions waiting at once, all clients together.
+const MAX_OPEN_QUESTIONS: usize = 256;
+
+impl Default for Questions {
+    fn default() -> Questions {
+        Questions {
+            timeout: QUESTION_TIMEOUT,
+            per_client: QUESTIONS_PER_CLIENT,
+        }
+    }
+}
+
+/// A question waiting for its answer, counted against its client until dropped.
+struct OpenQuestion<'a> {
+    shared: &'a Shared,
+    client: String,
+}
+
+impl Drop for OpenQuestion<'_> {
+    fn drop(&mut self) {
+        let mut open = crate::error::lock(&self.shared.open_questions);
+        if let Some(n) = open.get_mut(&self.client) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.client);
+            }
+        }
+    }
 }
 
 /// A question the server asked: only an answer that echoes its nonce, for the same tool,
@@ -57,6 +105,14 @@ const MAX_ASKED: usize = 256;
 
 impl Shared {
     pub fn new(ferret: Arc<Ferret>, http: bool) -> anyhow::Result<Arc<Shared>> {
+        Shared::with_questions(ferret, http, Questions::default())
+    }
+
+    pub fn with_questions(
+        ferret: Arc<Ferret>,
+        http: bool,
+        questions: Questions,
+    ) -> anyhow::Result<Arc<Shared>> {
         let enabled = served_tools(&ferret)?;
         let all = ferret.registry().export(SchemaFormat::Mcp);
         let tools = all
@@ -76,7 +132,40 @@ impl Shared {
             tools,
             http,
             asked: Default::default(),
+            questions,
+            open_questions: Default::default(),
         }))
+    }
+
+    /// How long a question waits: [`Questions::timeout`], or the request timeout if
+    /// shorter (and set).
+    fn question_timeout(&self) -> std::time::Duration {
+        let request = self.ferret.config().request_timeout;
+        let own = self
+            .questions
+            .timeout
+            .max(std::time::Duration::from_millis(100));
+        if request.is_zero() {
+            own
+        } else {
+            own.min(request)
+        }
+    }
+
+    /// A place for one more question of `client`, or None when it has
+    /// [`Questions::per_client`] waiting (or the server [`MAX_OPEN_QUESTIONS`]).
+    fn open_question(&self, client: &str) -> Option<OpenQuestion<'_>> {
+        let mut open = crate::error::lock(&self.open_questions);
+        let total: usize = open.values().sum();
+        let mine = open.get(client).copied().unwrap_or(0);
+        if mine >= self.questions.per_client.max(1) || total >= MAX_OPEN_QUESTIONS {
+            return None;
+        }
+        *open.entry(client.to_string()).or_insert(0) += 1;
+        Some(OpenQuestion {
+            shared: self,
+            client: client.to_string(),
+        })
     }
 }
 
@@ -457,16 +546,20 @@ impl ServerHandler for FerretServer {
                 result.request_state = Some(self.shared.ask(&name, &args, &session.id));
                 return Ok(CallToolResponse::InputRequired(result));
             }
-            let yes = match ctx.peer.create_elicitation(params).await {
-                Ok(answer) => serde_json::to_value(&answer).is_ok_and(|v| accepted(&v)),
-                Err(err) => {
-                    tracing::warn!(error = %err, "elicitation failed");
-                    false
+            match self.ask_client(&ctx, &session, params).await {
+                Answered::Yes => {
+                    opts.confirmed = true;
+                    outcome = self.run(&session, &name, &args, opts, &ctx).await;
                 }
-            };
-            if yes {
-                opts.confirmed = true;
-                outcome = self.run(&session, &name, &args, opts, &ctx).await;
+                Answered::No => {}
+                Answered::Unanswered(why) => {
+                    let e = crate::error::ToolError::new(
+                        ErrorCode::ConfirmationRequired,
+                        format!("{}; {why}", e.message),
+                    )
+                    .with_hint(UNANSWERED_HINT);
+                    outcome = Err(e);
+                }
             }
         }
         let result = match outcome {
@@ -554,6 +647,69 @@ pub fn narrow(ws: &crate::workspace::Workspace, uris: &[&str]) -> Vec<PathBuf> {
     out.sort();
     out.dedup();
     out
+}
+
+/// What became of a confirmation question sent with `elicitation/create`.
+enum Answered {
+    Yes,
+    No,
+    /// Not asked (too many waiting) or not answered in time: why.
+    Unanswered(String),
+}
+
+/// The hint of a call whose question went unanswered.
+const UNANSWERED_HINT: &str = "answer the confirmation question when the client shows it, then retry; or allow \
+     the change without asking: the user can take the path out of the `confirm` setting in their own \
+     config (a workspace's ferret.toml can only add to it), or for a permanent delete set \
+     allow_permanent_delete=true; without permanent, a delete goes to the trash and needs no confirmation";
+
+impl FerretServer {
+    /// Asks the client the question, waiting at most the question timeout; at most
+    /// [`Questions::per_client`] of one client's wait at once. While it waits, the
+    /// request's connection and session count as idle (either may be closed to make
+    /// room: a client can leave a question unanswered for ever).
+    async fn ask_client(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        session: &Session,
+        params: ElicitRequestParams,
+    ) -> Answered {
+        let parts = ctx.extensions.get::<axum::http::request::Parts>();
+        // Over HTTP, the client the session table knows (its host); else the session's
+        // budget key (the connection).
+        let client = parts
+            .and_then(|p| p.extensions.get::<http::Client>())
+            .map_or_else(|| session.budget.clone(), |c| c.0.clone());
+        let Some(_slot) = self.shared.open_question(&client) else {
+            return Answered::Unanswered(format!(
+                "not asked: this client already has {} confirmation questions waiting for an answer",
+                self.shared.questions.per_client.max(1)
+            ));
+        };
+        let _waiting = http::waiting_for_answer(parts);
+        let timeout = self.shared.question_timeout();
+        match ctx
+            .peer
+            .create_elicitation_with_timeout(params, Some(timeout))
+            .await
+        {
+            Ok(answer) => {
+                if serde_json::to_value(&answer).is_ok_and(|v| accepted(&v)) {
+                    Answered::Yes
+                } else {
+                    Answered::No
+                }
+            }
+            Err(rmcp::service::ServiceError::Timeout { .. }) => Answered::Unanswered(format!(
+                "the question went unanswered for {}",
+                humantime::format_duration(timeout)
+            )),
+            Err(err) => {
+                tracing::warn!(error = %err, "elicitation failed");
+                Answered::No
+            }
+        }
+    }
 }
 
 /// The key of ferret's confirmation question among a call's input requests.
@@ -644,9 +800,9 @@ fn error_result(code: ErrorCode, message: &str, hint: Option<&str>) -> CallToolR
 }
 
 /// Serves MCP on standard input and output until the client hangs up. Logs go to stderr.
-pub async fn serve_stdio(ferret: Arc<Ferret>) -> anyhow::Result<()> {
+pub async fn serve_stdio(ferret: Arc<Ferret>, questions: Questions) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
-    let shared = Shared::new(ferret, false)?;
+    let shared = Shared::with_questions(ferret, false, questions)?;
     let server = FerretServer::new(shared)
         .serve(rmcp::transport::stdio())
         .await

@@ -84,7 +84,8 @@ fn distinct_client_names_and_sessions_share_one_budget() {
         &root,
         &[
             "--set",
-            "max_requests_per_round=4",
+            // Seven sessions opened (each a request, issue 25), then four calls.
+            "max_requests_per_round=11",
             "--audit-log",
             &audit_arg,
         ],
@@ -92,15 +93,19 @@ fn distinct_client_names_and_sessions_share_one_budget() {
     );
     let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"file_exists","arguments":{"path":"a.txt"}}}"#;
     let mut limited = Vec::new();
-    for i in 0..7 {
-        // A fresh session and a fresh name each time, one of them 60 KB long.
-        let name = if i == 3 {
-            "X".repeat(60_000)
-        } else {
-            format!("agent-{i}")
-        };
-        let sid = session(server.port, &name);
-        let (status, text) = post(server.port, &host(server.port), Some(&sid), call);
+    // A fresh session and a fresh name each time, one of them 60 KB long.
+    let sids: Vec<String> = (0..7)
+        .map(|i| {
+            let name = if i == 3 {
+                "X".repeat(60_000)
+            } else {
+                format!("agent-{i}")
+            };
+            session(server.port, &name)
+        })
+        .collect();
+    for sid in &sids {
+        let (status, text) = post(server.port, &host(server.port), Some(sid), call);
         assert_eq!(status, 200, "{text}");
         limited.push(text.contains("RATE_LIMIT_EXCEEDED"));
     }

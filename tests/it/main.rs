@@ -15,6 +15,7 @@ mod everyday_b;
 mod exists_r5;
 mod faults;
 mod http_r3;
+mod http_r5;
 mod index;
 mod index_r3;
 mod layers;
