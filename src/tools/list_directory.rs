@@ -81,11 +81,21 @@ pub struct LeftOut {
     pub gitignored: u64,
     /// Names starting with `.` (`include_hidden` lists them).
     pub hidden: u64,
+    /// Files whose extension `allowed_extensions` does not serve (no tool reads or finds
+    /// them). Rare, so kept out of the output schema, whose every character is paid for
+    /// in each `tools/list`; present only when non-zero.
+    #[serde(skip_serializing_if = "is_zero")]
+    #[schemars(skip)]
+    pub not_allowed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl LeftOut {
     fn is_empty(&self) -> bool {
-        self.gitignored == 0 && self.hidden == 0
+        self.gitignored == 0 && self.hidden == 0 && self.not_allowed == 0
     }
 }
 
@@ -261,6 +271,12 @@ counted; node_modules etc. marked skipped.",
                 o.left_out.hidden
             ));
         }
+        if o.left_out.not_allowed > 0 {
+            out.push_str(&format!(
+                "[{} not listed: their extension is not in allowed_extensions (no tool serves them)]\n",
+                o.left_out.not_allowed
+            ));
+        }
         out
     }
 }
@@ -377,6 +393,11 @@ impl Walk<'_, '_> {
             }
             // Skipped noise is shown (marked, not entered) even when an ignore file
             // names it too: `node_modules/` is usually both.
+            // A file whose extension is not served: no tool reads or finds it.
+            if !is_dir && kind != EntryType::Symlink && !ws.extension_allowed(wp.rel()) {
+                self.left_out.not_allowed += 1;
+                continue;
+            }
             let skipped = ws.is_skipped(&wp, self.real, is_dir);
             if skipped {
                 note = Some(Note::Skipped);

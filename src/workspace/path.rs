@@ -116,13 +116,13 @@ impl Workspace {
         if denied {
             return Err(denied_error(shown));
         }
-        if is_dir == Some(false) && !self.allowed_extensions.is_empty() {
+        if is_dir == Some(false) && !self.extension_allowed(&p.rel) {
             let ext = p
                 .rel
                 .extension()
                 .map(|e| e.to_string_lossy().to_ascii_lowercase())
                 .unwrap_or_default();
-            if !self.allowed_extensions.contains(&ext) {
+            {
                 return Err(ToolError::new(
                     ErrorCode::ExtensionDenied,
                     format!("{shown}: extension {ext:?} is not allowed"),

@@ -92,8 +92,23 @@ impl Workspace {
     /// For walks: whether an entry below the walk's base (root-relative `rel`) is denied
     /// or skipped, checking only the entry itself (its directories were checked, and
     /// pruned, on the way down).
+    /// A file whose extension `allowed_extensions` does not serve is left out too: a
+    /// walk must not read (grep) or name (glob) what a read would refuse.
     pub fn walk_excludes(&self, rel: &Path, is_dir: bool) -> bool {
-        self.walk_exclude.matches_leaf(rel, is_dir)
+        self.walk_exclude.matches_leaf(rel, is_dir) || (!is_dir && !self.extension_allowed(rel))
+    }
+
+    /// Whether a file named `rel` is served by `allowed_extensions` (empty: every
+    /// extension). Compared lowercased; a name without an extension has "".
+    pub fn extension_allowed(&self, rel: &Path) -> bool {
+        if self.allowed_extensions.is_empty() {
+            return true;
+        }
+        let ext = rel
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        self.allowed_extensions.contains(&ext)
     }
 }
 

@@ -627,3 +627,62 @@ fn a_listing_keeps_the_walkers_caps_on_hostile_ignore_files() {
     // The call's ignore-file budget ran out: the listing says so.
     assert!(stdout.contains("in all"), "{stdout}");
 }
+
+/// `allowed_extensions` is part of the one rule: a file whose extension is not served is
+/// refused when named, and no walk reads it (grep), names it (glob, the seed tools) or
+/// lists it; the listing counts it. Before, grep printed lines of files a read refused.
+#[test]
+fn a_file_whose_extension_is_not_served_is_found_by_no_tool() {
+    let (_t, root) = util::tempdir();
+    util::write(&root, "README.md", "NEEDLE in the readme\n");
+    util::write(&root, "src/lib.rs", "// NEEDLE in rust\n");
+    util::write(&root, "src/notes.TXT", "NEEDLE in notes\n");
+    util::write(&root, "Makefile", "NEEDLE: all\n");
+    let mut c = Config::defaults(Mode::Cli);
+    c.roots = vec![root.clone()];
+    c.allowed_extensions = vec!["rs".into()];
+    let f = Ferret::new(c).expect("open workspace");
+    for (tool, args, list, key) in [
+        ("grep", json!({"pattern": "NEEDLE"}), "files", Some("path")),
+        (
+            "grep",
+            json!({"pattern": "NEEDLE", "no_ignore": true, "include_hidden": true}),
+            "files",
+            Some("path"),
+        ),
+        ("glob", json!({"pattern": "**/*"}), "files", None),
+        (
+            "search_files",
+            json!({"pattern": "NEEDLE"}),
+            "files",
+            Some("path"),
+        ),
+        (
+            "file_search",
+            json!({"query": "needle"}),
+            "matches",
+            Some("path"),
+        ),
+    ] {
+        let v = call(&f, tool, args.clone()).unwrap_or_else(|e| panic!("{tool}: {e:?}"));
+        let mut found = files_of(&v, list, key);
+        found.sort();
+        assert_eq!(found, ["src/lib.rs"], "{tool} {args}: {v}");
+    }
+    for name in ["README.md", "src/notes.TXT", "Makefile"] {
+        let e = call(&f, "read_file", json!({ "path": name })).expect_err(name);
+        assert_eq!(e.code.as_str(), "EXTENSION_DENIED", "{name}");
+    }
+    let v = call(&f, "list_directory", json!({"path": "src"})).expect("list");
+    let names: Vec<&str> = v["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert_eq!(names, ["lib.rs"], "{v}");
+    assert_eq!(v["left_out"]["not_allowed"], 1, "{v}");
+    let t = text(&f, "list_directory", json!({"path": "."}));
+    assert!(t.contains("2 not listed: their extension"), "{t}");
+    assert!(!t.contains("README"), "{t}");
+}
