@@ -207,8 +207,9 @@ impl Ferret {
         // root would let the workspace write the index ferret trusts.
         let dir = match std::fs::canonicalize(&dir) {
             Ok(d) => d,
-            // Not made yet: nothing stored to read, and nothing will be written there.
-            Err(_) if !create => dir,
+            // Not made yet: nothing stored to read, and nothing will be written there;
+            // what exists of it resolved (`root/../state` is beside the root, not in it).
+            Err(_) if !create => crate::workspace::canonical_lenient(&dir),
             Err(e) => {
                 tracing::warn!("index: kept in memory only ({}: {e})", dir.display());
                 return None;

@@ -307,7 +307,9 @@ fn plan(
         };
         match change {
             FileChange::Add { content, .. } => {
-                if ws.entry(&wp, true).map_err(at_change)?.meta.is_some() {
+                let probe = ws.entry(&wp, true).map_err(at_change)?;
+                ws.check_new(&probe.real, false).map_err(at_change)?;
+                if probe.meta.is_some() {
                     return Err(at_change(ToolError::new(
                         ErrorCode::AlreadyExists,
                         "the file to add already exists; nothing was changed",
@@ -429,6 +431,7 @@ fn plan(
                         let dst_shown = ws.display(&dst);
                         claim(ctx, &dst, n)?;
                         let there = ws.entry(&dst, false)?;
+                        ws.check_new(&there.real, false).map_err(at_change)?;
                         // A link to a secret is the secret: denied, as `move` says, not
                         // "already exists" (which would tell that the hidden link is there).
                         if there.meta.as_ref().is_some_and(|m| m.is_symlink())
@@ -441,7 +444,8 @@ fn plan(
                             return Err(at_change(ToolError::new(
                                 ErrorCode::AlreadyExists,
                                 format!("{dst_shown} already exists; nothing was changed"),
-                            )));
+                            )
+                            .with_hint("choose another *** Move to: path, or move or delete what is there first")));
                         }
                         outcome.action = "move".into();
                         outcome.diff = diff(text, &new_text, &shown, &dst_shown);
@@ -728,7 +732,8 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
                             "{} appeared while the patch was being applied; nothing was changed",
                             ws.display(&op.wp)
                         ),
-                    ));
+                    )
+                    .with_hint("read it, then make the patch update it instead of adding it"));
                 }
                 (at, created, None)
             }

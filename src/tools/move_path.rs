@@ -87,6 +87,8 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
         };
         let kind = EntryType::of(&meta.file_type());
         let to = ws.entry(&dst, false)?;
+        // What the move makes must be servable once made (a file's extension).
+        ws.check_new(&to.real, meta.is_dir())?;
         // A link to a secret is treated as the secret, at either end: not moved, not
         // replaced.
         for (at, p) in [(&from, &src), (&to, &dst)] {

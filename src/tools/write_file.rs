@@ -139,6 +139,7 @@ file). Atomic; undo reverts; dry_run previews.",
                     )
                     .with_hint("leave out expected_version to create it anew"));
                 }
+                ws.check_new(&probe.real, false)?;
                 create(ctx, &wp, &probe.real, &shown, &content, version, dry_run)
             }
         }

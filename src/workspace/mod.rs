@@ -339,7 +339,7 @@ pub fn protected_dirs(config: &Config) -> Vec<PathBuf> {
 }
 
 /// The canonical name of `p`, resolving what exists of it and appending the rest.
-fn canonical_lenient(p: &Path) -> PathBuf {
+pub fn canonical_lenient(p: &Path) -> PathBuf {
     let mut existing = p.to_path_buf();
     let mut rest: Vec<std::ffi::OsString> = Vec::new();
     loop {

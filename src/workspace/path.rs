@@ -93,6 +93,14 @@ impl Workspace {
 
     /// Depth, deny and extension rules on a name. `is_dir` is `None` when the type is not
     /// known yet (then both readings are checked).
+    /// For a change about to create `real` as a file (or, `is_dir`, a directory): the
+    /// name rules a read of it will apply once it exists, the extension above all, which
+    /// a path that does not exist yet escapes in [`Workspace::entry`] (its type is not
+    /// known there). Checked before anything is made, dry runs included.
+    pub fn check_new(&self, real: &WsPath, is_dir: bool) -> ToolResult<()> {
+        self.check_name(real, &self.shown_name(real), Some(is_dir))
+    }
+
     pub(super) fn check_name(
         &self,
         p: &WsPath,

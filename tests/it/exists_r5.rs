@@ -686,3 +686,76 @@ fn a_file_whose_extension_is_not_served_is_found_by_no_tool() {
     assert!(t.contains("2 not listed: their extension"), "{t}");
     assert!(!t.contains("README"), "{t}");
 }
+
+/// Nor can a change make such a file: write_file, move, apply_patch (text and JSON,
+/// Add File and Move to) refuse a new name whose extension is not served, before
+/// anything is made (no parent directories left behind), dry runs alike. Before, the
+/// check ran only on names that existed, so an agent limited to `*.md` could plant a
+/// `Makefile` or `setup.py` and then could not undo it. A directory's name is no file's:
+/// moving one to a dotted name is allowed.
+#[test]
+fn a_change_never_creates_a_file_whose_extension_is_not_served() {
+    let (_t, root) = util::tempdir();
+    util::write(&root, "a.md", "alpha\n");
+    util::write(&root, "b.md", "beta\n");
+    util::write(&root, "docs/x.md", "x\n");
+    let mut c = Config::defaults(Mode::Cli);
+    c.roots = vec![root.clone()];
+    c.allowed_extensions = vec!["md".into()];
+    c.allow_write = true;
+    c.state_dir = Some(root.parent().unwrap().join("state"));
+    let f = Ferret::new(c).expect("open workspace");
+    let before = util::snapshot(&root);
+    let patch_add = "*** Begin Patch\n*** Add File: setup.py\n+import os\n*** End Patch\n";
+    let patch_move = "*** Begin Patch\n*** Update File: a.md\n*** Move to: a.py\n@@\n-alpha\n+alpha2\n*** End Patch\n";
+    for dry in [true, false] {
+        for (tool, args) in [
+            (
+                "write_file",
+                json!({"path": "evil.sh", "content": "rm -rf ~\n"}),
+            ),
+            (
+                "write_file",
+                json!({"path": "Makefile", "content": "all:\n"}),
+            ),
+            ("write_file", json!({"path": "x.md.", "content": "x\n"})),
+            (
+                "write_file",
+                json!({"path": "n1/n2/x.sh", "content": "x\n"}),
+            ),
+            ("move", json!({"source": "a.md", "destination": "a.py"})),
+            (
+                "move",
+                json!({"source": "b.md", "destination": "new/dir/b.sh"}),
+            ),
+            ("apply_patch", json!({ "patch": patch_add })),
+            ("apply_patch", json!({ "patch": patch_move })),
+            (
+                "apply_patch",
+                json!({"changes": [{"path": "newnoext", "create": "x\n"}]}),
+            ),
+            (
+                "apply_patch",
+                json!({"changes": [{"path": "b.md", "move_to": "b.rb"}]}),
+            ),
+        ] {
+            let mut args = args;
+            args["dry_run"] = json!(dry);
+            let e = call(&f, tool, args.clone()).expect_err("refused");
+            assert_eq!(e.code.as_str(), "EXTENSION_DENIED", "{tool} {args}: {e:?}");
+            assert_eq!(
+                util::snapshot(&root),
+                before,
+                "{tool} {args} made something"
+            );
+        }
+    }
+    // A directory may take a dotted name; what it holds keeps its own extensions.
+    call(
+        &f,
+        "move",
+        json!({"source": "docs", "destination": "docs.old"}),
+    )
+    .expect("a directory's name is no file's");
+    assert!(root.join("docs.old/x.md").is_file());
+}

@@ -849,3 +849,55 @@ fn read_files_globs_stay_within_a_clients_shared_roots() {
     );
     assert!(!v.to_string().contains("fn b()"), "{v}");
 }
+
+/// A patch's `Move to:` onto an existing file is refused with a hint apply_patch can
+/// follow: it has no `overwrite` parameter (the default ALREADY_EXISTS hint names one).
+#[test]
+fn a_patch_moving_onto_an_existing_file_hints_what_a_patch_can_do() {
+    let (_t, base) = tempdir();
+    let root = base.join("root");
+    write(&root, "a.txt", "a\n");
+    write(&root, "b.txt", "b\n");
+    let f = ferret_on(&[&root], &base.join("state"));
+    let s = agent("p");
+    for args in [
+        json!({"changes": [{"path": "a.txt", "move_to": "b.txt"}]}),
+        json!({"patch": "*** Begin Patch\n*** Update File: a.txt\n*** Move to: b.txt\n@@\n-a\n+a2\n*** End Patch\n"}),
+    ] {
+        let e = call(&f, &s, "apply_patch", args.clone()).expect_err("exists");
+        assert_eq!(e.code, ErrorCode::AlreadyExists, "{args}");
+        let hint = e.hint.clone().unwrap_or_default();
+        assert!(!hint.contains("overwrite"), "{args}: {hint}");
+        assert!(hint.contains("Move to"), "{args}: {hint}");
+    }
+}
+
+/// `--state-dir ../state` from inside the root names a directory beside the root: the
+/// index is kept there, with no warning that it lies inside a root (the check used to be
+/// lexical, and `root/../state` starts with `root`).
+#[test]
+fn a_relative_state_dir_beside_the_root_is_not_inside_it() {
+    let (_t, base) = tempdir();
+    let root = base.join("ws");
+    write(&root, "a.txt", "hello\n");
+    for state in ["../st-new", "../st-made"] {
+        if state.ends_with("made") {
+            std::fs::create_dir_all(base.join("st-made")).unwrap();
+        }
+        let out = bin()
+            .current_dir(&root)
+            .args(["--state-dir", state, "grep", "hello"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{state}: {err}");
+        assert!(!err.contains("inside a root"), "{state}: {err}");
+        let out = bin()
+            .current_dir(&root)
+            .args(["--state-dir", state, "index", "status"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("inside a root"), "{state}: {err}");
+    }
+}
