@@ -901,3 +901,74 @@ fn a_relative_state_dir_beside_the_root_is_not_inside_it() {
         assert!(!err.contains("inside a root"), "{state}: {err}");
     }
 }
+
+/// A near miss made of long lines (an `old_string` that is one long line, nearly equal
+/// to a slice of a file of long lines) is answered by its deadline: the likeness score
+/// compares line starts, not whole lines, and looks at the deadline as it goes. Before,
+/// a 200 KB near miss on a 32 MB file of 2 MB lines answered 48 s past a 3 s deadline,
+/// one core busy throughout. Edit and patch, dry run and not; nothing changes.
+#[test]
+fn a_near_miss_of_long_lines_is_answered_by_its_deadline() {
+    let (_t, base) = tempdir();
+    let root = base.join("root");
+    // Four lines of 1 MB of pseudo-random letters (deterministic: no two slices alike).
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut lines = Vec::new();
+    for _ in 0..4 {
+        let line: String = (0..1_000_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (b'a' + (x % 11) as u8) as char
+            })
+            .map(|c| if c == 'k' { ' ' } else { c })
+            .collect();
+        lines.push(line);
+    }
+    write(&root, "big.txt", lines.join("\n") + "\n");
+    let before = std::fs::read(root.join("big.txt")).unwrap();
+    // A 100 KB slice of line 2 with every 1000th character changed.
+    let mut near: Vec<char> = lines[1][..100_000].chars().collect();
+    for i in (0..near.len()).step_by(1000) {
+        near[i] = 'Z';
+    }
+    let near: String = near.into_iter().collect();
+    let mut c = Config::defaults(Mode::Server);
+    c.roots = vec![root.clone()];
+    c.allow_write = true;
+    c.state_dir = Some(base.join("state"));
+    c.request_timeout = std::time::Duration::from_secs(1);
+    let f = Ferret::new(c).expect("open workspace");
+    let s = agent("n");
+    let patch =
+        format!("*** Begin Patch\n*** Update File: big.txt\n@@\n-{near}\n+x\n*** End Patch\n");
+    for (tool, args) in [
+        (
+            "edit",
+            json!({"path": "big.txt", "old_string": near, "new_string": "x", "dry_run": true}),
+        ),
+        (
+            "edit",
+            json!({"path": "big.txt", "old_string": near, "new_string": "x"}),
+        ),
+        ("apply_patch", json!({ "patch": patch })),
+    ] {
+        let started = std::time::Instant::now();
+        let e = call(&f, &s, tool, args).expect_err("a near miss");
+        let took = started.elapsed();
+        assert!(
+            matches!(e.code, ErrorCode::NoMatch | ErrorCode::Timeout),
+            "{tool}: {e:?}"
+        );
+        // The deadline is 1 s; a debug build on a loaded machine gets slack, the old
+        // code took tens of seconds here.
+        assert!(took.as_secs_f64() < 6.0, "{tool} answered after {took:?}");
+        assert!(
+            e.to_string().len() < 20_000,
+            "{tool}: the hint is bounded, not whole lines: {} bytes",
+            e.to_string().len()
+        );
+        assert_eq!(std::fs::read(root.join("big.txt")).unwrap(), before);
+    }
+}
