@@ -153,19 +153,17 @@ pub fn caller() -> Option<Owner> {
     CALLER.with(|c| c.borrow().clone())
 }
 
-/// The base directory for state: `--state-dir`, else `$XDG_STATE_HOME/ferret`.
+/// The base directory for state: `--state-dir`, else the platform's
+/// ([`crate::platform::state_dir`]: `$XDG_STATE_HOME/ferret`, `~/.local/state/ferret`,
+/// on macOS `~/Library/Application Support/ferret/state`).
 pub fn state_base(config: &Config) -> Result<PathBuf, SetupError> {
     Ok(match &config.state_dir {
         Some(d) => std::path::absolute(d).map_err(|source| SetupError::StateDir {
             dir: d.clone(),
             source,
         })?,
-        None => std::env::var_os("XDG_STATE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-            .unwrap_or_else(std::env::temp_dir)
-            .join("ferret"),
+        None => crate::platform::state_dir(&crate::platform::process_env)
+            .unwrap_or_else(|| std::env::temp_dir().join("ferret")),
     })
 }
 

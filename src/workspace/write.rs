@@ -37,30 +37,22 @@ pub fn stage(
     content: &[u8],
     like: Option<std::os::fd::BorrowedFd<'_>>,
 ) -> io::Result<()> {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
     if let Some(done) = stage_unnamed(dir, temp, content, like) {
         return done;
     }
     stage_named(dir, temp, content, like)
 }
 
-/// [`stage`] through an unnamed file; `None` when the filesystem (or the lack of
-/// `/proc`) does not allow it and nothing was made.
-#[cfg(any(target_os = "linux", target_os = "android"))]
+/// [`stage`] through an unnamed file (see [`crate::platform::open_unnamed`]); `None`
+/// when the platform, the filesystem (or the lack of `/proc`) does not allow it and
+/// nothing was made.
 fn stage_unnamed(
     dir: &Dir,
     temp: &OsStr,
     content: &[u8],
     like: Option<std::os::fd::BorrowedFd<'_>>,
 ) -> Option<io::Result<()>> {
-    use std::os::fd::AsRawFd;
-    let fd: OwnedFd = rustix::fs::openat(
-        dir,
-        ".",
-        OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o600),
-    )
-    .ok()?;
+    let fd: OwnedFd = crate::platform::open_unnamed(dir.as_fd())?;
     let mut f = std::fs::File::from(fd);
     let written = (|| {
         f.write_all(content)?;
@@ -74,23 +66,7 @@ fn stage_unnamed(
     if let Err(e) = written {
         return Some(Err(e));
     }
-    let proc_path = format!("/proc/self/fd/{}", f.as_raw_fd());
-    match rustix::fs::linkat(
-        rustix::fs::CWD,
-        proc_path.as_str(),
-        dir,
-        temp,
-        AtFlags::SYMLINK_FOLLOW,
-    ) {
-        Ok(()) => Some(Ok(())),
-        Err(e) if e == rustix::io::Errno::EXIST => Some(Err(e.into())),
-        // No /proc: linking the descriptor itself needs a capability; try it.
-        Err(_) => match rustix::fs::linkat(&f, "", dir, temp, AtFlags::EMPTY_PATH) {
-            Ok(()) => Some(Ok(())),
-            Err(e) if e == rustix::io::Errno::EXIST => Some(Err(e.into())),
-            Err(_) => None,
-        },
-    }
+    crate::platform::link_unnamed(f.as_fd(), dir.as_fd(), temp)
 }
 
 fn stage_named(
@@ -139,32 +115,9 @@ fn copy_shape(from: std::os::fd::BorrowedFd, to: std::os::fd::BorrowedFd) -> io:
     Ok(())
 }
 
-#[cfg(any(target_os = "linux", target_os = "android"))]
 fn copy_xattrs(from: std::os::fd::BorrowedFd, to: std::os::fd::BorrowedFd) {
-    let mut names = vec![0u8; 4096];
-    let Ok(n) = rustix::fs::flistxattr(from, &mut names[..]) else {
-        return;
-    };
-    for name in names[..n].split(|&b| b == 0).filter(|n| !n.is_empty()) {
-        let Ok(name) =
-            std::ffi::CStr::from_bytes_with_nul(&[name, &[0]].concat()).map(|c| c.to_owned())
-        else {
-            continue;
-        };
-        let mut value = vec![0u8; 64 * 1024];
-        if let Ok(len) = rustix::fs::fgetxattr(from, name.as_c_str(), &mut value[..]) {
-            let _ = rustix::fs::fsetxattr(
-                to,
-                name.as_c_str(),
-                &value[..len],
-                rustix::fs::XattrFlags::empty(),
-            );
-        }
-    }
+    crate::platform::copy_xattrs(from, to)
 }
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn copy_xattrs(_from: std::os::fd::BorrowedFd, _to: std::os::fd::BorrowedFd) {}
 
 /// Renames `temp` over `name` in `dir`, then makes the directory entry durable (best
 /// effort: the change stands once the rename is done).
@@ -211,13 +164,13 @@ pub fn move_noreplace(from: &Dir, from_name: &OsStr, to: &Dir, to_name: &OsStr) 
 /// The device and inode of what stands at `name` in `dir` (not following a link).
 pub fn identity_at(dir: &Dir, name: &OsStr) -> io::Result<(u64, u64)> {
     let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    Ok((st.st_dev, st.st_ino))
+    Ok(crate::platform::file_id(&st))
 }
 
 /// The device and inode of an open file.
 pub fn identity(fd: &impl AsFd) -> io::Result<(u64, u64)> {
     let st = rustix::fs::fstat(fd)?;
-    Ok((st.st_dev, st.st_ino))
+    Ok(crate::platform::file_id(&st))
 }
 
 /// Takes an exclusive `flock` on an open file, waiting up to `wait`. `Ok(false)` when it
