@@ -207,6 +207,7 @@ pub fn unknown_env(env: &BTreeMap<String, String>, defaults: &Map<String, Value>
         "FERRET_LOG",
         "FERRET_BIN",
         "FERRET_BENCH_DIR",
+        "FERRET_PORTABLE",
     ];
     let known: Vec<String> = defaults
         .keys()

@@ -736,6 +736,7 @@ fn an_unreadable_directory_is_skipped_and_reported_not_fatal() {
             std::process::Command::new(env!("CARGO_BIN_EXE_ferret"))
         };
         c.env_clear()
+            .envs(crate::util::portable_env())
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("XDG_STATE_HOME", base.join("state"))
             .arg("--root")
