@@ -86,9 +86,22 @@ pub fn open_beneath(dir: BorrowedFd<'_>, rel: &Path, how: Open) -> io::Result<Ow
     if !portable()
         && let Some(done) = os::open_beneath(dir, rel, &names, how)
     {
-        return done;
+        return refuse_link(done?, how);
     }
     portable::open_beneath(dir, &names, how)
+}
+
+/// `O_PATH | O_NOFOLLOW` opens a final symlink itself (even under openat2's
+/// `RESOLVE_NO_SYMLINKS`): a probe must not confirm a link, so it is refused as a link
+/// anywhere else on the way is (`ELOOP`).
+pub(crate) fn refuse_link(fd: OwnedFd, how: Open) -> io::Result<OwnedFd> {
+    if how == Open::Probe {
+        let st = rustix::fs::fstat(&fd)?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink {
+            return Err(rustix::io::Errno::LOOP.into());
+        }
+    }
+    Ok(fd)
 }
 
 /// The names of a relative path of plain names; an error for anything else.

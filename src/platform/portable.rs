@@ -30,14 +30,7 @@ pub fn open_beneath(dir: BorrowedFd<'_>, names: &[&OsStr], how: Open) -> io::Res
     }
     let at = held.as_ref().map_or(dir, |f| f.as_fd());
     let fd = rustix::fs::openat(at, *last, final_flags(how, dirs), Mode::empty())?;
-    if how == Open::Probe {
-        // O_PATH | O_NOFOLLOW opens a final symlink itself: refuse it as openat2 does.
-        let st = rustix::fs::fstat(&fd)?;
-        if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink {
-            return Err(rustix::io::Errno::LOOP.into());
-        }
-    }
-    Ok(fd)
+    super::refuse_link(fd, how)
 }
 
 fn final_flags(how: Open, dirs: OFlags) -> OFlags {

@@ -150,7 +150,12 @@ pub fn sync_dir(dir: &Dir) {
 pub fn move_noreplace(from: &Dir, from_name: &OsStr, to: &Dir, to_name: &OsStr) -> io::Result<()> {
     match rustix::fs::renameat_with(from, from_name, to, to_name, RenameFlags::NOREPLACE) {
         Ok(()) => Ok(()),
-        Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
+        // INVAL/NOSYS: Linux without it; NOTSUP: a macOS volume without RENAME_EXCL.
+        Err(e)
+            if e == rustix::io::Errno::INVAL
+                || e == rustix::io::Errno::NOSYS
+                || e == rustix::io::Errno::NOTSUP =>
+        {
             // A filesystem without RENAME_NOREPLACE: check, then rename.
             match rustix::fs::statat(to, to_name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(_) => Err(io::Error::from(io::ErrorKind::AlreadyExists)),

@@ -21,6 +21,7 @@ mod mcp_inprocess;
 mod mcp_r4;
 mod names_r3;
 mod names_r4;
+mod platform;
 mod safety;
 mod sandbox;
 mod search;
