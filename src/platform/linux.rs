@@ -138,6 +138,24 @@ pub fn steady_allocator() {
     }
 }
 
+/// How coarse file timestamps can be: the kernel stamps files from its coarse clock
+/// (one scheduler tick), so two writes within one tick may leave the same stamp.
+pub fn stamp_tick_ns() -> i128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_getres writes one timespec it is given.
+    let ok = unsafe { libc::clock_getres(libc::CLOCK_REALTIME_COARSE, &mut ts) } == 0;
+    let tick = i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec);
+    if ok && tick > 0 {
+        // A tick's margin on top (the stamp may lag the clock by up to one).
+        2 * tick
+    } else {
+        20_000_000
+    }
+}
+
 pub fn config_dir_in_home(home: &Path) -> PathBuf {
     home.join(".config/ferret")
 }

@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub const RESOLVER: &str =
     "openat O_NOFOLLOW_ANY (plain names only), else component walk (openat O_NOFOLLOW per name)";
-pub const WATCHER: &str = "none yet (searches walk; the index spares reads by stamp)";
+/// FSEvents is not wired in (see `watcher`): the portable polling watcher stands in.
+pub const WATCHER: &str = super::portable::WATCHER;
 pub const TRASH: &str = "ferret's own (in the state directory)";
 pub const FREEDESKTOP_TRASH: bool = false;
 pub const SKIPPED_NAMES: &[&str] = &[".DS_Store"];
@@ -87,6 +88,12 @@ pub fn release_memory() {
 
 pub fn steady_allocator() {}
 
+/// HFS+ stamps files to the second (APFS to the nanosecond, but a volume's format is
+/// not asked here): one second.
+pub fn stamp_tick_ns() -> i128 {
+    1_000_000_000
+}
+
 pub fn config_dir_in_home(home: &Path) -> PathBuf {
     home.join("Library/Application Support/ferret")
 }
@@ -104,6 +111,11 @@ pub fn protected_in_home(home: &Path) -> Vec<PathBuf> {
     ]
 }
 
+/// The polling watcher. FSEvents (the `notify` crate's backend) delivers its events
+/// from a thread of its own, after the write that caused them returned; a search could
+/// drain before they arrive and answer from a stale list. Until a flush barrier
+/// (`FSEventStreamFlushSync`) is wired in, the portable watcher, which looks when the
+/// search asks, keeps the index's "never stale" promise.
 pub fn watcher() -> Result<Box<dyn DirWatch>, String> {
-    Err("no file watcher on macOS yet (FSEvents is not wired in)".to_string())
+    Ok(super::portable::poll_watcher())
 }

@@ -51,7 +51,7 @@ use macos as os;
 use portable::other as os;
 
 /// Whether `FERRET_PORTABLE=1` asked for the portable code paths (the component-walk
-/// resolver, no OS-specific watcher, named staging files) on a platform that has
+/// resolver, the polling watcher, named staging files) on a platform that has
 /// better ones: so Linux runs, and CI tests, what macOS and others run. Read once.
 pub fn portable() -> bool {
     static P: OnceLock<bool> = OnceLock::new();
@@ -116,6 +116,13 @@ fn plain_names(rel: &Path) -> io::Result<Vec<&OsStr>> {
             )),
         })
         .collect()
+}
+
+/// How far apart two writes to a file must be for its timestamps to tell them apart
+/// (nanoseconds; read once): Linux's coarse clock tick, twice; elsewhere a second.
+pub fn stamp_tick_ns() -> i128 {
+    static T: OnceLock<i128> = OnceLock::new();
+    *T.get_or_init(os::stamp_tick_ns)
 }
 
 /// Which resolver [`open_beneath`] uses, for `ferret config`.
@@ -290,7 +297,7 @@ pub trait DirWatch: Send + Sync {
 /// The platform's directory watcher; `Err` says why there is none (searches then walk).
 pub fn watcher() -> Result<Box<dyn DirWatch>, String> {
     if portable() {
-        return Err("no file watcher in portable mode (FERRET_PORTABLE=1)".to_string());
+        return Ok(portable::poll_watcher());
     }
     os::watcher()
 }
