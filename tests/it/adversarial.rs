@@ -141,14 +141,7 @@ impl Lab {
 }
 
 fn mkfifo(p: &Path) {
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        p,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .unwrap();
+    crate::util::mkfifo(p).unwrap();
 }
 
 /// Every tool's path-taking parameter, as a call on path `p`.

@@ -30,6 +30,18 @@ pub fn portable_env() -> Vec<(&'static str, std::ffi::OsString)> {
         .collect()
 }
 
+/// Makes a FIFO at `p` (`mkfifo(3)`: rustix's `mknodat` does not exist on macOS).
+pub fn mkfifo(p: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes())?;
+    // SAFETY: a NUL-terminated path the call only reads.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o644) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Where tests keep state they do not set themselves.
 pub fn scratch_state() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("state")
