@@ -62,6 +62,15 @@ fn probe_flags() -> OFlags {
 /// each, and re-reads them all at every search): searches then walk.
 pub const MAX_POLLED_DIRS: usize = 512;
 
+/// [`MAX_POLLED_DIRS`], or a quarter of the process's descriptor limit when that is
+/// lower (macOS starts processes with 256): the handles held must leave the tools room.
+fn max_polled_dirs() -> usize {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    soft.map_or(MAX_POLLED_DIRS, |n| {
+        MAX_POLLED_DIRS.min(usize::try_from(n / 4).unwrap_or(MAX_POLLED_DIRS))
+    })
+}
+
 /// A file's stamp as the poll watcher compares it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Snap {
@@ -231,9 +240,10 @@ impl DirWatch for PollWatch {
             };
             return Ok(());
         }
-        if dirs.len() >= MAX_POLLED_DIRS {
+        let max = max_polled_dirs();
+        if dirs.len() >= max {
             return Err(format!(
-                "the polling watcher keeps at most {MAX_POLLED_DIRS} directories"
+                "the polling watcher keeps at most {max} directories (a quarter of the open-file limit, 512 at most)"
             ));
         }
         dirs.push(Polled {
