@@ -76,6 +76,11 @@ struct Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+        if let Some(staging) = self.path.parent().and_then(|l| l.parent()) {
+            let mine = staging.join("staging").join(&self.name);
+            crate::workspace::write::remove_staging(&mine);
+            let _ = std::fs::remove_dir_all(&mine);
+        }
     }
 }
 
@@ -283,6 +288,15 @@ impl History {
         if let Err(e) = std::fs::rename(&fresh, &path) {
             let _ = std::fs::remove_file(&fresh);
             return Err(err(&path)(e));
+        }
+        // This process's staging area (see workspace::write::add_staging), removed with
+        // its lease; one left by a killed process goes with its dead lease.
+        let staging = canon.join("staging");
+        if safe::ensure_dir(&staging).is_ok() {
+            let mine = staging.join(&name);
+            if safe::ensure_dir(&mine).is_ok() && safe::is_real_dir(&mine).is_ok() {
+                crate::workspace::write::add_staging(&mine);
+            }
         }
         Ok(Lease {
             name,
@@ -504,6 +518,12 @@ impl History {
                         }
                     } else if name != self.lease() && !self.lease_alive(&name) {
                         let _ = std::fs::remove_file(l.path());
+                        // Its staging area: partial files a killed process was writing
+                        // (ferret's own, in its private state directory).
+                        let staging = self.dir.join("staging");
+                        if safe::is_real_dir(&staging).is_ok() {
+                            let _ = std::fs::remove_dir_all(staging.join(&name));
+                        }
                     }
                 }
             }

@@ -40,6 +40,9 @@ pub fn stage(
     if let Some(done) = stage_unnamed(dir, temp, content, like) {
         return done;
     }
+    if let Some(done) = stage_via_staging(dir, temp, content, like) {
+        return done;
+    }
     stage_named(dir, temp, content, like)
 }
 
@@ -67,6 +70,68 @@ fn stage_unnamed(
         return Some(Err(e));
     }
     crate::platform::link_unnamed(f.as_fd(), dir.as_fd(), temp)
+}
+
+/// Staging areas registered by the histories of this process (see [`add_staging`]).
+static STAGING: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Registers a ferret-private directory (in a state directory, this process's own) where
+/// [`stage`] writes content first where there is no unnamed file (macOS, portable mode):
+/// the file is complete and synced there, then renamed (never replacing) to its
+/// temporary name beside its target, so a process killed mid-write leaves a partial file
+/// only in the staging area, never at a name in the workspace.
+pub fn add_staging(dir: &std::path::Path) {
+    let mut s = STAGING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !s.iter().any(|d| d == dir) {
+        s.push(dir.to_path_buf());
+    }
+}
+
+/// Forgets a staging area (its history's process is ending).
+pub fn remove_staging(dir: &std::path::Path) {
+    let mut s = STAGING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    s.retain(|d| d != dir);
+}
+
+/// [`stage`] through a registered staging area on the same filesystem as `dir`; `None`
+/// when there is none (nothing was made).
+fn stage_via_staging(
+    dir: &Dir,
+    temp: &OsStr,
+    content: &[u8],
+    like: Option<std::os::fd::BorrowedFd<'_>>,
+) -> Option<io::Result<()>> {
+    let dev = identity(dir).ok()?.0;
+    let areas = STAGING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let area = areas.iter().find_map(|p| {
+        let d = Dir::open_ambient_dir(p, cap_std::ambient_authority()).ok()?;
+        (identity(&d).ok()?.0 == dev).then_some(d)
+    })?;
+    let scratch = OsStr::new(temp);
+    let written = stage_named(&area, scratch, content, like);
+    if let Err(e) = written {
+        return Some(Err(e));
+    }
+    match move_noreplace(&area, scratch, dir, temp) {
+        Ok(()) => Some(Ok(())),
+        Err(e) => {
+            discard(&area, scratch);
+            // Another filesystem after all (a mount inside the root): the caller
+            // stages in place.
+            if e.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) {
+                None
+            } else {
+                Some(Err(e))
+            }
+        }
+    }
 }
 
 fn stage_named(
