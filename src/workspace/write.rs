@@ -115,21 +115,17 @@ fn stage_via_staging(
         (identity(&d).ok()?.0 == dev).then_some(d)
     })?;
     let scratch = OsStr::new(temp);
-    let written = stage_named(&area, scratch, content, like);
-    if let Err(e) = written {
-        return Some(Err(e));
-    }
+    // Anything wrong on the staging side (the area gone: another history of this
+    // process ended; the disk full there) leaves the caller to stage in place.
+    stage_named(&area, scratch, content, like).ok()?;
     match move_noreplace(&area, scratch, dir, temp) {
         Ok(()) => Some(Ok(())),
         Err(e) => {
             discard(&area, scratch);
-            // Another filesystem after all (a mount inside the root): the caller
-            // stages in place.
-            if e.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) {
-                None
-            } else {
-                Some(Err(e))
-            }
+            // The temporary name taken: an error, as staging in place would meet. Else
+            // (another filesystem after all: a mount inside the root; the area gone)
+            // the caller stages in place.
+            (e.kind() == io::ErrorKind::AlreadyExists).then_some(Err(e))
         }
     }
 }

@@ -190,3 +190,68 @@ fn config_names_the_resolver_watcher_and_trash_and_portable_mode_changes_them() 
             .contains("component walk")
     );
 }
+
+/// The staging area (macOS, portable mode): an edit's content is written complete in
+/// the state directory, then renamed beside its file. A process's area goes with it; a
+/// killed process's area, partial file and all, goes with its dead lease at the next
+/// writer's start, and nothing of it ever appears in the workspace.
+#[test]
+fn the_staging_area_is_private_per_process_and_a_dead_one_is_removed() {
+    let (_t, base) = tempdir();
+    let (root, state) = (base.join("root"), base.join("state"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(root.join("f.txt"), "one\n").unwrap();
+    let edit = |old: &str, new: &str| {
+        let out = bin()
+            .env("FERRET_PORTABLE", "1")
+            .arg("--root")
+            .arg(&root)
+            .arg("--state-dir")
+            .arg(&state)
+            .args(["--allow-write", "edit", "f.txt", "--old", old, "--new", new])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    edit("one", "two");
+    assert_eq!(
+        std::fs::read_to_string(root.join("f.txt")).unwrap(),
+        "two\n"
+    );
+    let ws_state = std::fs::read_dir(&state)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.join("leases").is_dir())
+        .expect("the workspace's state directory");
+    let staging = ws_state.join("staging");
+    assert!(staging.is_dir(), "the staging area was made");
+    assert_eq!(
+        std::fs::read_dir(&staging).unwrap().count(),
+        0,
+        "a process's own area is removed when it ends"
+    );
+    // A process killed mid-write: its lease (unlocked) and a partial file in its area.
+    let dead = "4194303-19700101T000000.000000000Z";
+    std::fs::write(ws_state.join("leases").join(dead), "").unwrap();
+    std::fs::create_dir(staging.join(dead)).unwrap();
+    std::fs::write(staging.join(dead).join(".ferret-x.tmp"), "partial").unwrap();
+    edit("two", "three");
+    assert!(
+        !staging.join(dead).exists(),
+        "a dead process's area is removed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("f.txt")).unwrap(),
+        "three\n"
+    );
+    for e in std::fs::read_dir(&root).unwrap().flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        assert!(!n.starts_with(".ferret-"), "temporary file left: {n}");
+    }
+}
