@@ -55,6 +55,7 @@ pub mod error;
 pub mod history;
 pub mod limits;
 pub mod mcp;
+pub mod platform;
 pub mod prompt;
 pub mod registry;
 pub mod search;

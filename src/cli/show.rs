@@ -109,6 +109,17 @@ struct ConfigShown<'a> {
     /// Warnings: the workspace's own ferret.toml hides (almost) everything.
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     warnings: &'a [String],
+    /// The platform layer in use: OS, resolver, watcher, trash.
+    platform: BTreeMap<&'static str, &'static str>,
+}
+
+/// The platform layer's parts in use; the trash as this configuration uses it.
+fn platform_shown(config: &config::Config) -> BTreeMap<&'static str, &'static str> {
+    let mut m: BTreeMap<_, _> = crate::platform::describe().into_iter().collect();
+    if !config.use_os_trash {
+        m.insert("trash", "ferret's own (use_os_trash = false)");
+    }
+    m
 }
 
 pub fn config(loaded: &config::Loaded, ferret: &Ferret, json: bool) -> anyhow::Result<i32> {
@@ -129,6 +140,7 @@ pub fn config(loaded: &config::Loaded, ferret: &Ferret, json: bool) -> anyhow::R
             roots,
             refused: &loaded.refused,
             warnings: &loaded.notices,
+            platform: platform_shown(&loaded.config),
         })?;
         return Ok(0);
     }
@@ -153,6 +165,10 @@ pub fn config(loaded: &config::Loaded, ferret: &Ferret, json: bool) -> anyhow::R
         for r in &loaded.refused {
             out.push_str(&format!("#   {r}\n"));
         }
+    }
+    out.push_str("\n# platform:\n");
+    for (k, v) in platform_shown(&loaded.config) {
+        out.push_str(&format!("#   {k} = {v}\n"));
     }
     for w in &loaded.notices {
         out.push_str(&format!("\n# WARNING: {w}\n"));

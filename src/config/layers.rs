@@ -218,6 +218,7 @@ pub fn unknown_env(env: &BTreeMap<String, String>, defaults: &Map<String, Value>
         "FERRET_LOG",
         "FERRET_BIN",
         "FERRET_BENCH_DIR",
+        "FERRET_PORTABLE",
     ];
     let known: Vec<String> = defaults
         .keys()
@@ -253,14 +254,11 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// The user's config file: `$XDG_CONFIG_HOME/ferret/config.toml`, else
-/// `~/.config/ferret/config.toml` (whether it exists is the caller's question).
+/// `~/.config/ferret/config.toml` (macOS: `~/Library/Application Support/ferret/`)
+/// (whether it exists is the caller's question).
 pub fn user_config_file(env: &BTreeMap<String, String>) -> Option<PathBuf> {
-    let base = env
-        .get("XDG_CONFIG_HOME")
-        .filter(|d| Path::new(d).is_absolute())
-        .map(PathBuf::from)
-        .or_else(|| env.get("HOME").map(|h| Path::new(h).join(".config")))?;
-    Some(base.join("ferret").join("config.toml"))
+    let get = |k: &str| env.get(k).map(std::ffi::OsString::from);
+    Some(crate::platform::config_dir(&get)?.join("config.toml"))
 }
 
 /// Whether `file` lies inside one of `roots` (the current directory when none is set).

@@ -276,7 +276,11 @@ impl Config {
             roots: Vec::new(),
             deny: DEFAULT_DENY.iter().map(|s| s.to_string()).collect(),
             deny_extra: Vec::new(),
-            skip: DEFAULT_SKIP.iter().map(|s| s.to_string()).collect(),
+            skip: DEFAULT_SKIP
+                .iter()
+                .chain(crate::platform::SKIPPED_NAMES)
+                .map(|s| s.to_string())
+                .collect(),
             skip_extra: Vec::new(),
             allowed_extensions: Vec::new(),
             max_path_depth: 20,

@@ -206,7 +206,7 @@ impl History {
         let home = use_home
             .then(|| Trash::home(|p| self.inside_roots(p)))
             .flatten()
-            .filter(|t| t.dev == st.st_dev);
+            .filter(|t| t.dev == crate::platform::file_id(&st).0);
         let mut trashes = Vec::new();
         trashes.extend(home);
         self.made()?;
@@ -224,8 +224,8 @@ impl History {
                     Kind::Ferret => std::path::PathBuf::new(),
                 },
                 name: tname.clone(),
-                dev: st.st_dev,
-                ino: st.st_ino,
+                dev: crate::platform::file_id(&st).0,
+                ino: crate::platform::file_id(&st).1,
                 sha256: hash.clone(),
                 is_dir,
             });
@@ -246,7 +246,7 @@ impl History {
             // The object moved must be the one recorded; if the name was swapped for
             // another object in between, put it back and refuse.
             let moved = write::identity_at(&trash.files, OsStr::new(&tname));
-            if moved.as_ref().ok() != Some(&(st.st_dev, st.st_ino)) {
+            if moved.as_ref().ok() != Some(&crate::platform::file_id(&st)) {
                 let back = write::move_noreplace(&trash.files, OsStr::new(&tname), dir, name);
                 trash.forget(&tname);
                 self.settle(

@@ -76,6 +76,11 @@ struct Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+        if let Some(staging) = self.path.parent().and_then(|l| l.parent()) {
+            let mine = staging.join("staging").join(&self.name);
+            crate::workspace::write::remove_staging(&mine);
+            let _ = std::fs::remove_dir_all(&mine);
+        }
     }
 }
 
@@ -153,19 +158,17 @@ pub fn caller() -> Option<Owner> {
     CALLER.with(|c| c.borrow().clone())
 }
 
-/// The base directory for state: `--state-dir`, else `$XDG_STATE_HOME/ferret`.
+/// The base directory for state: `--state-dir`, else the platform's
+/// ([`crate::platform::state_dir`]: `$XDG_STATE_HOME/ferret`, `~/.local/state/ferret`,
+/// on macOS `~/Library/Application Support/ferret/state`).
 pub fn state_base(config: &Config) -> Result<PathBuf, SetupError> {
     Ok(match &config.state_dir {
         Some(d) => std::path::absolute(d).map_err(|source| SetupError::StateDir {
             dir: d.clone(),
             source,
         })?,
-        None => std::env::var_os("XDG_STATE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-            .unwrap_or_else(std::env::temp_dir)
-            .join("ferret"),
+        None => crate::platform::state_dir(&crate::platform::process_env)
+            .unwrap_or_else(|| std::env::temp_dir().join("ferret")),
     })
 }
 
@@ -297,6 +300,15 @@ impl History {
         if let Err(e) = std::fs::rename(&fresh, &path) {
             let _ = std::fs::remove_file(&fresh);
             return Err(err(&path)(e));
+        }
+        // This process's staging area (see workspace::write::add_staging), removed with
+        // its lease; one left by a killed process goes with its dead lease.
+        let staging = canon.join("staging");
+        if safe::ensure_dir(&staging).is_ok() {
+            let mine = staging.join(&name);
+            if safe::ensure_dir(&mine).is_ok() && safe::is_real_dir(&mine).is_ok() {
+                crate::workspace::write::add_staging(&mine);
+            }
         }
         Ok(Lease {
             name,
@@ -537,6 +549,12 @@ impl History {
                         }
                     } else if name != self.lease() && !self.lease_alive(&name) {
                         let _ = std::fs::remove_file(l.path());
+                        // Its staging area: partial files a killed process was writing
+                        // (ferret's own, in its private state directory).
+                        let staging = self.dir.join("staging");
+                        if safe::is_real_dir(&staging).is_ok() {
+                            let _ = std::fs::remove_dir_all(staging.join(&name));
+                        }
                     }
                 }
             }

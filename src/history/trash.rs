@@ -46,11 +46,7 @@ pub struct Trash {
 
 /// The freedesktop home trash directory, from the environment (never from a workspace).
 pub fn home_trash_path() -> Option<PathBuf> {
-    let data = std::env::var_os("XDG_DATA_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))?;
-    data.is_absolute().then(|| data.join("Trash"))
+    crate::platform::home_trash(&crate::platform::process_env)
 }
 
 fn open_dir_create(parent: &Dir, name: &str) -> std::io::Result<Dir> {
@@ -86,7 +82,7 @@ impl Trash {
         let dir = Dir::open_ambient_dir(base, cap_std::ambient_authority()).ok()?;
         let files = open_dir_create(&dir, "files").ok()?;
         let info = open_dir_create(&dir, "info").ok()?;
-        let dev = rustix::fs::fstat(&files).ok()?.st_dev;
+        let dev = crate::platform::file_id(&rustix::fs::fstat(&files).ok()?).0;
         Some(Trash {
             kind: Kind::Home,
             base: base.to_path_buf(),
@@ -101,9 +97,10 @@ impl Trash {
         let base = Dir::open_ambient_dir(state, cap_std::ambient_authority())
             .map_err(|e| io_err("state directory", &e))?;
         let files = open_dir_create(&base, "trash").map_err(|e| io_err("trash folder", &e))?;
-        let dev = rustix::fs::fstat(&files)
-            .map_err(|e| io_err("trash folder", &e.into()))?
-            .st_dev;
+        let dev = crate::platform::file_id(
+            &rustix::fs::fstat(&files).map_err(|e| io_err("trash folder", &e.into()))?,
+        )
+        .0;
         Ok(Trash {
             kind: Kind::Ferret,
             base: state.to_path_buf(),

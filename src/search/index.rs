@@ -52,7 +52,7 @@ impl Stamp {
     pub fn of(file: &std::fs::File) -> Option<Stamp> {
         let st = rustix::fs::fstat(file).ok()?;
         Some(Stamp {
-            dev: st.st_dev as u64,
+            dev: crate::platform::file_id(&st).0,
             ino: st.st_ino as u64,
             size: st.st_size as u64,
             mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
@@ -1144,11 +1144,7 @@ fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 /// Returns freed memory to the system: a build leaves hundreds of megabytes in the
 /// allocator's free lists of its walker threads once its lists are written and mapped.
 pub fn give_back_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    crate::platform::release_memory();
 }
 
 /// Sets the allocator up for a long-lived server. Under 100 sessions the server's
@@ -1168,15 +1164,7 @@ pub fn give_back_memory() {
 /// glibc's own `MALLOC_ARENA_MAX`, when set, is left to rule: a machine with many cores
 /// may want more arenas, and bench/load.sh sets it to run glibc's default beside ours.
 pub fn steady_allocator() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets tuning parameters of the allocator; both are set before
-    // the server starts its threads.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
-        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-            libc::mallopt(libc::M_ARENA_MAX, 1);
-        }
-    }
+    crate::platform::steady_allocator();
 }
 
 /// True when the opened file is the listed one with the very content indexed, and the

@@ -683,35 +683,25 @@ where
     Some(env.control.check())
 }
 
-#[cfg(target_os = "linux")]
+/// The live index's side of the platform's watcher ([`crate::platform::DirWatch`]):
+/// its events are hints, each turned into a stale mark for what it names.
 mod watch {
     use super::Live;
-    use crate::error::lock;
+    use crate::platform::{DirWatch, WatchEvent};
     use crate::workspace::Workspace;
-    use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
-    use std::collections::HashMap;
-    use std::os::fd::{AsFd, AsRawFd};
-    use std::path::{Path, PathBuf};
-    use std::sync::{Mutex, Weak};
+    use std::os::fd::AsFd;
+    use std::path::Path;
+    use std::sync::{Arc, Weak};
 
-    pub struct Watcher {
-        inotify: Mutex<Inotify>,
-        watches: Watches,
-        dirs: Mutex<HashMap<WatchDescriptor, (usize, PathBuf)>>,
-    }
+    pub struct Watcher(Arc<dyn DirWatch>);
 
     impl Watcher {
         pub fn new() -> Result<Watcher, String> {
-            let inotify = Inotify::init().map_err(|e| format!("inotify is unavailable ({e})"))?;
-            Ok(Watcher {
-                watches: inotify.watches(),
-                inotify: Mutex::new(inotify),
-                dirs: Mutex::new(HashMap::new()),
-            })
+            crate::platform::watcher().map(|w| Watcher(Arc::from(w)))
         }
 
         /// Watches a directory the index walk entered, through a handle opened beneath
-        /// its root (no symlink on the way), by that handle's `/proc/self/fd` name.
+        /// its root (no symlink on the way), never by a path a walker built.
         pub fn add(&self, ws: &Workspace, root: usize, rel: &Path) -> Result<(), String> {
             let at = if rel.as_os_str().is_empty() {
                 Path::new(".")
@@ -723,130 +713,28 @@ mod watch {
             let Ok(dir) = ws.open_found(root, at, true) else {
                 return Ok(());
             };
-            let mask = WatchMask::MODIFY
-                | WatchMask::ATTRIB
-                | WatchMask::CLOSE_WRITE
-                | WatchMask::CREATE
-                | WatchMask::DELETE
-                | WatchMask::MOVED_FROM
-                | WatchMask::MOVED_TO
-                | WatchMask::DELETE_SELF
-                | WatchMask::MOVE_SELF
-                | WatchMask::ONLYDIR
-                | WatchMask::EXCL_UNLINK;
-            let name = format!("/proc/self/fd/{}", dir.as_raw_fd());
-            match self.watches.clone().add(&name, mask) {
-                Ok(wd) => {
-                    lock(&self.dirs).insert(wd, (root, rel.to_path_buf()));
-                    Ok(())
-                }
-                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error()) => Err(
-                    "the inotify watch limit is reached (raise fs.inotify.max_user_watches)"
-                        .to_string(),
-                ),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
-                    "directories cannot be watched ({e}; is /proc mounted?)"
-                )),
-                Err(_) => Ok(()),
-            }
+            self.0.add(dir.as_fd(), (root, rel.to_path_buf()))
         }
 
         /// Applies every event queued so far.
         pub fn drain(&self, live: &Live) {
-            let mut buf = [0u8; 64 * 1024];
-            let mut inotify = lock(&self.inotify);
-            loop {
-                let events = match inotify.read_events(&mut buf) {
-                    Ok(ev) => ev,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        live.blind(format!("the watcher failed ({e})"));
-                        return;
-                    }
-                };
-                let mut any = false;
-                for ev in events {
-                    any = true;
-                    self.apply(live, ev.wd, ev.mask, ev.name);
-                }
-                if !any {
-                    return;
-                }
-            }
-        }
-
-        fn apply(
-            &self,
-            live: &Live,
-            wd: WatchDescriptor,
-            mask: EventMask,
-            name: Option<&std::ffi::OsStr>,
-        ) {
-            if mask.contains(EventMask::Q_OVERFLOW) {
-                live.lost_events();
-                return;
-            }
-            let mut dirs = lock(&self.dirs);
-            if mask.contains(EventMask::IGNORED) {
-                dirs.remove(&wd);
-                return;
-            }
-            let Some((root, dir)) = dirs.get(&wd).cloned() else {
-                return;
-            };
-            drop(dirs);
-            let structural = EventMask::CREATE
-                | EventMask::DELETE
-                | EventMask::MOVED_FROM
-                | EventMask::MOVED_TO
-                | EventMask::DELETE_SELF
-                | EventMask::MOVE_SELF;
-            let Some(name) = name else {
-                // The directory itself: moved, deleted, or its permissions changed
-                // (its parent reports the first two; a walk from here cannot say).
-                live.stale();
-                return;
-            };
-            if mask.intersects(structural)
-                || mask.contains(EventMask::ISDIR)
-                || name == ".gitignore"
-                || name == ".ignore"
-            {
-                // A name changed here, or a subdirectory's permissions, or what an
-                // ignore file here lets in: the subtree is walked again.
-                live.changed_in((root, dir));
-            } else {
-                live.written((root, dir.join(name)));
+            if let Err(e) = self.0.drain(&mut |ev| apply(live, ev)) {
+                live.blind(e);
             }
         }
 
         /// Drains the queue in the background too, so it does not overflow between
         /// searches; ends when the index is dropped.
         pub fn spawn_reader(&self, live: Weak<Live>) {
+            let watch = Arc::clone(&self.0);
             let spawned = std::thread::Builder::new()
                 .name("ferret-watch".into())
                 .spawn(move || {
                     loop {
-                        let Some(l) = live.upgrade() else { return };
-                        let Some(w) = &l.watch else { return };
-                        let ready = {
-                            let inotify = lock(&w.inotify);
-                            let fd = inotify.as_fd().try_clone_to_owned();
-                            drop(inotify);
-                            fd
-                        };
-                        let Ok(fd) = ready else { return };
-                        drop(l);
-                        let mut fds = [rustix::event::PollFd::new(
-                            &fd,
-                            rustix::event::PollFlags::IN,
-                        )];
-                        let timeout = rustix::time::Timespec {
-                            tv_sec: 0,
-                            tv_nsec: 500_000_000,
-                        };
-                        let _ = rustix::event::poll(&mut fds, Some(&timeout));
+                        if live.strong_count() == 0 {
+                            return;
+                        }
+                        watch.wait(std::time::Duration::from_millis(500));
                         let Some(l) = live.upgrade() else { return };
                         if let Some(w) = &l.watch {
                             w.drain(&l);
@@ -858,26 +746,21 @@ mod watch {
             }
         }
     }
-}
 
-#[cfg(not(target_os = "linux"))]
-mod watch {
-    use super::Live;
-    use crate::workspace::Workspace;
-    use std::path::Path;
-    use std::sync::Weak;
-
-    /// No watcher here yet: searches walk, and the index spares reads by stamp.
-    pub struct Watcher;
-
-    impl Watcher {
-        pub fn new() -> Result<Watcher, String> {
-            Err("no file watcher on this platform".to_string())
+    fn apply(live: &Live, ev: WatchEvent) {
+        match ev {
+            WatchEvent::Lost => live.lost_events(),
+            // The directory itself: moved, deleted, or its permissions changed (its
+            // parent reports the first two; a walk from here cannot say).
+            WatchEvent::Itself(_) => live.stale(),
+            // A name changed here, or a subdirectory's permissions: the subtree is
+            // walked again.
+            WatchEvent::Names(dir, _) => live.changed_in(dir),
+            // What an ignore file here lets in changed: the subtree is walked again.
+            WatchEvent::Written(dir, name) if name == ".gitignore" || name == ".ignore" => {
+                live.changed_in(dir)
+            }
+            WatchEvent::Written((root, dir), name) => live.written((root, dir.join(name))),
         }
-        pub fn add(&self, _: &Workspace, _: usize, _: &Path) -> Result<(), String> {
-            Ok(())
-        }
-        pub fn drain(&self, _: &Live) {}
-        pub fn spawn_reader(&self, _: Weak<Live>) {}
     }
 }

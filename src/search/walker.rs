@@ -256,10 +256,12 @@ impl Walker<'_> {
         let Ok(fd) = self.ws.open_dir_found(self.root, &rel) else {
             return true;
         };
-        let mut lister = Lister::new(&fd);
+        let mut lister = crate::platform::Lister::new(rustix::fd::AsFd::as_fd(&fd));
         // Names go into one buffer (no allocation per name).
         let mut batch = Batch::default();
-        let mut done = lister.fill(&fd, &mut batch, CHUNK);
+        let mut done = lister.fill(rustix::fd::AsFd::as_fd(&fd), CHUNK, &mut |name, ft| {
+            batch.add(&fd, name, ft)
+        });
         if !done {
             // Too big to read in one batch: the ignore files it holds are looked up by
             // name, since its later batches are not read yet.
@@ -294,7 +296,9 @@ impl Walker<'_> {
                 return false;
             }
             batch.clear();
-            done = lister.fill(&fd, &mut batch, CHUNK);
+            done = lister.fill(rustix::fd::AsFd::as_fd(&fd), CHUNK, &mut |name, ft| {
+                batch.add(&fd, name, ft)
+            });
         }
     }
 
@@ -568,84 +572,6 @@ fn kind_at(fd: &rustix::fd::OwnedFd, name: &[u8]) -> Kind {
             _ => Kind::Other,
         },
     )
-}
-
-/// Reads a directory's names through its handle (`getdents`), a batch at a time.
-#[cfg(target_os = "linux")]
-struct Lister {
-    buf: Vec<std::mem::MaybeUninit<u8>>,
-    /// The directory was read to its end.
-    done: bool,
-}
-
-#[cfg(target_os = "linux")]
-impl Lister {
-    fn new(_fd: &rustix::fd::OwnedFd) -> Lister {
-        Lister {
-            buf: vec![std::mem::MaybeUninit::uninit(); 16 * 1024],
-            done: false,
-        }
-    }
-
-    /// Adds up to about `max` names to `batch`; true when the directory is read to its
-    /// end. The kernel keeps the position in the open handle, so each call goes on
-    /// where the last stopped (a `getdents` buffer is never cut: at most one buffer's
-    /// worth over `max`).
-    fn fill(&mut self, fd: &rustix::fd::OwnedFd, batch: &mut Batch, max: usize) -> bool {
-        if self.done {
-            return true;
-        }
-        let start = batch.names.len();
-        loop {
-            let mut dir = rustix::fs::RawDir::new(fd, &mut self.buf);
-            let mut any = false;
-            // One `getdents` call's worth: RawDir reads again once its buffer is used
-            // up, so stop at the buffer's end by counting what it returned.
-            while let Some(Ok(e)) = dir.next() {
-                any = true;
-                batch.add(fd, e.file_name().to_bytes(), e.file_type());
-                if dir.is_buffer_empty() {
-                    break;
-                }
-            }
-            if !any {
-                self.done = true;
-                return true;
-            }
-            if batch.names.len() - start >= max {
-                return false;
-            }
-        }
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-struct Lister {
-    dir: Option<rustix::fs::Dir>,
-}
-
-#[cfg(not(target_os = "linux"))]
-impl Lister {
-    fn new(fd: &rustix::fd::OwnedFd) -> Lister {
-        Lister {
-            dir: rustix::fs::Dir::read_from(fd).ok(),
-        }
-    }
-
-    fn fill(&mut self, fd: &rustix::fd::OwnedFd, batch: &mut Batch, max: usize) -> bool {
-        let Some(dir) = self.dir.as_mut() else {
-            return true;
-        };
-        let start = batch.names.len();
-        while let Some(Ok(e)) = dir.read() {
-            batch.add(fd, e.file_name().to_bytes(), e.file_type());
-            if batch.names.len() - start >= max {
-                return false;
-            }
-        }
-        self.dir = None;
-        true
-    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -227,8 +227,8 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
             to_path: ws.display(&to.real),
             to_root: to.real.root_index(),
             to_rel: to.real.rel().to_path_buf(),
-            dev: st.st_dev,
-            ino: st.st_ino,
+            dev: crate::platform::file_id(&st).0,
+            ino: crate::platform::file_id(&st).1,
         });
         entry.created_dirs = created;
         if replacing {

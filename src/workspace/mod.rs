@@ -8,16 +8,16 @@
 //! name before it is looked at, nothing outside the root ever opened. What comes back
 //! are handles beneath the root; changes are made through them ([`write`]).
 //!
-//! Searches open each directory they list, and each file they read, with one
-//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` from the root's handle (`walk.rs`,
-//! `sys.rs`), and read names through the directory's handle. No agent's path string
+//! Searches open each directory they list, and each file they read, beneath the root's
+//! handle with no symlink on the way (`walk.rs`, through [`crate::platform::open_beneath`]:
+//! one `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` on Linux), and read names through
+//! the directory's handle. No agent's path string
 //! reaches an ambient syscall.
 
 mod open;
 mod path;
 pub mod patterns;
 pub mod resolve;
-mod sys;
 mod walk;
 pub mod write;
 
@@ -313,25 +313,13 @@ impl Workspace {
 /// `~/.local/share/Trash`), by their canonical names (a missing tail is appended to its
 /// nearest existing directory's canonical name).
 pub fn protected_dirs(config: &Config) -> Vec<PathBuf> {
-    let env = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
-    let home = env("HOME");
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(d) = &config.state_dir {
         dirs.extend(std::path::absolute(d).ok());
     }
-    dirs.extend(env("XDG_STATE_HOME").map(|d| d.join("ferret")));
-    dirs.extend(env("XDG_DATA_HOME").map(|d| d.join("Trash")));
-    if let Some(h) = &home {
-        dirs.push(h.join(".local/state/ferret"));
-        dirs.push(h.join(".local/share/Trash"));
-    } else {
-        dirs.push(std::env::temp_dir().join("ferret"));
-    }
+    dirs.extend(crate::platform::protected_defaults(
+        &crate::platform::process_env,
+    ));
     let mut out: Vec<PathBuf> = dirs.iter().map(|d| canonical_lenient(d)).collect();
     out.sort();
     out.dedup();

@@ -4,19 +4,19 @@
 //! open a file it found ([`Workspace::open_found`]).
 
 use super::{Workspace, WsPath};
-use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
-use cap_std::fs::{File, OpenOptions};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 impl Workspace {
-    /// Opens a file a walk found at `rel` under root `root`, for reading: one syscall,
-    /// race-free. On Linux `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` refuses any
-    /// symlink anywhere in the path, so a directory swapped for a symlink after the walk
-    /// listed it cannot redirect the open (walks never follow symlinks anyway). `path_only`
-    /// opens an `O_PATH` handle: enough to confirm the file and stat it, without reading.
+    /// Opens a file a walk found at `rel` under root `root`, for reading, race-free:
+    /// [`crate::platform::open_beneath`] refuses any symlink anywhere in the path
+    /// (Linux: one `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`; macOS:
+    /// `O_NOFOLLOW_ANY`; elsewhere one `openat(O_NOFOLLOW)` per component), so a
+    /// directory swapped for a symlink after the walk listed it cannot redirect the open
+    /// (walks never follow symlinks anyway). `path_only` opens a handle only to confirm
+    /// the file and stat it (`O_PATH` where there is one).
     pub fn open_found(
         &self,
         root: usize,
@@ -24,43 +24,20 @@ impl Workspace {
         path_only: bool,
     ) -> io::Result<std::fs::File> {
         let dir = &self.roots[root].dir;
-        if let Some(opened) = super::sys::open_beneath_no_links(dir, rel, path_only) {
-            return opened;
-        }
-        // Elsewhere: cap-std keeps the open beneath the root; the final component is not
-        // followed.
-        let _ = path_only;
-        let mut opts = OpenOptions::new();
-        opts.read(true).follow(FollowSymlinks::No);
-        #[cfg(unix)]
-        {
-            use cap_std::fs::OpenOptionsExt;
-            opts.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
-        }
-        dir.open_with(rel, &opts).map(File::into_std)
+        let how = if path_only {
+            crate::platform::Open::Probe
+        } else {
+            crate::platform::Open::Read
+        };
+        crate::platform::open_beneath(dir.as_fd(), rel, how).map(std::fs::File::from)
     }
 
     /// Opens directory `rel` under root `root` for listing: beneath the root, with no
-    /// symlink anywhere on the way (one `openat2`; elsewhere one `openat(O_NOFOLLOW)`
-    /// per component from the root's handle). Names read from it are names in a
+    /// symlink anywhere on the way ([`crate::platform::open_beneath`]). Names read from it are names in a
     /// directory inside the sandbox, however the tree changes afterwards.
     pub fn open_dir_found(&self, root: usize, rel: &Path) -> io::Result<OwnedFd> {
         let dir = &self.roots[root].dir;
-        if let Some(opened) = super::sys::open_dir_beneath_no_links(dir, rel) {
-            return opened;
-        }
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
-        let mut fd = rustix::fs::openat(dir, ".", flags, Mode::empty())?;
-        for c in rel.components() {
-            let std::path::Component::Normal(name) = c else {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "not a plain path",
-                ));
-            };
-            fd = rustix::fs::openat(&fd, name, flags, Mode::empty())?;
-        }
-        Ok(fd)
+        crate::platform::open_beneath(dir.as_fd(), rel, crate::platform::Open::Dir)
     }
 
     /// Confirms names a walk listed, one by one, more cheaply than [`open_found`] each:

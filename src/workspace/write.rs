@@ -37,30 +37,25 @@ pub fn stage(
     content: &[u8],
     like: Option<std::os::fd::BorrowedFd<'_>>,
 ) -> io::Result<()> {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
     if let Some(done) = stage_unnamed(dir, temp, content, like) {
+        return done;
+    }
+    if let Some(done) = stage_via_staging(dir, temp, content, like) {
         return done;
     }
     stage_named(dir, temp, content, like)
 }
 
-/// [`stage`] through an unnamed file; `None` when the filesystem (or the lack of
-/// `/proc`) does not allow it and nothing was made.
-#[cfg(any(target_os = "linux", target_os = "android"))]
+/// [`stage`] through an unnamed file (see [`crate::platform::open_unnamed`]); `None`
+/// when the platform, the filesystem (or the lack of `/proc`) does not allow it and
+/// nothing was made.
 fn stage_unnamed(
     dir: &Dir,
     temp: &OsStr,
     content: &[u8],
     like: Option<std::os::fd::BorrowedFd<'_>>,
 ) -> Option<io::Result<()>> {
-    use std::os::fd::AsRawFd;
-    let fd: OwnedFd = rustix::fs::openat(
-        dir,
-        ".",
-        OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o600),
-    )
-    .ok()?;
+    let fd: OwnedFd = crate::platform::open_unnamed(dir.as_fd())?;
     let mut f = std::fs::File::from(fd);
     let written = (|| {
         f.write_all(content)?;
@@ -74,22 +69,64 @@ fn stage_unnamed(
     if let Err(e) = written {
         return Some(Err(e));
     }
-    let proc_path = format!("/proc/self/fd/{}", f.as_raw_fd());
-    match rustix::fs::linkat(
-        rustix::fs::CWD,
-        proc_path.as_str(),
-        dir,
-        temp,
-        AtFlags::SYMLINK_FOLLOW,
-    ) {
+    crate::platform::link_unnamed(f.as_fd(), dir.as_fd(), temp)
+}
+
+/// Staging areas registered by the histories of this process (see [`add_staging`]).
+static STAGING: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Registers a ferret-private directory (in a state directory, this process's own) where
+/// [`stage`] writes content first where there is no unnamed file (macOS, portable mode):
+/// the file is complete and synced there, then renamed (never replacing) to its
+/// temporary name beside its target, so a process killed mid-write leaves a partial file
+/// only in the staging area, never at a name in the workspace.
+pub fn add_staging(dir: &std::path::Path) {
+    let mut s = STAGING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !s.iter().any(|d| d == dir) {
+        s.push(dir.to_path_buf());
+    }
+}
+
+/// Forgets a staging area (its history's process is ending).
+pub fn remove_staging(dir: &std::path::Path) {
+    let mut s = STAGING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    s.retain(|d| d != dir);
+}
+
+/// [`stage`] through a registered staging area on the same filesystem as `dir`; `None`
+/// when there is none (nothing was made).
+fn stage_via_staging(
+    dir: &Dir,
+    temp: &OsStr,
+    content: &[u8],
+    like: Option<std::os::fd::BorrowedFd<'_>>,
+) -> Option<io::Result<()>> {
+    let dev = identity(dir).ok()?.0;
+    let areas = STAGING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let area = areas.iter().find_map(|p| {
+        let d = Dir::open_ambient_dir(p, cap_std::ambient_authority()).ok()?;
+        (identity(&d).ok()?.0 == dev).then_some(d)
+    })?;
+    let scratch = OsStr::new(temp);
+    // Anything wrong on the staging side (the area gone: another history of this
+    // process ended; the disk full there) leaves the caller to stage in place.
+    stage_named(&area, scratch, content, like).ok()?;
+    match move_noreplace(&area, scratch, dir, temp) {
         Ok(()) => Some(Ok(())),
-        Err(e) if e == rustix::io::Errno::EXIST => Some(Err(e.into())),
-        // No /proc: linking the descriptor itself needs a capability; try it.
-        Err(_) => match rustix::fs::linkat(&f, "", dir, temp, AtFlags::EMPTY_PATH) {
-            Ok(()) => Some(Ok(())),
-            Err(e) if e == rustix::io::Errno::EXIST => Some(Err(e.into())),
-            Err(_) => None,
-        },
+        Err(e) => {
+            discard(&area, scratch);
+            // The temporary name taken: an error, as staging in place would meet. Else
+            // (another filesystem after all: a mount inside the root; the area gone)
+            // the caller stages in place.
+            (e.kind() == io::ErrorKind::AlreadyExists).then_some(Err(e))
+        }
     }
 }
 
@@ -139,32 +176,9 @@ fn copy_shape(from: std::os::fd::BorrowedFd, to: std::os::fd::BorrowedFd) -> io:
     Ok(())
 }
 
-#[cfg(any(target_os = "linux", target_os = "android"))]
 fn copy_xattrs(from: std::os::fd::BorrowedFd, to: std::os::fd::BorrowedFd) {
-    let mut names = vec![0u8; 4096];
-    let Ok(n) = rustix::fs::flistxattr(from, &mut names[..]) else {
-        return;
-    };
-    for name in names[..n].split(|&b| b == 0).filter(|n| !n.is_empty()) {
-        let Ok(name) =
-            std::ffi::CStr::from_bytes_with_nul(&[name, &[0]].concat()).map(|c| c.to_owned())
-        else {
-            continue;
-        };
-        let mut value = vec![0u8; 64 * 1024];
-        if let Ok(len) = rustix::fs::fgetxattr(from, name.as_c_str(), &mut value[..]) {
-            let _ = rustix::fs::fsetxattr(
-                to,
-                name.as_c_str(),
-                &value[..len],
-                rustix::fs::XattrFlags::empty(),
-            );
-        }
-    }
+    crate::platform::copy_xattrs(from, to)
 }
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn copy_xattrs(_from: std::os::fd::BorrowedFd, _to: std::os::fd::BorrowedFd) {}
 
 /// Renames `temp` over `name` in `dir`, then makes the directory entry durable (best
 /// effort: the change stands once the rename is done).
@@ -197,7 +211,12 @@ pub fn sync_dir(dir: &Dir) {
 pub fn move_noreplace(from: &Dir, from_name: &OsStr, to: &Dir, to_name: &OsStr) -> io::Result<()> {
     match rustix::fs::renameat_with(from, from_name, to, to_name, RenameFlags::NOREPLACE) {
         Ok(()) => Ok(()),
-        Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
+        // INVAL/NOSYS: Linux without it; NOTSUP: a macOS volume without RENAME_EXCL.
+        Err(e)
+            if e == rustix::io::Errno::INVAL
+                || e == rustix::io::Errno::NOSYS
+                || e == rustix::io::Errno::NOTSUP =>
+        {
             // A filesystem without RENAME_NOREPLACE: check, then rename.
             match rustix::fs::statat(to, to_name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(_) => Err(io::Error::from(io::ErrorKind::AlreadyExists)),
@@ -211,13 +230,13 @@ pub fn move_noreplace(from: &Dir, from_name: &OsStr, to: &Dir, to_name: &OsStr) 
 /// The device and inode of what stands at `name` in `dir` (not following a link).
 pub fn identity_at(dir: &Dir, name: &OsStr) -> io::Result<(u64, u64)> {
     let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    Ok((st.st_dev, st.st_ino))
+    Ok(crate::platform::file_id(&st))
 }
 
 /// The device and inode of an open file.
 pub fn identity(fd: &impl AsFd) -> io::Result<(u64, u64)> {
     let st = rustix::fs::fstat(fd)?;
-    Ok((st.st_dev, st.st_ino))
+    Ok(crate::platform::file_id(&st))
 }
 
 /// Takes an exclusive `flock` on an open file, waiting up to `wait`. `Ok(false)` when it

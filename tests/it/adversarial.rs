@@ -141,14 +141,7 @@ impl Lab {
 }
 
 fn mkfifo(p: &Path) {
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        p,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .unwrap();
+    crate::util::mkfifo(p).unwrap();
 }
 
 /// Every tool's path-taking parameter, as a call on path `p`.
@@ -736,6 +729,7 @@ fn an_unreadable_directory_is_skipped_and_reported_not_fatal() {
             std::process::Command::new(env!("CARGO_BIN_EXE_ferret"))
         };
         c.env_clear()
+            .envs(crate::util::portable_env())
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("XDG_STATE_HOME", base.join("state"))
             .arg("--root")

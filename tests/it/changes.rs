@@ -503,6 +503,7 @@ fn concurrent_writers_share_one_journal() {
 fn cli(e: &Env, data: &Path) -> assert_cmd::Command {
     let mut c = assert_cmd::Command::cargo_bin("ferret").unwrap();
     c.env_clear()
+        .envs(crate::util::portable_env())
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("XDG_DATA_HOME", data)
         .arg("--root")

@@ -683,6 +683,7 @@ fn ferret_root_env_and_audit_log_file() {
     let log = log_dir.path().join("audit.jsonl");
     let mut c = Command::cargo_bin("ferret").unwrap();
     c.env_clear()
+        .envs(crate::util::portable_env())
         .env("FERRET_ROOT", t.path())
         .env("FERRET_AUDIT_LOG", &log)
         .current_dir(log_dir.path())
@@ -691,6 +692,7 @@ fn ferret_root_env_and_audit_log_file() {
         .success();
     let mut c = Command::cargo_bin("ferret").unwrap();
     c.env_clear()
+        .envs(crate::util::portable_env())
         .env("FERRET_ROOT", t.path())
         .env("FERRET_AUDIT_LOG", &log)
         .args(["call", "read_file", r#"{"path":".env"}"#])

@@ -77,6 +77,7 @@ fn other(name: &str, dir: &Path, args: &[&str]) -> Option<String> {
     let prog = installed(name)?;
     let out = Command::new(prog)
         .env_clear()
+        .envs(crate::util::portable_env())
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .current_dir(dir)
         .args(args)

@@ -227,14 +227,7 @@ fn a_config_file_that_is_no_regular_file_is_refused_whole_and_never_read() {
         let cfg = root.join("ferret.toml");
         match kind {
             "link" => symlink(outside.join("secret.toml"), &cfg).expect("link"),
-            "fifo" => rustix::fs::mknodat(
-                rustix::fs::CWD,
-                &cfg,
-                rustix::fs::FileType::Fifo,
-                rustix::fs::Mode::from_raw_mode(0o644),
-                0,
-            )
-            .expect("fifo"),
+            "fifo" => crate::util::mkfifo(&cfg).expect("fifo"),
             "dir" => std::fs::create_dir(&cfg).expect("dir"),
             _ => write(&root, "ferret.toml", format!("# {}\n", "x".repeat(2 << 20))),
         }

@@ -33,6 +33,7 @@ fn call_limited(
         // Arguments on stdin: a 700 KB argument is past the kernel's limit for one.
         .args(["--allow-write", "call", tool, "-"])
         .env_clear()
+        .envs(crate::util::portable_env())
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("XDG_STATE_HOME", scratch_state())
         .stdin(Stdio::piped())
@@ -240,6 +241,7 @@ fn in_mount_namespace(
         .arg(state)
         .arg(&answers)
         .env_clear()
+        .envs(crate::util::portable_env())
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("FERRET", env!("CARGO_BIN_EXE_ferret"))
         .env("XDG_STATE_HOME", scratch_state())

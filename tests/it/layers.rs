@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u32)] = &[
     ("error", 0),
     ("clock", 0),
+    ("platform", 0),
     ("config", 1),
     ("control", 1),
     ("workspace", 2),

@@ -334,6 +334,7 @@ fn killed_after_staging(w: &Ws, args: &[&str], stdin: &str) {
         .arg(env!("CARGO_BIN_EXE_ferret"))
         .current_dir(&w.base)
         .env_clear()
+        .envs(crate::util::portable_env())
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("FERRET_TEST_DIE_AFTER_STAGED", "1")
         .arg("--root")

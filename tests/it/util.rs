@@ -12,11 +12,34 @@ use std::process::Command;
 pub fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ferret"));
     c.env_clear()
+        .envs(crate::util::portable_env())
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         // State (journals, servers' indexes) under the build's scratch directory, not
         // the temp dir ferret falls back to without HOME.
         .env("XDG_STATE_HOME", scratch_state());
     c
+}
+
+/// `FERRET_PORTABLE` from the test's own environment, for every binary a test spawns
+/// with a cleared environment: `FERRET_PORTABLE=1 cargo test` runs the suite over the
+/// portable code paths (the component-walk resolver, no OS watcher, named staging).
+pub fn portable_env() -> Vec<(&'static str, std::ffi::OsString)> {
+    std::env::var_os("FERRET_PORTABLE")
+        .map(|v| ("FERRET_PORTABLE", v))
+        .into_iter()
+        .collect()
+}
+
+/// Makes a FIFO at `p` (`mkfifo(3)`: rustix's `mknodat` does not exist on macOS).
+pub fn mkfifo(p: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes())?;
+    // SAFETY: a NUL-terminated path the call only reads.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o644) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// Where tests keep state they do not set themselves.
