@@ -154,7 +154,12 @@ strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
         }
         let mut s = format!("Found {} matches for {:?}:\n\n", o.matches.len(), o.query);
         for m in &o.matches {
-            s.push_str(&format!("- `{}:{}`: {}\n", shown(&m.path), m.line, m.text));
+            s.push_str(&format!(
+                "- `{}:{}`: {}\n",
+                shown(&m.path),
+                m.line,
+                crate::tools::escape_breaks(&m.text)
+            ));
         }
         if let Some(i) = &o.incomplete {
             s.push('\n');

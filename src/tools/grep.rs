@@ -371,7 +371,11 @@ pub fn render(o: &Output) -> String {
                     }
                     first_group = false;
                     let sep = if l.is_match { ':' } else { '-' };
-                    s.push_str(&format!("{path}{sep}{}{sep}{}\n", l.line, l.text));
+                    s.push_str(&format!(
+                        "{path}{sep}{}{sep}{}\n",
+                        l.line,
+                        crate::tools::escape_breaks(&l.text)
+                    ));
                     prev = Some(l.line);
                 }
             }

@@ -354,3 +354,31 @@ pub fn unified_diff(old: &str, new: &str, a: &str, b: &str, radius: usize) -> St
         .header(a, b)
         .to_string()
 }
+
+/// `text` (one line of a file) with the line breaks other than `\n` that readers also
+/// break on (`\r`, VT, FF, the information separators, NEL, U+2028, U+2029) escaped as
+/// Rust escapes (`\r`, `\u{2028}`): in a text answer a file's line stays one line, so
+/// no file can forge a grep hit of another file or a line of ferret's own. Structured
+/// results keep the bytes.
+pub fn escape_breaks(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(is_break) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_break(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// See [`escape_breaks`].
+pub fn is_break(c: char) -> bool {
+    matches!(
+        c,
+        '\r' | '\u{b}' | '\u{c}' | '\u{1c}'..='\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+    )
+}

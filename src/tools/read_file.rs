@@ -132,7 +132,10 @@ encoding base64. Several files: read_files.",
             last = o.offset + i as u64;
             let line = line.strip_suffix('\n').unwrap_or(line);
             let line = line.strip_suffix('\r').unwrap_or(line);
-            out.push_str(&format!("{last:>6}\t{line}\n"));
+            out.push_str(&format!(
+                "{last:>6}\t{}\n",
+                crate::tools::escape_breaks(line)
+            ));
         }
         if o.lines_uncounted {
             out.push_str(&format!(

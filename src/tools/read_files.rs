@@ -314,12 +314,7 @@ fn in_place(mut e: ToolError) -> ToolError {
 /// backslashes) gets one backslash more, so `\==> x <==` is a content line's
 /// `==> x <==`. Headers are never numbered; ferret's own notes are not content.
 fn unforgeable(body: &str) -> String {
-    let is_break = |c: char| {
-        matches!(
-            c,
-            '\r' | '\u{b}' | '\u{c}' | '\u{1c}'..='\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}'
-        )
-    };
+    let is_break = super::is_break;
     let mut out = String::with_capacity(body.len() + 16);
     for line in body.split_inclusive('\n') {
         let (line, end) = match line.strip_suffix('\n') {

@@ -170,7 +170,11 @@ showing context around matches.",
             s.push_str(&format!("\n## {}\n", shown(&f.path)));
             for l in &f.lines {
                 let mark = if l.is_match { '>' } else { ' ' };
-                s.push_str(&format!("Line {}: {mark} {}\n", l.line, l.text));
+                s.push_str(&format!(
+                    "Line {}: {mark} {}\n",
+                    l.line,
+                    crate::tools::escape_breaks(&l.text)
+                ));
             }
             if f.more_matches > 0 {
                 s.push_str(&format!(
