@@ -1521,7 +1521,12 @@ fn token_matches(req: &Request, expected: &str) -> bool {
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        // The scheme is case-insensitive (RFC 9110 §11.1); one space, then the token.
+        .and_then(|v| {
+            v.get(..7)
+                .filter(|s| s.eq_ignore_ascii_case("bearer "))
+                .map(|_| &v[7..])
+        })
         .unwrap_or("");
     bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
 }

@@ -682,7 +682,7 @@ impl FerretServer {
             .map_or_else(|| session.budget.clone(), |c| c.0.clone());
         let Some(_slot) = self.shared.open_question(&client) else {
             return Answered::Unanswered(format!(
-                "not asked: this client already has {} confirmation questions waiting for an answer",
+                "not asked: {} confirmation questions from this client address (its sessions together) are already waiting for an answer",
                 self.shared.questions.per_client.max(1)
             ));
         };

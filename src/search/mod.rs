@@ -573,7 +573,7 @@ pub fn grep(
                             "{}: not searched: a Unicode word boundary (\\b) over {} of non-ASCII text runs on a \
 slow engine that cannot be stopped at the deadline (at most {} KiB are searched so); use (?-u:\\b) for ASCII word \
 boundaries, or search a smaller file",
-                            ws.display(&found.ws_path(ws)),
+                            ws.shown_name(&found.ws_path(ws)),
                             if q.multiline {
                                 format!("a {} KiB file (multiline holds it whole)", size >> 10)
                             } else {

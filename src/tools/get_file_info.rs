@@ -62,7 +62,10 @@ impl Tool for GetFileInfo {
         let shown = ws.display(&wp);
         ctx.set_audit_path(shown.clone());
         let (real, meta) = ws.stat(&wp)?.ok_or_else(|| {
-            ToolError::io(&shown, &std::io::Error::from(std::io::ErrorKind::NotFound))
+            ToolError::io(
+                &ws.shown_name(&wp),
+                &std::io::Error::from(std::io::ErrorKind::NotFound),
+            )
         })?;
         let symlink = real != wp;
         let time = |t: std::io::Result<cap_std::time::SystemTime>| {

@@ -240,7 +240,7 @@ pub fn search_bases(ctx: &Ctx, path: Option<&str>) -> ToolResult<Vec<Base>> {
     let (real, meta) = ws.stat(&wp)?.ok_or_else(|| {
         ToolError::new(
             ErrorCode::NotFound,
-            format!("{path}: no such file or directory"),
+            format!("{}: no such file or directory", ws.shown_name(&wp)),
         )
         .with_hint(
             "check the path with glob or list_directory; paths are relative to the workspace root",

@@ -1023,3 +1023,70 @@ fn no_file_can_forge_a_line_of_another_in_any_text_answer() {
         "TODO 0\r.env:1:API_KEY=forged0"
     );
 }
+
+/// The bearer scheme is case-insensitive (RFC 9110): `bearer TOKEN` and `BEARER TOKEN`
+/// are let in, a wrong token or another scheme is still 401.
+#[test]
+fn the_bearer_scheme_is_case_insensitive_and_the_token_is_not() {
+    use crate::http_r3::{TOKEN, host, serve};
+    let (_t, base) = tempdir();
+    let root = base.join("root");
+    write(&root, "a.txt", "a\n");
+    let server = serve(&root, &[], &[]);
+    let p = server.port;
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"0"}}}"#;
+    for (auth, want) in [
+        (format!("Authorization: bearer {TOKEN}"), 200),
+        (format!("Authorization: BEARER {TOKEN}"), 200),
+        (format!("Authorization: Bearer {TOKEN}"), 200),
+        (
+            format!("Authorization: bearer {}", TOKEN.to_uppercase()),
+            401,
+        ),
+        (format!("Authorization: Basic {TOKEN}"), 401),
+        (format!("Authorization: bearer  {TOKEN}"), 401),
+        (format!("Authorization: bearer{TOKEN}"), 401),
+    ] {
+        let req = format!(
+            "POST /mcp HTTP/1.1\r\n{}{auth}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nConnection: close\r\n\
+             Content-Length: {}\r\n\r\n{init}",
+            host(p),
+            init.len()
+        );
+        let (status, text) = server.exchange(req.as_bytes());
+        assert_eq!(status, want, "{auth}: {text}");
+    }
+}
+
+/// Names in errors and warnings are rendered as results render them, whichever tool:
+/// a missing `path` of grep, glob and get_file_info that looks like a grep line or holds
+/// an escape is quoted, as read_file quotes it.
+#[test]
+fn a_missing_path_is_named_alike_by_every_tool() {
+    let (_t, base) = tempdir();
+    let root = base.join("root");
+    write(&root, "a.txt", "a\n");
+    let f = ferret_on(&[&root], &base.join("state"));
+    let s = agent("q");
+    for name in ["b.rs:7:x", "a\\u{2028}b"] {
+        let want = call(&f, &s, "read_file", json!({ "path": name }))
+            .expect_err("missing")
+            .message;
+        assert!(want.starts_with('"'), "read_file quotes {name}: {want}");
+        for (tool, args) in [
+            ("grep", json!({"pattern": "a", "path": name})),
+            ("glob", json!({"pattern": "*", "path": name})),
+            ("get_file_info", json!({ "path": name })),
+        ] {
+            let e = call(&f, &s, tool, args).expect_err("missing");
+            assert_eq!(e.code, ErrorCode::NotFound, "{tool}");
+            assert!(
+                e.message
+                    .starts_with(want.split(':').next().unwrap_or_default()),
+                "{tool} names {name} as {:?}; read_file as {want:?}",
+                e.message
+            );
+        }
+    }
+}
