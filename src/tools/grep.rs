@@ -347,6 +347,14 @@ pub fn render(o: &Output) -> String {
         s.push_str("No matches found.");
         return s;
     }
+    if o.files.is_empty() && o.incomplete.is_none() {
+        // An offset past the last result: say so, rather than an empty answer.
+        s.push_str(&format!(
+            "Nothing at offset {}: {} matching files in all; pass a smaller offset.\n",
+            o.offset, o.file_count
+        ));
+        return s;
+    }
     match o.mode {
         OutputMode::FilesWithMatches => {
             for f in &o.files {

@@ -1090,3 +1090,26 @@ fn a_missing_path_is_named_alike_by_every_tool() {
         }
     }
 }
+
+/// A grep whose offset is past its last result says so (an empty text answer read as
+/// "nothing matched" before), in every output mode.
+#[test]
+fn a_grep_offset_past_the_end_says_so() {
+    let (_t, base) = tempdir();
+    let root = base.join("root");
+    write(&root, "x.txt", "a\nb\n");
+    write(&root, "y.txt", "a\n");
+    let f = ferret_on(&[&root], &base.join("state"));
+    let s = agent("o");
+    for mode in ["files_with_matches", "content", "count"] {
+        let t = text(
+            &f,
+            &s,
+            "grep",
+            json!({"pattern": "a", "offset": 5, "output_mode": mode}),
+        )
+        .expect("answers");
+        assert!(t.contains("Nothing at offset 5"), "{mode}: {t:?}");
+        assert!(!t.contains("No matches found"), "{mode}: {t:?}");
+    }
+}
