@@ -346,13 +346,40 @@ pub fn unified_diff(old: &str, new: &str, a: &str, b: &str, radius: usize) -> St
             human_size(DIFF_MAX_BYTES as u64)
         );
     }
+    // Diffed as shown: a line break other than `\n` (a lone `\r`, U+2028…) inside a line
+    // is escaped first, so it neither splits the diff's lines (similar takes a lone `\r`
+    // for a line end) nor lets a file forge a line of the answer.
+    let (old, new) = (shown_lines(old), shown_lines(new));
     similar::TextDiff::configure()
         .timeout(std::time::Duration::from_secs(1))
-        .diff_lines(old, new)
+        .diff_lines(old.as_ref(), new.as_ref())
         .unified_diff()
         .context_radius(radius)
         .header(a, b)
         .to_string()
+}
+
+/// `text` with [`escape_breaks`] applied inside each line; `\n` and `\r\n` line ends kept.
+fn shown_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text
+        .char_indices()
+        .any(|(i, c)| is_break(c) && !(c == '\r' && text[i + 1..].starts_with('\n')))
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for line in text.split_inclusive('\n') {
+        let (body, end) = if let Some(b) = line.strip_suffix("\r\n") {
+            (b, "\r\n")
+        } else if let Some(b) = line.strip_suffix('\n') {
+            (b, "\n")
+        } else {
+            (line, "")
+        };
+        out.push_str(&escape_breaks(body));
+        out.push_str(end);
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// `text` (one line of a file) with the line breaks other than `\n` that readers also

@@ -126,18 +126,40 @@ fn refuse_first(ctx: &Ctx, target: &Entry) -> ToolResult<()> {
         paths.push((m.to_root, &m.to_rel));
     }
     paths.extend(target.group.iter().map(|op| (op.root, op.rel.as_path())));
+    let refused = |e: &crate::error::ToolError| {
+        matches!(
+            e.code,
+            ErrorCode::DeniedPattern
+                | ErrorCode::ExtensionDenied
+                | ErrorCode::PathTooDeep
+                | ErrorCode::PathEscape
+                | ErrorCode::PathTraversal
+        )
+    };
     for (root, rel) in paths {
-        if let Err(e) = ws.entry(&ws.root_path(root).join(rel), false)
-            && matches!(
-                e.code,
-                ErrorCode::DeniedPattern
-                    | ErrorCode::ExtensionDenied
-                    | ErrorCode::PathTooDeep
-                    | ErrorCode::PathEscape
-                    | ErrorCode::PathTraversal
-            )
-        {
-            return Err(e);
+        match ws.entry(&ws.root_path(root).join(rel), false) {
+            Err(e) if refused(&e) => return Err(e),
+            Err(_) => {}
+            // Nothing there: the undo would make it (a move back, a delete restored
+            // from the trash), and what it makes must be servable once made, as a
+            // direct change's new name must (its extension above all).
+            Ok(r) if r.meta.is_none() => {
+                let is_dir = match (&target.trash, &target.moved) {
+                    (Some(t), _) => t.is_dir,
+                    (None, Some(m)) => ws
+                        .stat(&ws.root_path(m.to_root).join(&m.to_rel))
+                        .ok()
+                        .flatten()
+                        .is_some_and(|(_, meta)| meta.is_dir()),
+                    (None, None) => false,
+                };
+                if let Err(e) = ws.check_new(&r.real, is_dir)
+                    && refused(&e)
+                {
+                    return Err(e);
+                }
+            }
+            Ok(_) => {}
         }
     }
     Ok(())

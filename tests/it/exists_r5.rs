@@ -759,3 +759,60 @@ fn a_change_never_creates_a_file_whose_extension_is_not_served() {
     .expect("a directory's name is no file's");
     assert!(root.join("docs.old/x.md").is_file());
 }
+
+/// Nor can an undo make one: undoing a move back to a name whose extension is not
+/// served, or a delete of such a file, is refused before any question (dry run too),
+/// as undoing an edit of it was. A directory moved or deleted may come back under its
+/// dotted name.
+#[test]
+fn an_undo_never_brings_back_a_file_whose_extension_is_not_served() {
+    let (_t, base) = util::tempdir();
+    let root = base.join("root");
+    let state = base.join("state");
+    util::write(&root, "Makefile", "all:\n\techo pwned\n");
+    util::write(&root, "run.sh", "x\n");
+    util::write(&root, "tools.d/a.md", "a\n");
+    let open = |allowed: &[&str]| {
+        let mut c = Config::defaults(Mode::Cli);
+        c.roots = vec![root.clone()];
+        c.allow_write = true;
+        c.state_dir = Some(state.clone());
+        c.allowed_extensions = allowed.iter().map(|s| s.to_string()).collect();
+        Ferret::new(c).expect("open workspace")
+    };
+    let free = open(&[]);
+    let id = |v: Value| v["change_id"].as_u64().expect("a change id");
+    let moved = id(call(
+        &free,
+        "move",
+        json!({"source": "Makefile", "destination": "notes.md"}),
+    )
+    .expect("move"));
+    let deleted = id(call(&free, "file_delete", json!({"path": "run.sh"})).expect("delete"));
+    let dir_moved = id(call(
+        &free,
+        "move",
+        json!({"source": "tools.d", "destination": "docs"}),
+    )
+    .expect("move a directory"));
+    let strict = open(&["md"]);
+    let before = util::snapshot(&root);
+    for change in [moved, deleted] {
+        for dry in [true, false] {
+            let e = call(
+                &strict,
+                "undo",
+                json!({"id": change, "dry_run": dry, "force": true}),
+            )
+            .expect_err("refused");
+            assert_eq!(e.code.as_str(), "EXTENSION_DENIED", "undo {change}: {e:?}");
+            assert_eq!(
+                util::snapshot(&root),
+                before,
+                "undo {change} changed something"
+            );
+        }
+    }
+    call(&strict, "undo", json!({ "id": dir_moved })).expect("a directory comes back");
+    assert!(root.join("tools.d/a.md").is_file());
+}
