@@ -59,15 +59,15 @@ fn ferret(dir: &Path, root: Option<&Path>, args: &[&str]) -> (i32, String, Strin
 }
 
 /// rg or fd, if installed (on PATH or in ~/.cargo/bin). `scripts/test` installs both and
-/// sets `FERRET_PEERS_REQUIRED=1`, so in CI a missing peer fails instead of skipping.
+/// sets `RG_FD_PEERS_REQUIRED=1`, so in CI a missing peer fails instead of skipping.
 fn installed(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let found = std::env::split_paths(&path)
         .chain([PathBuf::from("/root/.cargo/bin")])
         .map(|d| d.join(name))
         .find(|p| p.is_file());
-    if found.is_none() && std::env::var_os("FERRET_PEERS_REQUIRED").is_some() {
-        panic!("{name} is not installed, and FERRET_PEERS_REQUIRED says the comparison must run");
+    if found.is_none() && std::env::var_os("RG_FD_PEERS_REQUIRED").is_some() {
+        panic!("{name} is not installed, and RG_FD_PEERS_REQUIRED says the comparison must run");
     }
     found
 }
