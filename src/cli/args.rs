@@ -316,6 +316,18 @@ pub struct GrepArgs {
     /// One path:line:text per line (the default when piped).
     #[arg(long, overrides_with = "heading")]
     pub no_heading: bool,
+    /// Line numbers with each line (the default; accepted as rg spells it).
+    #[arg(short = 'n', long, overrides_with = "no_line_number")]
+    pub line_number: bool,
+    /// No line numbers (rg's -N).
+    #[arg(short = 'N', long, overrides_with = "line_number")]
+    pub no_line_number: bool,
+    /// Print the path with each line even for a single file searched (rg's -H).
+    #[arg(short = 'H', long, overrides_with = "no_filename")]
+    pub with_filename: bool,
+    /// Never print paths with lines or counts (rg's -I).
+    #[arg(short = 'I', long, overrides_with = "with_filename")]
+    pub no_filename: bool,
     /// Print the structured result as JSON.
     #[arg(long)]
     pub json: bool,

@@ -27,6 +27,11 @@ pub struct Layout {
     pub heading: bool,
     /// ANSI colours (ripgrep's defaults).
     pub colour: bool,
+    /// Paths with lines and counts: as rg, not when the one path searched is a file
+    /// (`-H` and `-I` decide otherwise).
+    pub filename: bool,
+    /// Line numbers with each line (off with `-N`).
+    pub line_numbers: bool,
 }
 
 /// The styles in use: ripgrep's colours, or plain styles that render as nothing.
@@ -83,6 +88,11 @@ pub fn print(
                 writeln!(out, "{path}{}{path:#}", shown(&f.path))?;
             }
         }
+        OutputMode::Count if !layout.filename => {
+            for f in &o.files {
+                writeln!(out, "{}", f.count.unwrap_or(0))?;
+            }
+        }
         OutputMode::Count => {
             for f in &o.files {
                 writeln!(
@@ -95,7 +105,7 @@ pub fn print(
         }
         OutputMode::Content => {
             for (i, f) in o.files.iter().enumerate() {
-                if layout.heading {
+                if layout.heading && layout.filename {
                     if i > 0 {
                         writeln!(out)?;
                     }
@@ -155,10 +165,12 @@ fn lines(
         }
         prev = Some(l.line);
         let sep = if l.is_match { ':' } else { '-' };
-        if !layout.heading {
+        if !layout.heading && layout.filename {
             write!(out, "{path}{}{path:#}{sep}", shown_in_line(&f.path))?;
         }
-        write!(out, "{line}{}{line:#}{sep}", l.line)?;
+        if layout.line_numbers {
+            write!(out, "{line}{}{line:#}{sep}", l.line)?;
+        }
         match matcher.filter(|_| l.is_match) {
             Some(m) if layout.colour => highlighted(out, &l.text, m, c.matched)?,
             _ => out.write_all(l.text.as_bytes())?,
@@ -248,6 +260,8 @@ mod tests {
             Layout {
                 heading,
                 colour: true,
+                filename: true,
+                line_numbers: true,
             },
         )
         .expect("write to a Vec");

@@ -321,7 +321,22 @@ pub fn grep(c: &Caller, mut a: GrepArgs) -> anyhow::Result<i32> {
         let stream = anstream::AutoStream::new(stdout.lock(), a.color.into());
         let colour = stream.current_choice() != anstream::ColorChoice::Never;
         let mut out = std::io::BufWriter::new(stream.into_inner());
-        let layout = grep_print::Layout { heading, colour };
+        // rg names no file when the one path it was given is a file: every result
+        // is then that path itself.
+        let one_file = match outputs.as_slice() {
+            [(base, o)] => base
+                .tool
+                .as_deref()
+                .is_some_and(|t| !o.files.is_empty() && o.files.iter().all(|f| f.path == t)),
+            _ => false,
+        };
+        let filename = a.with_filename || (!a.no_filename && !one_file);
+        let layout = grep_print::Layout {
+            heading,
+            colour,
+            filename,
+            line_numbers: !a.no_line_number,
+        };
         for (base, mut o) in outputs {
             if o.file_count == 0 && o.files.is_empty() {
                 continue; // rg prints nothing for a path with no match

@@ -76,10 +76,22 @@ impl<'m, M: Matcher> FileSink<'m, M> {
 impl<M: Matcher> Sink for FileSink<'_, M> {
     type Error = io::Error;
 
-    fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, io::Error> {
-        self.match_count += 1;
+    fn matched(&mut self, searcher: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, io::Error> {
         if self.record == Record::First {
+            self.match_count += 1;
             return Ok(false);
+        }
+        // Multiline, one call covers a run of matches that touch (or share lines): as
+        // ripgrep's `-U -c`, each is counted. Line by line, a call is one matching line.
+        if searcher.multi_line_with_matcher(self.matcher) {
+            let mut n = 0u64;
+            let _ = self.matcher.find_iter(mat.bytes(), |_| {
+                n += 1;
+                true
+            });
+            self.match_count += n.max(1);
+        } else {
+            self.match_count += 1;
         }
         if self.keep() {
             let first = mat.line_number().unwrap_or(0);
