@@ -314,7 +314,7 @@ impl Ferret {
             },
             |out| {
                 sent_once(
-                    out.text.len() as u64,
+                    crate::tool::json_str_len(&out.text),
                     crate::tool::json_len(&out.structured),
                 )
             },
@@ -376,7 +376,7 @@ impl Ferret {
             },
             |t| {
                 let json = serde_json::to_value(&t.output).map_or(0, |v| crate::tool::json_len(&v));
-                sent_once(t.text.len() as u64, json)
+                sent_once(crate::tool::json_str_len(&t.text), json)
             },
         )
     }
@@ -524,7 +524,8 @@ impl Ferret {
 /// the text, some the structured content), never both as two answers. Which one is the
 /// client's choice, so the charge is the larger: never less than what the model read,
 /// never the sum (which charged every answer about twice, and ended a session's budget
-/// at half of what it was given).
+/// at half of what it was given). Both are counted as the wire has them, escapes and all
+/// (a text of control characters is six bytes a character there).
 pub fn sent_once(text: u64, structured: u64) -> u64 {
     text.max(structured)
 }

@@ -270,6 +270,21 @@ pub fn json_len(v: &Value) -> u64 {
     c.0
 }
 
+/// The length of `s` as a JSON string on the wire (quotes left out): a control
+/// character is written `\u001b`, six bytes for one, so a text of escape characters
+/// costs six times its length; `"` and `\` two.
+pub fn json_str_len(s: &str) -> u64 {
+    let escapes: u64 = s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+            0..=0x1f => 5,
+            _ => 0,
+        })
+        .sum();
+    s.len() as u64 + escapes
+}
+
 /// A JSON Schema (draft 2020-12) with every subschema inlined, which function-calling
 /// APIs accept more readily than `$ref`s.
 pub fn schema_for<T: JsonSchema>() -> Value {

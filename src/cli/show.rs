@@ -163,7 +163,9 @@ pub fn config(loaded: &config::Loaded, ferret: &Ferret, json: bool) -> anyhow::R
     if !loaded.refused.is_empty() {
         out.push_str("\n# refused from the workspace's own ferret.toml (it may only narrow):\n");
         for r in &loaded.refused {
-            out.push_str(&format!("#   {r}\n"));
+            // A workspace file's text (a parse error quotes its lines): one escaped line,
+            // as on stderr, so a hostile file cannot write to the terminal.
+            out.push_str(&format!("#   {}\n", crate::error::echo(r)));
         }
     }
     out.push_str("\n# platform:\n");
@@ -171,7 +173,7 @@ pub fn config(loaded: &config::Loaded, ferret: &Ferret, json: bool) -> anyhow::R
         out.push_str(&format!("#   {k} = {v}\n"));
     }
     for w in &loaded.notices {
-        out.push_str(&format!("\n# WARNING: {w}\n"));
+        out.push_str(&format!("\n# WARNING: {}\n", crate::error::echo(w)));
     }
     out.push_str("\n# roots served:\n");
     for r in ferret.workspace().roots() {
@@ -258,6 +260,10 @@ struct IndexShown {
     /// `ferret index` only: how long the build or refresh took.
     #[serde(skip_serializing_if = "Option::is_none")]
     took_secs: Option<f64>,
+    /// `ferret index` only: files listed but not indexed (read by every search: not
+    /// readable, too dense to index, or past the memory for postings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unindexed: Option<u64>,
 }
 
 /// `ferret index [status]`: builds or refreshes the stored index (re-reading only files
@@ -281,15 +287,17 @@ pub fn index(
         discarded: None,
         took_secs: None,
         indexed_bytes: None,
+        unindexed: None,
     };
     if !status {
         if !a.json {
             eprintln!("ferret: indexing (only files changed since the last index are read)…");
         }
         let started = std::time::Instant::now();
-        ferret
+        let stats = ferret
             .build_index(cancel, false)
             .map_err(|e| anyhow::anyhow!(e.render()))?;
+        shown.unindexed = Some(stats.files.saturating_sub(stats.indexed)).filter(|&n| n > 0);
         ferret
             .save_index()
             .map_err(|e| anyhow::anyhow!("the index was built but not saved: {e}"))?;
@@ -356,6 +364,12 @@ pub fn index(
                 }
                 if let Some(took) = shown.took_secs {
                     t.push_str(&format!("; refreshed in {took:.1} s"));
+                }
+                if let Some(n) = shown.unindexed {
+                    t.push_str(&format!(
+                        "; {n} more files are read by every search (not readable, or text too dense to index, \
+or past the memory the index may hold before it is saved)"
+                    ));
                 }
                 if let Some(why) = &shown.discarded {
                     t.push_str(&format!(

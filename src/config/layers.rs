@@ -334,6 +334,24 @@ fn unknown_key(k: &str, defaults: &Map<String, Value>) -> anyhow::Error {
 fn typed(default: &Value, raw: &str) -> anyhow::Result<Value> {
     let raw = raw.trim();
     Ok(match default {
+        // A TOML/JSON array as a config file writes it (`["md","rs"]`) is read as one;
+        // anything else is a comma-separated list (`md,rs`).
+        Value::Array(_) if raw.starts_with('[') => {
+            let parsed: toml::Value = toml::from_str(&format!("v = {raw}"))
+                .map_err(|e| anyhow::anyhow!("expected a list like [\"a\", \"b\"] or a,b: {e}"))?;
+            match parsed.get("v") {
+                Some(toml::Value::Array(items)) => Value::Array(
+                    items
+                        .iter()
+                        .map(|i| match i {
+                            toml::Value::String(s) => Ok(Value::String(s.clone())),
+                            other => anyhow::bail!("expected strings in the list, got {other}"),
+                        })
+                        .collect::<anyhow::Result<_>>()?,
+                ),
+                _ => anyhow::bail!("expected a list like [\"a\", \"b\"] or a,b, got {raw:?}"),
+            }
+        }
         Value::Array(_) => Value::Array(
             raw.split(',')
                 .map(str::trim)

@@ -687,7 +687,22 @@ apply, so files it would hide may be listed",
         if control.stopped() {
             return Gitignore::empty();
         }
-        rules(root, &bytes)
+        match rules(root, &bytes) {
+            Ok(g) => g,
+            Err(e) => {
+                // The whole file goes (a matcher over its lines could not be built): said,
+                // as any other file not used is, never a silent no-op.
+                let why = e.to_string();
+                let why: String = why.chars().take(200).collect();
+                control.warn(format!(
+                    "{}: ignore file not used: its rules do not compile together ({}); its rules do not \
+apply, so files it would hide may be listed",
+                    shown(),
+                    why
+                ));
+                Gitignore::empty()
+            }
+        }
     }
 }
 
@@ -764,9 +779,19 @@ fn weight(line: &[u8]) -> u64 {
     if !costly(line) {
         return 0;
     }
+    // Each alternative of a brace is one more (`{a,b,…}` with a thousand names compiles
+    // to a thousand-way alternation; git itself has no braces).
+    let mut depth = 0u32;
     let wild = line
         .iter()
-        .filter(|b| matches!(b, b'*' | b'?' | b'[' | b'{'))
+        .filter(|&&b| {
+            match b {
+                b'{' => depth += 1,
+                b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            matches!(b, b'*' | b'?' | b'[' | b'{') || (b == b',' && depth > 0)
+        })
         .count() as u64;
     if wild > IGNORE_LINE_MAX_WILDCARDS {
         IGNORE_FILE_MAX_COSTLY + 1
@@ -800,7 +825,7 @@ fn costly(line: &[u8]) -> bool {
 /// Compiles an ignore file as `GitignoreBuilder::add` does: line by line as
 /// `BufRead::lines` splits them (a `\r` dropped only before a `\n`), a BOM dropped from
 /// the first, reading stopped at the first line that is not UTF-8, bad lines skipped.
-fn rules(root: &Path, bytes: &[u8]) -> Gitignore {
+fn rules(root: &Path, bytes: &[u8]) -> Result<Gitignore, ignore::Error> {
     let mut b = GitignoreBuilder::new(root);
     let mut rest = bytes;
     let mut first = true;
@@ -824,7 +849,7 @@ fn rules(root: &Path, bytes: &[u8]) -> Gitignore {
         first = false;
         let _ = b.add_line(None, line);
     }
-    b.build().unwrap_or_else(|_| Gitignore::empty())
+    b.build()
 }
 
 #[cfg(test)]
@@ -857,5 +882,15 @@ mod tests {
         ] {
             assert!(costly(dear.as_bytes()), "{dear}");
         }
+    }
+
+    #[test]
+    fn each_alternative_of_a_brace_weighs() {
+        use super::{IGNORE_FILE_MAX_COSTLY, weight};
+        assert_eq!(weight(b"*.{a,b}"), 1 + 3);
+        assert_eq!(weight(b"x,y*"), 1 + 1);
+        let names: Vec<String> = (0..1000).map(|i| format!("qqq{i}")).collect();
+        let line = format!("{{{}}}", names.join(","));
+        assert!(weight(line.as_bytes()) > IGNORE_FILE_MAX_COSTLY);
     }
 }

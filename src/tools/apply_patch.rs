@@ -700,7 +700,8 @@ fn confirm_listed(ctx: &Ctx, plan: &[PlannedFile]) -> ToolResult<()> {
             Some((_, at)) => at.real.clone(),
             None => ws.entry(&op.wp, true)?.real,
         };
-        if ws.needs_confirmation(&real, false) {
+        // The real name, and the name as spelled (`.github` may be a link elsewhere).
+        if ws.needs_confirmation(&real, false) || ws.needs_confirmation(&op.wp, false) {
             listed.push(crate::workspace::shown_in_prose(&ws.display(&real)).into_owned());
         }
     }

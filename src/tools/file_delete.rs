@@ -67,10 +67,12 @@ the user's confirmation. dry_run previews.",
         let ws = ctx.workspace();
         let wp = ctx.resolve(&p.path)?;
         let shown = ws.display(&wp);
+        // In messages, a name ends where it visibly ends (quoted when odd or spaced).
+        let said = crate::workspace::shown_in_prose(&shown).into_owned();
         ctx.set_audit_path(shown.clone());
         if wp.is_root() {
             return Err(ToolError::invalid(format!(
-                "{shown} is a workspace root; a root is never deleted"
+                "{said} is a workspace root; a root is never deleted"
             )));
         }
         // The entry itself, not what a symlink points to: deleting a link deletes the
@@ -79,12 +81,12 @@ the user's confirmation. dry_run previews.",
         let at = ws.entry(&wp, false)?;
         if ws.holds_root(&at.real) {
             return Err(ToolError::invalid(format!(
-                "{shown} holds another workspace root; a root is never deleted"
+                "{said} holds another workspace root; a root is never deleted"
             ))
             .with_hint("delete the entries inside it instead"));
         }
         let meta = at.meta.as_ref().ok_or_else(|| {
-            ToolError::io(&shown, &std::io::Error::from(std::io::ErrorKind::NotFound))
+            ToolError::io(&said, &std::io::Error::from(std::io::ErrorKind::NotFound))
         })?;
         let kind = EntryType::of(&meta.file_type());
         let is_dir = kind == EntryType::Directory;
@@ -145,7 +147,7 @@ the user's confirmation. dry_run previews.",
         let history = ctx.history()?;
         let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
             return Err(ToolError::io(
-                &shown,
+                &said,
                 &std::io::Error::from(std::io::ErrorKind::NotFound),
             ));
         };

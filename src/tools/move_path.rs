@@ -73,6 +73,9 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
         let src_shown = ws.display(&src);
         let dst_shown = ws.display(&dst);
         ctx.set_audit_path(src_shown.clone());
+        // In messages, a name ends where it visibly ends (quoted when odd or spaced).
+        let src_said = crate::workspace::shown_in_prose(&src_shown).into_owned();
+        let dst_said = crate::workspace::shown_in_prose(&dst_shown).into_owned();
         if src.is_root() || dst.is_root() {
             return Err(ToolError::invalid(
                 "a workspace root cannot be moved or replaced",
@@ -82,13 +85,16 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
         let Some(meta) = &from.meta else {
             return Err(ToolError::new(
                 ErrorCode::NotFound,
-                format!("{src_shown}: no such file or directory"),
+                format!("{src_said}: no such file or directory"),
             ));
         };
         let kind = EntryType::of(&meta.file_type());
         let to = ws.entry(&dst, false)?;
-        // What the move makes must be servable once made (a file's extension).
-        ws.check_new(&to.real, meta.is_dir())?;
+        // What the move makes must be servable once made (a file's extension). An
+        // existing directory there is refused below with the path that would do it.
+        if !to.meta.as_ref().is_some_and(|m| m.is_dir()) {
+            ws.check_new(&to.real, meta.is_dir())?;
+        }
         // A link to a secret is treated as the secret, at either end: not moved, not
         // replaced.
         for (at, p) in [(&from, &src), (&to, &dst)] {
@@ -103,24 +109,43 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
             return Err(ToolError::invalid(format!(
                 "{} holds another workspace root; a root cannot be moved or replaced",
                 if ws.holds_root(&from.real) {
-                    &src_shown
+                    &src_said
                 } else {
-                    &dst_shown
+                    &dst_said
                 }
             ))
             .with_hint("move the entries inside it instead"));
         }
         if to.real == from.real {
             return Err(ToolError::invalid(format!(
-                "{src_shown} and {dst_shown} are the same entry; nothing was moved"
+                "{src_said} and {dst_said} are the same entry; nothing was moved"
             )));
         }
         if to.real.root_index() == from.real.root_index()
             && to.real.rel().starts_with(from.real.rel())
         {
             return Err(ToolError::invalid(format!(
-                "{dst_shown} is inside {src_shown}: a directory cannot be moved into itself"
+                "{dst_said} is inside {src_said}: a directory cannot be moved into itself"
             )));
+        }
+        // A relative link means something else where it lands: a move must not make one
+        // lead out of the workspace (an escape the person's own tools would follow).
+        if meta.is_symlink()
+            && let (Some(dir), Some(name)) = (&from.parent, from.name())
+        {
+            let target = dir
+                .read_link_contents(name)
+                .map_err(|e| ToolError::io(&src_said, &e))?;
+            if stays_inside(from.real.rel(), &target) && !stays_inside(to.real.rel(), &target) {
+                return Err(ToolError::new(
+                    ErrorCode::PathEscape,
+                    format!(
+                        "{src_said} is a link to {}, which from {dst_said} would lead outside the workspace; nothing was moved",
+                        crate::workspace::shown_in_prose(&target.to_string_lossy())
+                    ),
+                )
+                .with_hint("move it to a place at the same depth, or make a new link with the target you mean"));
+            }
         }
         // `mv a.txt docs/` habits: a destination that is a directory is not where a
         // move goes into; say the path that would do it.
@@ -145,7 +170,7 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
             Some(_) if !p.overwrite => {
                 return Err(ToolError::new(
                     ErrorCode::AlreadyExists,
-                    format!("{dst_shown} already exists; nothing was moved"),
+                    format!("{dst_said} already exists; nothing was moved"),
                 )
                 .with_hint("choose another destination, or pass overwrite: true to replace a file there (it is backed up first)"));
             }
@@ -153,7 +178,7 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
             Some(_) => {
                 return Err(ToolError::new(
                     ErrorCode::AlreadyExists,
-                    format!("{dst_shown} exists and is not a file; overwrite replaces files only"),
+                    format!("{dst_said} exists and is not a file; overwrite replaces files only"),
                 )
                 .with_hint("delete or move what is there first"));
             }
@@ -206,17 +231,17 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
         let (Some(from_dir), Some(from_name)) = (&from.parent, from.name()) else {
             return Err(ToolError::new(
                 ErrorCode::NotFound,
-                format!("{src_shown} is gone"),
+                format!("{src_said} is gone"),
             ));
         };
         let (Some(to_dir), Some(to_name)) = (&to.parent, to.name()) else {
             return Err(ToolError::new(
                 ErrorCode::NotFound,
-                format!("no place to put {dst_shown}"),
+                format!("no place to put {dst_said}"),
             ));
         };
         let st = rustix::fs::statat(from_dir, from_name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(|e| ToolError::io(&src_shown, &e.into()))?;
+            .map_err(|e| ToolError::io(&src_said, &e.into()))?;
         let mut entry = Entry::new(
             Action::Move,
             ws.display(&from.real),
@@ -282,5 +307,47 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
             s.push_str(super::render_would_ask(o.would_ask.as_ref()).trim_end());
         }
         s
+    }
+}
+
+/// Whether a link at `link` (relative to its root) whose target is `target` leads, by its
+/// words alone, somewhere under the root: an absolute target never does; a relative one
+/// as long as its `..`s never climb above the root.
+fn stays_inside(link: &std::path::Path, target: &std::path::Path) -> bool {
+    use std::path::Component;
+    let mut depth = link.parent().map_or(0, |p| p.components().count());
+    for c in target.components() {
+        match c {
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return false,
+            },
+            Component::RootDir | Component::Prefix(_) => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stays_inside;
+    use std::path::Path;
+
+    #[test]
+    fn a_links_words_lead_inside_or_not() {
+        assert!(stays_inside(
+            Path::new("a/b/c/l"),
+            Path::new("../../../etc/passwd")
+        ));
+        assert!(!stays_inside(
+            Path::new("notes.txt"),
+            Path::new("../../../etc/passwd")
+        ));
+        assert!(stays_inside(Path::new("l"), Path::new("x/../y")));
+        assert!(!stays_inside(Path::new("l"), Path::new("x/../../y")));
+        assert!(!stays_inside(Path::new("a/l"), Path::new("/etc/passwd")));
+        assert!(stays_inside(Path::new("a/l"), Path::new("./../b")));
     }
 }

@@ -90,6 +90,14 @@ encoding base64. Several files: read_files.",
 
     fn render(&self, o: &Output) -> String {
         if o.encoding == Encoding::Base64 {
+            if o.content.is_empty() && o.offset > 0 && o.offset >= o.size {
+                return format!(
+                    "{}: offset {} is past the end; the file has {} bytes",
+                    shown(&o.path),
+                    o.offset,
+                    o.size
+                );
+            }
             if o.offset == 0 && !o.truncated {
                 return format!(
                     "{} ({} bytes, base64):\n{}",

@@ -436,7 +436,12 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
     let (Some(to_dir), Some(to_name)) = (&to.parent, to.name()) else {
         return Err(conflict(format!("{} is gone", m.to_path)));
     };
-    out.diff = format!("{} -> {}\n", m.to_path, target.path);
+    // Names as every receipt gives them: quoted when odd, so a name cannot forge a line.
+    out.diff = format!(
+        "{} -> {}\n",
+        crate::workspace::shown_in_prose(&m.to_path),
+        crate::workspace::shown_in_prose(&target.path)
+    );
     let moved_dir = if to.meta.as_ref().is_some_and(|m| m.is_dir()) {
         Some(
             cap_fs_ext::DirExt::open_dir_nofollow(to_dir, to_name)
@@ -489,8 +494,10 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         entry.undoes = Some(target.id);
         entry.sha256_after = Some(sha256(&content));
         history.create(to_dir, to_name, &content, entry)?;
-        out.diff
-            .push_str(&format!("{} restored from {}\n", m.to_path, b.display()));
+        out.diff.push_str(&format!(
+            "{} restored from its backup\n",
+            crate::workspace::shown_in_prose(&m.to_path),
+        ));
     }
     Ok(())
 }

@@ -189,7 +189,13 @@ fn create(
 ) -> ToolResult<Output> {
     let ws = ctx.workspace();
     let mut out = Output {
-        path: shown.to_string(),
+        // What is created: through a dangling link in the root, the link's target (as
+        // a shell's `>` does), named as such rather than the link.
+        path: if real == wp {
+            shown.to_string()
+        } else {
+            ws.display(real)
+        },
         created: true,
         size: content.len() as u64,
         created_dirs: Vec::new(),
@@ -200,8 +206,10 @@ fn create(
         would_ask: None,
         dry_run,
     };
-    // The rules ask about the real name (a directory on the way may be a link).
-    let asked = if ws.needs_confirmation(real, false) {
+    // The rules ask about the real name (a directory on the way may be a link), and
+    // about the name as spelled: a write under `.github/workflows/` asks even when
+    // `.github` is a link to somewhere else.
+    let asked = if ws.needs_confirmation(real, false) || ws.needs_confirmation(wp, false) {
         ctx.confirm(
             &format!(
                 "creating {} (on the confirm list)",

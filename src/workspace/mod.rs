@@ -268,9 +268,13 @@ impl Workspace {
         self.skip.matches_below(&p.rel, &base.rel, is_dir)
     }
 
-    /// Whether changing `p` needs the user's confirmation (the `confirm` list).
-    pub fn needs_confirmation(&self, p: &WsPath, is_dir: bool) -> bool {
-        self.confirm.matches(&p.rel, is_dir)
+    /// Whether changing `p` needs the user's confirmation (the `confirm` list), whatever
+    /// the entry is: a link or a file at a name a directory rule lists (`.github/`) asks
+    /// as the directory would, or an agent could make a link named `.github` unasked and
+    /// then write under `.github/workflows/` through it. `_is_dir` is what the caller
+    /// knows of the entry; the answer does not depend on it.
+    pub fn needs_confirmation(&self, p: &WsPath, _is_dir: bool) -> bool {
+        self.confirm.matches_any_type(&p.rel)
     }
 
     /// Whether a path is a secret. Walks use this to leave entries out.

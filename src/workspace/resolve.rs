@@ -240,7 +240,13 @@ impl WalkError {
     pub fn into_tool_error(self, shown: &str, display_real: impl Fn(&Path) -> String) -> ToolError {
         match self {
             WalkError::Denied(real) => {
-                super::denied_error(&format!("{shown} (-> {})", display_real(&real)))
+                let real = display_real(&real);
+                // The real name only when it says something (a link to itself is one name).
+                if real == shown {
+                    super::denied_error(shown)
+                } else {
+                    super::denied_error(&format!("{shown} (-> {real})"))
+                }
             }
             WalkError::Escape => ToolError::new(
                 ErrorCode::PathEscape,
@@ -249,8 +255,9 @@ impl WalkError {
             .with_hint("symbolic links are followed only while they stay inside the workspace"),
             WalkError::Loop => ToolError::new(
                 ErrorCode::IoError,
-                format!("{shown}: too many levels of symbolic links"),
-            ),
+                format!("{shown}: too many levels of symbolic links (a link that leads back to itself, or a chain over 40 long)"),
+            )
+            .with_hint("it names no file: list its directory to see the link, then delete it or point it elsewhere"),
             WalkError::NotADirectory(p) => ToolError::new(
                 ErrorCode::NotADirectory,
                 format!("{shown}: {} is not a directory", display_real(&p)),
