@@ -19,6 +19,7 @@ mod http_r5;
 mod index;
 mod index_r3;
 mod layers;
+mod lenient_r6;
 mod mcp_inprocess;
 mod mcp_r4;
 mod memory_r5;
