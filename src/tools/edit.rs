@@ -69,9 +69,9 @@ impl Tool for Edit {
         ToolMeta {
             name: "edit",
             title: "Edit a file",
-            description: "Replace old_string with new_string in a file (prefer it to write_file for part of a file). \
-old_string must be unique (add nearby lines) unless replace_all; line endings, trailing spaces and \
-indentation are forgiven. Returns a diff; undo reverts; dry_run previews.",
+            description: "Replace old_string with new_string (prefer it to write_file for part of a file). \
+old_string must be unique (add nearby lines) unless replace_all; line endings, spaces, indentation \
+and Unicode punctuation are forgiven. Returns a diff; undo reverts; dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }

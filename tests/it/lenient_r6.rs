@@ -136,6 +136,24 @@ fn a_context_line_that_looks_like_a_marker_is_context() {
     );
 }
 
+/// The other side of that rule: a marker indented by one space after a hunk line is the
+/// file's own line too. It is read as context, the hunk is not found, nothing changes.
+#[test]
+fn a_one_space_marker_after_a_hunk_line_is_context_and_the_miss_changes_nothing() {
+    let ws = Ws::new();
+    std::fs::write(ws.root.join("f.txt"), BEFORE).expect("write");
+    std::fs::write(ws.root.join("g.txt"), "g\n").expect("write");
+    let snap = snapshot(&ws.root);
+    let err = call(
+        &ws,
+        "apply_patch",
+        json!({"patch": format!("*** Begin Patch\n{BODY} *** Update File: g.txt\n@@\n-g\n+G\n*** End Patch\n")}),
+    )
+    .expect_err("not found");
+    assert_eq!(err.0, "NO_MATCH", "{err:?}");
+    assert_eq!(snapshot(&ws.root), snap);
+}
+
 #[test]
 fn a_patch_in_a_heredoc_or_a_fence_is_applied_as_what_is_between_the_markers() {
     let inner = format!("*** Begin Patch\n{BODY}*** End Patch\n");
@@ -318,6 +336,27 @@ fn unicode_punctuation_in_the_patch_matches_ascii_in_the_file() {
         assert_eq!(show(&after), "a\r\nsay(\"go\");\r\nb\r\n", "{old:?}");
         assert_eq!(rules, json!(["punctuation"]), "{old:?}");
     }
+}
+
+/// Structured changes go through the same rules, and name them per hunk.
+#[test]
+fn structured_patch_edits_use_the_punctuation_rule_too() {
+    let ws = Ws::new();
+    std::fs::write(ws.root.join("a.txt"), "title — one\nbody\n").expect("write");
+    std::fs::write(ws.root.join("b.txt"), "x\r\ny\n").expect("write");
+    let out = call(
+        &ws,
+        "apply_patch",
+        json!({"changes": [
+            {"path": "a.txt", "edits": [{"old_string": "title - one", "new_string": "title - two"}]},
+            {"path": "b.txt", "edits": [{"old_string": "x\ny\n", "new_string": "x\nz\n"}]}
+        ]}),
+    )
+    .expect("applies");
+    assert_eq!(bytes(&ws, "a.txt"), b"title - two\nbody\n");
+    assert_eq!(bytes(&ws, "b.txt"), b"x\r\nz\n");
+    assert_eq!(out["files"][0]["matches"], json!(["punctuation"]));
+    assert_eq!(out["files"][1]["matches"], json!(["line_endings"]));
 }
 
 #[test]
