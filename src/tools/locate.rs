@@ -9,8 +9,9 @@
 //! one step.
 //!
 //! Line endings are kept per line ([`fit`]): bytes outside the place are never touched;
-//! inside it, a line the new text keeps keeps its ending, a replaced line's ending goes
-//! to the line that replaces it, an added line takes its neighbour's. A file without a
+//! inside it, a line the new text keeps keeps its ending (and, under a forgiving rule,
+//! its bytes: trailing whitespace, Unicode punctuation), a replaced line's ending goes to
+//! the line that replaces it, an added line takes its neighbour's. A file without a
 //! final newline keeps it missing unless the change is at the end of the file and the new
 //! text ends with one; a file with a final newline keeps it.
 //!
@@ -265,13 +266,11 @@ fn locate_places(
                 } else {
                     lines.spans[last].content_end
                 };
-                // Old shifted too, so the lines the new text keeps are seen as kept.
-                let with = fit(
-                    text,
-                    start..end,
-                    &reindent(old, shift),
-                    &reindent(new, shift),
-                );
+                // Old shifted too, so the lines the new text keeps are seen as kept; those
+                // keep the file's bytes (its trailing whitespace).
+                let (old, new) = (reindent(old, shift), reindent(new, shift));
+                let kept = kept_lines(&text[start..end], &old, &new);
+                let with = fit(text, start..end, &old, &kept);
                 return Ok(Located {
                     rule,
                     places: vec![Place {
@@ -1045,7 +1044,7 @@ mod tests {
                 "fn a() {\n    x();\n}\n",
                 "fn a() {\n    y();\n}\n"
             ),
-            (Rule::TrailingWhitespace, "fn a() {\n    y();\n}\n".into())
+            (Rule::TrailingWhitespace, "fn a() {  \n    y();\n}\n".into())
         );
     }
 
@@ -1169,10 +1168,11 @@ mod tests {
             applied(text, "c", "c1\nc2"),
             (Rule::Exact, "a\r\nb\nc1\r\nc2\r\nd\n".into())
         );
-        // Trailing whitespace forgiven, endings still per line.
+        // Trailing whitespace forgiven, endings still per line, and a context line keeps
+        // the file's bytes (its trailing spaces).
         assert_eq!(
             applied("x  \r\ny\nz\r\n", "x\ny\nz\n", "x\nY\nz\n"),
-            (Rule::TrailingWhitespace, "x\r\nY\nz\r\n".into())
+            (Rule::TrailingWhitespace, "x  \r\nY\nz\r\n".into())
         );
     }
 

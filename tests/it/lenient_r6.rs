@@ -388,3 +388,21 @@ fn punctuation_that_matches_two_places_is_refused_and_nothing_changes() {
         ("x = “a”\nx = 3\n", json!("exact"))
     );
 }
+
+/// Under every forgiving rule the lines a hunk keeps keep the file's bytes (trailing
+/// whitespace, each line's ending), and the lines it changes take the endings of the
+/// lines they replace.
+#[test]
+fn a_forgiving_match_rewrites_only_the_changed_lines() {
+    let before = b"impl A {\r\n    fn a() {  \n        x();\r\n    }\n}\r\n";
+    let p = "*** Begin Patch\n*** Update File: f.txt\n@@\n fn a() {\n-    x();\n+    y();\n+    z();\n }\n*** End Patch\n";
+    let (after, rules) = patched(before, p).expect("applies");
+    assert_eq!(
+        show(&after),
+        "impl A {\r\n    fn a() {  \n        y();\r\n        z();\r\n    }\n}\r\n"
+    );
+    assert_eq!(rules, json!(["indentation"]));
+    let (after, rule) = edited(b"a  \r\nb\nc\t\r\n", "a\nb\nc\n", "a\nB\nc\n").expect("edits");
+    assert_eq!(show(&after), "a  \r\nB\nc\t\r\n");
+    assert_eq!(rule, json!("trailing_whitespace"));
+}
