@@ -464,12 +464,26 @@ fn normalized(
     Ok(Some(Located { rule, places }))
 }
 
+/// Past this many lines (old and new together) lines are matched up by position, not
+/// aligned by a diff: what aligning holds per line is not in the memory budget.
+const ALIGN_LINES: usize = 20_000;
+
+fn too_many_to_align(old: &str, new: &str) -> bool {
+    memchr::memchr_iter(b'\n', old.as_bytes())
+        .chain(memchr::memchr_iter(b'\n', new.as_bytes()))
+        .nth(ALIGN_LINES)
+        .is_some()
+}
+
 /// `new` with each line it keeps from `old` (context, aligned line by line) taken from
 /// `region`, the file's text that `old` matched line for line: a context line of a
 /// forgiving match keeps the file's bytes. Lines added or changed are as given.
 fn kept_lines(region: &str, old: &str, new: &str) -> String {
     let old = old.replace("\r\n", "\n");
     let new = new.replace("\r\n", "\n");
+    if too_many_to_align(&old, &new) {
+        return new;
+    }
     let have: Vec<&str> = region
         .split('\n')
         .map(|l| l.strip_suffix('\r').unwrap_or(l))
@@ -651,7 +665,17 @@ fn fit_endings(e: &Endings, old: &str, new: &str) -> String {
             new
         };
     }
-    // Mixed: the new lines aligned with the old ones.
+    // Mixed: the new lines aligned with the old ones (by position past a size).
+    if too_many_to_align(&old, &new) {
+        let mut out = String::with_capacity(new.len() + e.inside.len());
+        for (j, line) in new.split('\n').enumerate() {
+            if j > 0 {
+                out.push_str(eol(e.inside.get(j - 1).copied().unwrap_or(e.neighbour)));
+            }
+            out.push_str(line);
+        }
+        return out;
+    }
     let olds: Vec<&str> = old.split('\n').collect();
     let news: Vec<&str> = new.split('\n').collect();
     let n_breaks = news.len() - 1;
@@ -1244,5 +1268,17 @@ mod tests {
             "{:?}",
             t.elapsed()
         );
+    }
+
+    /// Past ALIGN_LINES the lines are matched up by position: a same-length change over a
+    /// big mixed region still keeps every line's ending.
+    #[test]
+    fn a_big_mixed_region_keeps_its_endings_by_position() {
+        let text = "a\r\nb\n".repeat(15_000);
+        let old = text.replace("\r\n", "\n");
+        let new = format!("A{}", &old[1..]);
+        let (rule, out) = applied(&text, &old, &new);
+        assert_eq!(rule, Rule::LineEndings);
+        assert_eq!(out, format!("A{}", &text[1..]));
     }
 }
