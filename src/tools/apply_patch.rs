@@ -610,20 +610,25 @@ pub fn apply_hunks(
             ..e
         };
         if hunk.old.is_empty() {
-            // Lines added with nothing to anchor them: at the end of the file.
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            if (text.len() + hunk.new.len()) as u64 > limit {
+            // Lines added with nothing to anchor them: at the end of the file, ended
+            // like its last line.
+            let end = text.len();
+            let eol = locate::fit(&text, end..end, "", "\n");
+            let new = locate::fit(&text, end..end, "", &hunk.new);
+            let gap = if !text.is_empty() && !text.ends_with('\n') {
+                eol.as_str()
+            } else {
+                ""
+            };
+            let bytes = (text.len() + gap.len() + new.len()) as u64;
+            if bytes > limit {
                 return Err(at(super::edit::miss(
-                    locate::Miss::TooLarge {
-                        bytes: (text.len() + hunk.new.len()) as u64,
-                        limit,
-                    },
+                    locate::Miss::TooLarge { bytes, limit },
                     shown,
                 )));
             }
-            text.push_str(&hunk.new);
+            text.push_str(gap);
+            text.push_str(&new);
             rules.push(Rule::Exact);
             continue;
         }

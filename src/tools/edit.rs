@@ -1,11 +1,12 @@
 //! `edit`: replace a string in a file, atomically, with a backup and an undo entry.
 //!
 //! The string is found exactly, or failing that by the forgiving rules of [`locate`]
-//! (line endings, trailing whitespace, uniform indentation; each only where it finds one
-//! place), and the result says which rule matched. A miss names the closest region with
-//! a diff. The file keeps its line endings, its UTF-8 BOM (bytes before the text, never
-//! part of a match) and its permissions; an edit through a symlink inside the workspace
-//! changes the target and leaves the link.
+//! (line endings, trailing whitespace, uniform indentation, Unicode punctuation as ASCII;
+//! each only where it finds one place), and the result says which rule matched. A miss
+//! names the closest region with a diff. The file keeps its line endings (per line: see
+//! [`locate::fit`]), its final newline or the lack of one, its UTF-8 BOM (bytes before
+//! the text, never part of a match) and its permissions; an edit through a symlink inside
+//! the workspace changes the target and leaves the link.
 
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::history::{Action, Entry, sha256};
@@ -68,9 +69,9 @@ impl Tool for Edit {
         ToolMeta {
             name: "edit",
             title: "Edit a file",
-            description: "Replace old_string with new_string in a file (prefer it to write_file for part of a file). \
-old_string must be unique (add nearby lines) unless replace_all; line endings, trailing spaces and \
-indentation are forgiven. Returns a diff; undo reverts; dry_run previews.",
+            description: "Replace old_string with new_string (prefer it to write_file for part of a file). \
+old_string must be unique (add nearby lines) unless replace_all; line endings, spaces, indentation \
+and Unicode punctuation are forgiven. Returns a diff; undo reverts; dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }

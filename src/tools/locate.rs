@@ -1,10 +1,19 @@
 //! Where an edit applies. The exact text first; when it is not there, in order: the same
-//! text with the file's line endings, the same lines ignoring trailing whitespace, the
-//! same lines indented uniformly deeper or shallower. A fallback is used only when it
-//! finds exactly one place (a guess between two places is worse than a miss); the new
-//! text is re-indented like the place found and written with the file's line endings. A
-//! miss comes with the closest region and a diff of what was expected against what is
-//! there, so a model can correct its `old_string` in one step.
+//! text with the file's line endings (each line's own, where the file mixes them), the
+//! same lines ignoring trailing whitespace, the same lines indented uniformly deeper or
+//! shallower, the same text with Unicode punctuation read as its ASCII look-alike (dashes,
+//! curly quotes, Unicode spaces, `…`; either side). A fallback is used only when it finds
+//! exactly one place (a guess between two places is worse than a miss); the new text is
+//! re-indented like the place found. A miss comes with the closest region and a diff of
+//! what was expected against what is there, so a model can correct its `old_string` in
+//! one step.
+//!
+//! Line endings are kept per line ([`fit`]): bytes outside the place are never touched;
+//! inside it, a line the new text keeps keeps its ending (and, under a forgiving rule,
+//! its bytes: trailing whitespace, Unicode punctuation), a replaced line's ending goes to
+//! the line that replaces it, an added line takes its neighbour's. A file without a
+//! final newline keeps it missing unless the change is at the end of the file and the new
+//! text ends with one; a file with a final newline keeps it.
 //!
 //! Shared by `edit` and `apply_patch`: both say which rule matched.
 
@@ -24,6 +33,8 @@ pub enum Rule {
     TrailingWhitespace,
     /// Line by line, the whole block indented deeper or shallower by the same amount.
     Indentation,
+    /// Unicode dashes, quotes, spaces, … as ASCII.
+    Punctuation,
 }
 
 impl Rule {
@@ -34,6 +45,7 @@ impl Rule {
             Rule::LineEndings => Some("with the file's line endings"),
             Rule::TrailingWhitespace => Some("ignoring trailing whitespace"),
             Rule::Indentation => Some("with the block's indentation shifted"),
+            Rule::Punctuation => Some("reading Unicode punctuation as ASCII"),
         }
     }
 }
@@ -170,7 +182,7 @@ fn locate_places(
 ) -> Result<Located, Miss> {
     let crlf = is_crlf(text);
     let eol = if crlf { "\r\n" } else { "\n" };
-    let new_eol = with_eol(new, eol);
+    let mut fits = Fits::default();
 
     // Exact, then with the file's line endings: plain substring searches.
     let mut tried = vec![(Rule::Exact, old.to_string())];
@@ -197,20 +209,33 @@ fn locate_places(
         if total > MAX_PLACES {
             return Err(Miss::TooMany { count: total });
         }
-        let hits = text.match_indices(needle.as_str()).map(|(i, _)| i);
-        // An exact match in an LF file keeps new as given; otherwise new follows the file.
-        let with: std::sync::Arc<str> = if rule == Rule::Exact && !crlf {
-            new.into()
-        } else {
-            new_eol.as_str().into()
-        };
-        let places = hits
-            .map(|i| Place {
-                range: i..i + needle.len(),
-                with: with.clone(),
-            })
-            .collect();
+        let mut places = Vec::new();
+        for (n, (i, _)) in text.match_indices(needle.as_str()).enumerate() {
+            if n % WINDOWS_PER_CHECK == 0 && n > 0 && stop() {
+                return Err(Miss::Stopped);
+            }
+            let range = i..i + needle.len();
+            let with = fits.get(text, range.clone(), old, new);
+            places.push(Place { range, with });
+        }
         return Ok(Located { rule, places });
+    }
+
+    // Each line with its own ending, where the file mixes them.
+    if old.contains('\n')
+        && text.contains('\r')
+        && let Some(found) = normalized(
+            text,
+            old,
+            new,
+            false,
+            replace_all,
+            Rule::LineEndings,
+            &mut fits,
+            stop,
+        )?
+    {
+        return Ok(found);
     }
 
     // Line by line.
@@ -241,7 +266,11 @@ fn locate_places(
                 } else {
                     lines.spans[last].content_end
                 };
-                let with = reindent(new, shift, eol);
+                // Old shifted too, so the lines the new text keeps are seen as kept; those
+                // keep the file's bytes (its trailing whitespace).
+                let (old, new) = (reindent(old, shift), reindent(new, shift));
+                let kept = kept_lines(&text[start..end], &old, &new);
+                let with = fit(text, start..end, &old, &kept);
                 return Ok(Located {
                     rule,
                     places: vec![Place {
@@ -260,11 +289,228 @@ fn locate_places(
             }
         }
     }
+    // Unicode punctuation read as ASCII, on either side: one place only.
+    if let Some(found) = normalized(
+        text,
+        old,
+        new,
+        true,
+        false,
+        Rule::Punctuation,
+        &mut fits,
+        stop,
+    )? {
+        return Ok(found);
+    }
     let closest = closest(&lines, text, &want.lines, stop);
     if stop() {
         return Err(Miss::Stopped);
     }
     Err(Miss::NotFound { closest })
+}
+
+/// The ASCII look-alike of a Unicode punctuation mark or space, if `c` is one.
+pub fn ascii_punctuation(c: char) -> Option<&'static str> {
+    Some(match c {
+        // Hyphen, non-breaking hyphen, figure dash, en dash, em dash, horizontal bar,
+        // minus sign, small and full-width hyphen-minus.
+        '\u{2010}' | '\u{2011}' | '\u{2012}' | '\u{2013}' | '\u{2014}' | '\u{2015}'
+        | '\u{2212}' | '\u{FE63}' | '\u{FF0D}' => "-",
+        // Curly single quotes, low and reversed ones, prime.
+        '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}' | '\u{2032}' => "'",
+        // Curly double quotes, low and reversed ones, double prime.
+        '\u{201C}' | '\u{201D}' | '\u{201E}' | '\u{201F}' | '\u{2033}' => "\"",
+        // No-break space, the typographic spaces, narrow no-break, medium mathematical,
+        // ideographic.
+        '\u{00A0}' | '\u{2000}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}' => " ",
+        '\u{2026}' => "...",
+        _ => return None,
+    })
+}
+
+/// `s` with CRLF as LF and, with `punct`, punctuation as ASCII.
+fn normalize(s: &str, punct: bool) -> String {
+    let lf = s.replace("\r\n", "\n");
+    if !punct {
+        return lf;
+    }
+    let mut out = String::with_capacity(lf.len());
+    for c in lf.chars() {
+        match ascii_punctuation(c) {
+            Some(a) => out.push_str(a),
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+/// Where `pat` (normalized) matches `text` from byte `p`, reading each CRLF as LF and,
+/// with `punct`, each punctuation mark as ASCII: `Ok(end)` of the match, or `Err(bytes)`
+/// of the text compared before it failed (the work done, for the stop).
+fn match_at(text: &str, p: usize, pat: &[u8], punct: bool) -> Result<usize, usize> {
+    let bytes = text.as_bytes();
+    let mut k = 0;
+    let mut buf = [0u8; 4];
+    let mut chars = text[p..].char_indices();
+    while k < pat.len() {
+        let Some((i, c)) = chars.next() else {
+            return Err(text.len() - p);
+        };
+        if c == '\r' && bytes.get(p + i + 1) == Some(&b'\n') {
+            continue;
+        }
+        let rep: &[u8] = match ascii_punctuation(c).filter(|_| punct) {
+            Some(a) => a.as_bytes(),
+            None => c.encode_utf8(&mut buf).as_bytes(),
+        };
+        if !pat[k..].starts_with(rep) {
+            return Err(i + 1);
+        }
+        k += rep.len();
+    }
+    Ok(match chars.next() {
+        Some((i, _)) => p + i,
+        None => text.len(),
+    })
+}
+
+/// Bytes compared by a normalized search between two looks at the call's stop.
+const COMPARED_PER_CHECK: usize = 1 << 20;
+
+/// A search of `text` for `old` with each CRLF read as LF (and, with `punct`, Unicode
+/// punctuation as ASCII), on both sides. `None` when there is no place.
+#[allow(clippy::too_many_arguments)]
+fn normalized(
+    text: &str,
+    old: &str,
+    new: &str,
+    punct: bool,
+    replace_all: bool,
+    rule: Rule,
+    fits: &mut Fits,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<Located>, Miss> {
+    let pat = normalize(old, punct);
+    let pat = pat.as_bytes();
+    let Some(&first) = pat.first() else {
+        return Ok(None);
+    };
+    let bytes = text.as_bytes();
+    let mut hits: Vec<Range<usize>> = Vec::new();
+    let mut total = 0usize;
+    let mut lines = Vec::new();
+    let mut next = 0;
+    let mut buf = [0u8; 4];
+    // Each start compared costs up to the length of `old`: the stop is looked at by the
+    // bytes compared, not by the starts tried.
+    let mut work = 0usize;
+    for (p, c) in text.char_indices() {
+        work += 1;
+        if work >= COMPARED_PER_CHECK {
+            work = 0;
+            if stop() {
+                return Err(Miss::Stopped);
+            }
+        }
+        if p < next || (c == '\r' && bytes.get(p + 1) == Some(&b'\n')) {
+            continue;
+        }
+        let lead = match ascii_punctuation(c).filter(|_| punct) {
+            Some(a) => a.as_bytes()[0],
+            None => c.encode_utf8(&mut buf).as_bytes()[0],
+        };
+        if lead != first {
+            continue;
+        }
+        let end = match match_at(text, p, pat, punct) {
+            Ok(end) => end,
+            Err(compared) => {
+                work += compared;
+                continue;
+            }
+        };
+        work += end - p;
+        total += 1;
+        if lines.len() < LINES_NAMED {
+            lines.push(line_of(text, p));
+        }
+        if total == 1 || (replace_all && total <= MAX_PLACES) {
+            hits.push(p..end);
+        }
+        next = end.max(p + 1);
+    }
+    if total == 0 {
+        return Ok(None);
+    }
+    if total > 1 && !replace_all {
+        return Err(Miss::NotUnique { rule, lines, total });
+    }
+    if total > MAX_PLACES {
+        return Err(Miss::TooMany { count: total });
+    }
+    let places = hits
+        .into_iter()
+        .map(|range| {
+            let with = if punct {
+                // The lines the new text keeps are the file's, not the model's ASCII.
+                let kept = kept_lines(&text[range.clone()], old, new);
+                fit(text, range.clone(), old, &kept).into()
+            } else {
+                fits.get(text, range.clone(), old, new)
+            };
+            Place { range, with }
+        })
+        .collect();
+    Ok(Some(Located { rule, places }))
+}
+
+/// Past this many lines (old and new together) lines are matched up by position, not
+/// aligned by a diff: what aligning holds per line is not in the memory budget.
+const ALIGN_LINES: usize = 20_000;
+
+fn too_many_to_align(old: &str, new: &str) -> bool {
+    memchr::memchr_iter(b'\n', old.as_bytes())
+        .chain(memchr::memchr_iter(b'\n', new.as_bytes()))
+        .nth(ALIGN_LINES)
+        .is_some()
+}
+
+/// `new` with each line it keeps from `old` (context, aligned line by line) taken from
+/// `region`, the file's text that `old` matched line for line: a context line of a
+/// forgiving match keeps the file's bytes. Lines added or changed are as given.
+fn kept_lines(region: &str, old: &str, new: &str) -> String {
+    let old = old.replace("\r\n", "\n");
+    let new = new.replace("\r\n", "\n");
+    if too_many_to_align(&old, &new) {
+        return new;
+    }
+    let have: Vec<&str> = region
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect();
+    let olds: Vec<&str> = old.split('\n').collect();
+    let news: Vec<&str> = new.split('\n').collect();
+    if have.len() != olds.len() {
+        return new;
+    }
+    let mut out: Vec<&str> = news.clone();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
+    for op in similar::capture_diff_slices_deadline(
+        similar::Algorithm::Myers,
+        &olds,
+        &news,
+        Some(deadline),
+    ) {
+        if let similar::DiffOp::Equal {
+            old_index,
+            new_index,
+            len,
+        } = op
+        {
+            out[new_index..new_index + len].copy_from_slice(&have[old_index..old_index + len]);
+        }
+    }
+    out.join("\n")
 }
 
 /// Whether most line breaks in `text` are CRLF.
@@ -282,6 +528,220 @@ fn with_eol(s: &str, eol: &str) -> String {
     } else {
         lf.replace('\n', eol)
     }
+}
+
+/// Whether the line break at byte `nl` (a `\n`) of `text` is CRLF.
+fn crlf_at(text: &str, nl: usize) -> bool {
+    nl > 0 && text.as_bytes()[nl - 1] == b'\r'
+}
+
+/// The line endings around a place: the breaks inside it, and the ones just before and
+/// after it (or the file's majority), which are what decide how new text is ended.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Endings {
+    inside: Vec<bool>,
+    /// For a line added with no line of the place to follow.
+    neighbour: bool,
+    /// The place ends the file, which has no final newline.
+    open_end: bool,
+    /// The place ends the file, which has a final newline.
+    closed_end: bool,
+}
+
+/// The new texts of a change's places, one per distinct set of endings around them (a
+/// replace-all over a file of one ending builds the new text once). Places come in file
+/// order: the line breaks around them are looked for once over the file, not once per
+/// place (a replace-all over a file with no line break would scan it per place).
+#[derive(Default)]
+struct Fits {
+    made: std::collections::HashMap<Endings, std::sync::Arc<str>>,
+    /// The file is scanned for breaks before a place up to here; the last one found.
+    before_to: usize,
+    before: Option<usize>,
+    /// The first break at or after `after_from` (none: no break after it).
+    after: Option<(usize, Option<usize>)>,
+    /// Whether most of the file's breaks are CRLF, once worked out.
+    majority: Option<bool>,
+}
+
+impl Fits {
+    fn endings(&mut self, text: &str, range: Range<usize>) -> Endings {
+        let bytes = text.as_bytes();
+        let inside = memchr::memchr_iter(b'\n', &bytes[range.clone()])
+            .map(|i| crlf_at(text, range.start + i))
+            .collect();
+        if range.start < self.before_to {
+            self.before_to = 0;
+            self.before = None;
+        }
+        if let Some(i) = memchr::memrchr(b'\n', &bytes[self.before_to..range.start]) {
+            self.before = Some(self.before_to + i);
+        }
+        self.before_to = range.start;
+        let after = match self.after {
+            Some((from, found)) if from <= range.end && found.is_none_or(|at| at >= range.end) => {
+                found
+            }
+            _ => {
+                let found = memchr::memchr(b'\n', &bytes[range.end..]).map(|i| range.end + i);
+                self.after = Some((range.end, found));
+                found
+            }
+        };
+        let at_end = range.end == text.len();
+        let neighbour = match after.or(self.before) {
+            Some(nl) => crlf_at(text, nl),
+            None => *self.majority.get_or_insert_with(|| is_crlf(text)),
+        };
+        Endings {
+            inside,
+            neighbour,
+            open_end: at_end && !text.ends_with('\n'),
+            closed_end: at_end && text.ends_with('\n'),
+        }
+    }
+
+    fn get(
+        &mut self,
+        text: &str,
+        range: Range<usize>,
+        old: &str,
+        new: &str,
+    ) -> std::sync::Arc<str> {
+        let e = self.endings(text, range);
+        if let Some(w) = self.made.get(&e) {
+            return w.clone();
+        }
+        let w: std::sync::Arc<str> = fit_endings(&e, old, new).into();
+        self.made.insert(e, w.clone());
+        w
+    }
+}
+
+/// `new` as it goes into the place `range` of `text` that `old` was found at, with line
+/// endings kept per line: a line `new` keeps from `old` keeps the file's ending for it;
+/// a line that replaces one takes that one's ending; an added line takes the ending of
+/// the line before it in the place (or after it, or around the place, or the file's
+/// majority). A file without a final newline keeps it missing when the place ends the
+/// file and the last line is one the change keeps (context); a file with one keeps it.
+pub fn fit(text: &str, range: Range<usize>, old: &str, new: &str) -> String {
+    fit_endings(&Fits::default().endings(text, range), old, new)
+}
+
+fn fit_endings(e: &Endings, old: &str, new: &str) -> String {
+    let old = old.replace("\r\n", "\n");
+    let mut new = new.replace("\r\n", "\n");
+    // The final newline.
+    if e.open_end && old.ends_with('\n') && new.ends_with('\n') {
+        let last = |s: &str| {
+            s.trim_end_matches('\n')
+                .rsplit('\n')
+                .next()
+                .map(|l| l.trim_end().to_string())
+        };
+        if last(&old) == last(&new) {
+            new.pop();
+        }
+    }
+    if e.closed_end && old.ends_with('\n') && !new.is_empty() && !new.ends_with('\n') {
+        new.push('\n');
+    }
+    if !new.contains('\n') {
+        return new;
+    }
+    let eol = |crlf: bool| if crlf { "\r\n" } else { "\n" };
+    // One ending throughout: every break takes it.
+    let first = e.inside.first().copied().unwrap_or(e.neighbour);
+    let old_breaks = old.matches('\n').count();
+    if e.inside.iter().all(|&c| c == first) || old_breaks != e.inside.len() {
+        let uniform = if e.inside.iter().all(|&c| c == first) {
+            first
+        } else {
+            e.inside.iter().filter(|&&c| c).count() * 2 > e.inside.len()
+        };
+        return if uniform {
+            new.replace('\n', "\r\n")
+        } else {
+            new
+        };
+    }
+    // Mixed: the new lines aligned with the old ones (by position past a size).
+    if too_many_to_align(&old, &new) {
+        let mut out = String::with_capacity(new.len() + e.inside.len());
+        for (j, line) in new.split('\n').enumerate() {
+            if j > 0 {
+                out.push_str(eol(e.inside.get(j - 1).copied().unwrap_or(e.neighbour)));
+            }
+            out.push_str(line);
+        }
+        return out;
+    }
+    let olds: Vec<&str> = old.split('\n').collect();
+    let news: Vec<&str> = new.split('\n').collect();
+    let n_breaks = news.len() - 1;
+    let mut kinds: Vec<Option<bool>> = vec![None; n_breaks];
+    let inside = |i: usize| e.inside.get(i).copied();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
+    let ops = similar::capture_diff_slices_deadline(
+        similar::Algorithm::Myers,
+        &olds,
+        &news,
+        Some(deadline),
+    );
+    for op in ops {
+        match op {
+            similar::DiffOp::Equal {
+                old_index,
+                new_index,
+                len,
+            } => {
+                for t in 0..len {
+                    if let Some(k) = kinds.get_mut(new_index + t) {
+                        *k = inside(old_index + t);
+                    }
+                }
+            }
+            similar::DiffOp::Delete { .. } => {}
+            similar::DiffOp::Insert {
+                old_index,
+                new_index,
+                new_len,
+            } => {
+                let near = old_index
+                    .checked_sub(1)
+                    .and_then(inside)
+                    .or_else(|| inside(old_index));
+                for t in 0..new_len {
+                    if let Some(k) = kinds.get_mut(new_index + t) {
+                        *k = near;
+                    }
+                }
+            }
+            similar::DiffOp::Replace {
+                old_index,
+                old_len,
+                new_index,
+                new_len,
+            } => {
+                for t in 0..new_len {
+                    if let Some(k) = kinds.get_mut(new_index + t) {
+                        *k = inside(old_index + t.min(old_len.saturating_sub(1)));
+                    }
+                }
+            }
+        }
+    }
+    let mut out = String::with_capacity(new.len() + n_breaks);
+    for (j, line) in news.iter().enumerate() {
+        out.push_str(line);
+        if j < n_breaks {
+            let near = kinds[j]
+                .or_else(|| kinds[..j].iter().rev().flatten().next().copied())
+                .unwrap_or(e.neighbour);
+            out.push_str(eol(near));
+        }
+    }
+    out
 }
 
 /// 1-based line of byte offset `at`.
@@ -414,12 +874,12 @@ fn window_matches(lines: &Lines, i: usize, want: &[&str], rule: Rule) -> Option<
             });
             fits.then_some(shift)
         }
-        Rule::Exact | Rule::LineEndings => None,
+        Rule::Exact | Rule::LineEndings | Rule::Punctuation => None,
     }
 }
 
-/// `new` shifted like the place found, with the file's line endings.
-fn reindent(new: &str, shift: &Shift, eol: &str) -> String {
+/// `new` shifted like the place found (line endings as given; [`fit`] ends the lines).
+fn reindent(new: &str, shift: &Shift) -> String {
     let lf = new.replace("\r\n", "\n");
     let lines: Vec<String> = lf
         .split('\n')
@@ -430,7 +890,7 @@ fn reindent(new: &str, shift: &Shift, eol: &str) -> String {
             Shift::Shallower(less) => l.strip_prefix(less.as_str()).unwrap_or(l).to_string(),
         })
         .collect();
-    lines.join(eol)
+    lines.join("\n")
 }
 
 /// The region most like `want`: the window with the most equal lines (ignoring
@@ -608,7 +1068,7 @@ mod tests {
                 "fn a() {\n    x();\n}\n",
                 "fn a() {\n    y();\n}\n"
             ),
-            (Rule::TrailingWhitespace, "fn a() {\n    y();\n}\n".into())
+            (Rule::TrailingWhitespace, "fn a() {  \n    y();\n}\n".into())
         );
     }
 
@@ -708,5 +1168,117 @@ mod tests {
             locate("aaa\nbbb\n", "zzzzzzzz", "y", false),
             Err(Miss::NotFound { closest: None })
         );
+    }
+
+    #[test]
+    fn a_mixed_file_keeps_each_line_ending() {
+        let text = "a\r\nb\nc\r\nd\n";
+        // Context lines keep theirs; the replaced line takes the one it replaces.
+        assert_eq!(
+            applied(text, "a\nb\nc\n", "a\nB\nc\n"),
+            (Rule::LineEndings, "a\r\nB\nc\r\nd\n".into())
+        );
+        // An added line takes the ending of the line before it.
+        assert_eq!(
+            applied(text, "b\nc\n", "b\nnew\nc\n"),
+            (Rule::LineEndings, "a\r\nb\nnew\nc\r\nd\n".into())
+        );
+        assert_eq!(
+            applied(text, "a\r\nb\r\n", "A\r\nb\r\n"),
+            (Rule::LineEndings, "A\r\nb\nc\r\nd\n".into())
+        );
+        // Exactly as given, inside one line: the ending of that line.
+        assert_eq!(
+            applied(text, "c", "c1\nc2"),
+            (Rule::Exact, "a\r\nb\nc1\r\nc2\r\nd\n".into())
+        );
+        // Trailing whitespace forgiven, endings still per line, and a context line keeps
+        // the file's bytes (its trailing spaces).
+        assert_eq!(
+            applied("x  \r\ny\nz\r\n", "x\ny\nz\n", "x\nY\nz\n"),
+            (Rule::TrailingWhitespace, "x  \r\nY\nz\r\n".into())
+        );
+    }
+
+    #[test]
+    fn a_missing_final_newline_stays_missing_unless_the_change_is_at_the_end() {
+        // Mid-file change whose context reaches the last line.
+        assert_eq!(applied("a\nb\nc", "b\nc\n", "B\nc\n").1, "a\nB\nc");
+        assert_eq!(applied("a\r\nb\r\nc", "b\nc\n", "B\nc\n").1, "a\r\nB\r\nc");
+        // The last line changed, and the new text ends with a newline.
+        assert_eq!(applied("a\nb\nc", "b\nc\n", "b\nC\n").1, "a\nb\nC\n");
+        // Exact: as given.
+        assert_eq!(applied("a\nb\nc", "c", "C").1, "a\nb\nC");
+        // A final newline is kept.
+        assert_eq!(applied("a\nb\n", "b\n", "B").1, "a\nB\n");
+        assert_eq!(applied("a\r\nb\r\n", "b\n", "B").1, "a\r\nB\r\n");
+    }
+
+    #[test]
+    fn unicode_punctuation_matches_its_ascii_look_alike_either_way() {
+        let text = "x = “hi” — it’s 1…2\u{a0}ok\nother\n";
+        assert_eq!(
+            applied(text, "x = \"hi\" - it's 1...2 ok", "y = 'new'"),
+            (Rule::Punctuation, "y = 'new'\nother\n".into())
+        );
+        // Inside a line: the bytes around are untouched.
+        assert_eq!(
+            applied(text, "it's 1", "it is 1"),
+            (
+                Rule::Punctuation,
+                "x = “hi” — it is 1…2\u{a0}ok\nother\n".into()
+            )
+        );
+        // The model wrote Unicode where the file has ASCII; the new text goes in as given.
+        assert_eq!(
+            applied("say \"hi\" - now\n", "say “hi” – now", "say “bye”"),
+            (Rule::Punctuation, "say “bye”\n".into())
+        );
+        // Two places: not a guess.
+        assert!(matches!(
+            locate("a “q”\nb\na ”q“\n", "a \"q\"", "z", false),
+            Err(Miss::NotUnique {
+                rule: Rule::Punctuation,
+                total: 2,
+                ..
+            })
+        ));
+        // Over several lines, with CRLF.
+        assert_eq!(
+            applied("p — 1\r\nq — 2\r\n", "p - 1\nq - 2\n", "p\nq\n"),
+            (Rule::Punctuation, "p\r\nq\r\n".into())
+        );
+    }
+
+    /// Each start of a normalized search compares up to the length of old_string: a file
+    /// of dashes against a long old_string of dashes is file × old_string work, so the stop
+    /// is looked at by the bytes compared.
+    #[test]
+    fn a_punctuation_search_over_a_hostile_file_stops_at_the_deadline() {
+        let text = "-".repeat(1 << 22);
+        let old = format!("{}x", "–".repeat(1 << 16));
+        let t = std::time::Instant::now();
+        let deadline = t + std::time::Duration::from_millis(500);
+        let r = super::locate(&text, &old, "y", false, u64::MAX, &|| {
+            std::time::Instant::now() > deadline
+        });
+        assert_eq!(r, Err(Miss::Stopped));
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+
+    /// Past ALIGN_LINES the lines are matched up by position: a same-length change over a
+    /// big mixed region still keeps every line's ending.
+    #[test]
+    fn a_big_mixed_region_keeps_its_endings_by_position() {
+        let text = "a\r\nb\n".repeat(15_000);
+        let old = text.replace("\r\n", "\n");
+        let new = format!("A{}", &old[1..]);
+        let (rule, out) = applied(&text, &old, &new);
+        assert_eq!(rule, Rule::LineEndings);
+        assert_eq!(out, format!("A{}", &text[1..]));
     }
 }

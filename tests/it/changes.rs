@@ -848,7 +848,8 @@ fn edit_forgives_line_endings_trailing_whitespace_and_indentation_and_says_which
     e.write("trail.rs", "fn a() {   \n    x();\t\n}\n");
     let out = edit("trail.rs", "fn a() {\n    x();\n}", "fn a() {\n    y();\n}").unwrap();
     assert_eq!(out["match"], "trailing_whitespace");
-    assert_eq!(e.read("trail.rs"), b"fn a() {\n    y();\n}\n");
+    // The context lines keep the file's bytes (issue 28): only the changed line is rewritten.
+    assert_eq!(e.read("trail.rs"), b"fn a() {   \n    y();\n}\n");
 
     e.write(
         "deep.py",

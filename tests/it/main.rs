@@ -20,6 +20,7 @@ mod index;
 mod index_r3;
 mod layers;
 mod lows_r6;
+mod lenient_r6;
 mod mcp_inprocess;
 mod mcp_r4;
 mod memory_r5;

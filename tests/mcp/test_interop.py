@@ -1638,3 +1638,29 @@ def test_http_a_full_session_table_still_lets_a_client_in(ws, tmp_path):
     assert [r["operation"] for r in records].count("session_open") == 7
     evicted = [r for r in records if r["operation"] == "session_evicted"]
     assert len(evicted) == 1 and evicted[0]["session_id"] == hog[0], evicted
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_patches_as_models_write_them_apply_and_results_match_their_schemas(tmp_path, mode):
+    """Issue 28: a heredoc-wrapped patch with indented markers and blank lines before End
+    Patch applies over MCP, a mixed-ending file keeps every other line's bytes, and the
+    punctuation rule is named in edit's result, which the SDK validates against edit's
+    output schema (its `match` enum)."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "m.txt").write_bytes(b"one\r\ntwo\nthree\r\n")
+    (root / "q.txt").write_bytes("say \u201chi\u201d \u2014 now\n".encode())
+    patch = ("apply_patch <<'EOF'\n*** Begin Patch\n *** Update File: m.txt\n@@\n one\n-two\n+TWO\n three\n"
+             "\n *** End Patch\nEOF\n")
+    async with stdio(root, "--allow-write", "--state-dir", str(tmp_path / "s"), mode=mode) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        r = await c.call_tool("apply_patch", {"patch": patch})
+        assert not r.is_error, text(r)
+        jsonschema.validate(r.structured_content, tools["apply_patch"].output_schema)
+        assert (root / "m.txt").read_bytes() == b"one\r\nTWO\nthree\r\n"
+        r = await c.call_tool("edit", {"path": "q.txt", "old_string": 'say "hi" - now', "new_string": "say bye"})
+        assert not r.is_error, text(r)
+        jsonschema.validate(r.structured_content, tools["edit"].output_schema)
+        assert r.structured_content["match"] == "punctuation"
+        assert (root / "q.txt").read_bytes() == b"say bye\n"
