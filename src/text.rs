@@ -199,7 +199,7 @@ ferret writes no {} file that would read back differently",
 /// one); plain UTF-8 takes any text.
 pub fn encode(codec: &Codec, text: &str, had_fffd: bool) -> Result<Vec<u8>, Unwritable> {
     let mut out = codec.bom_bytes().to_vec();
-    if !codec.is_plain_utf8() && !had_fffd && text.contains('\u{FFFD}') {
+    if codec.encoding != UTF_8 && !had_fffd && text.contains('\u{FFFD}') {
         return Err(Unwritable::Char('\u{FFFD}'));
     }
     encode_body(codec, text, &mut out)?;
@@ -297,9 +297,7 @@ pub fn splice(
             None => return whole(codec, new, had_fffd),
         }
     }
-    if old_lines.iter().map(String::len).sum::<usize>() != old.len()
-        || old_lines.concat() != old
-    {
+    if old_lines.iter().map(String::len).sum::<usize>() != old.len() || old_lines.concat() != old {
         return whole(codec, new, had_fffd);
     }
     let new_lines: Vec<&str> = new.split_inclusive('\n').collect();
@@ -320,7 +318,10 @@ pub fn splice(
             }
             continue;
         }
-        let old_bytes = match (ranges.get(o.start), o.end.checked_sub(1).and_then(|e| ranges.get(e))) {
+        let old_bytes = match (
+            ranges.get(o.start),
+            o.end.checked_sub(1).and_then(|e| ranges.get(e)),
+        ) {
             (Some(a), Some(b)) if !o.is_empty() => &body[a.start..b.end],
             _ => &body[..0],
         };
@@ -567,7 +568,13 @@ mod tests {
         let out = splice(&d.codec, &bytes, &d.text, &new, None).expect("written");
         assert_eq!(decode(&out).expect("text").text, new);
         assert_eq!(out[..12], bytes[..12]);
-        let e = splice(&d.codec, &bytes, &d.text, &text.replace("two", "\u{4e2d}"), None);
+        let e = splice(
+            &d.codec,
+            &bytes,
+            &d.text,
+            &text.replace("two", "\u{4e2d}"),
+            None,
+        );
         assert_eq!(e, Err(Unwritable::Char('\u{4e2d}')));
     }
 
