@@ -220,6 +220,7 @@ mod tests {
                             })
                             .collect(),
                     ),
+                    encoding: None,
                 })
                 .collect(),
             match_count: Some(0),
