@@ -220,7 +220,7 @@ mod tests {
                             })
                             .collect(),
                     ),
-                    encoding: None,
+                    charset: None,
                 })
                 .collect(),
             match_count: Some(0),

@@ -56,10 +56,10 @@ pub struct Output {
     #[schemars(skip)]
     pub would_ask: Option<String>,
     pub dry_run: bool,
-    /// The file's encoding when not plain UTF-8 ("windows-1252", "utf-16le with BOM"):
-    /// the change was written in it, every other byte as it was.
+    // The file's encoding when not plain UTF-8 ("windows-1252", "utf-16le with BOM"):
+    // the change was written in it, every other byte as it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text_encoding: Option<String>,
+    pub charset: Option<String>,
 }
 
 pub struct Edit;
@@ -160,7 +160,7 @@ indentation are forgiven. Returns a diff; undo reverts; dry_run previews.",
                 change_id: None,
                 would_ask: super::would_ask(confirm_listed(ctx, &at, "editing"))?,
                 dry_run,
-                text_encoding: codec.label(),
+                charset: codec.label(),
             });
         }
 
@@ -174,7 +174,7 @@ indentation are forgiven. Returns a diff; undo reverts; dry_run previews.",
             change_id: Some(id),
             would_ask: None,
             dry_run: false,
-            text_encoding: codec.label(),
+            charset: codec.label(),
         })
     }
 
@@ -184,7 +184,7 @@ indentation are forgiven. Returns a diff; undo reverts; dry_run previews.",
             .describe()
             .map(|d| format!(", matched {d}"))
             .unwrap_or_default();
-        if let Some(e) = &o.text_encoding {
+        if let Some(e) = &o.charset {
             how.push_str(&format!(", written in {e}"));
         }
         let head = if o.dry_run {

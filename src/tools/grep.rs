@@ -109,9 +109,9 @@ pub struct FileResult {
     /// Matching and context lines (content mode).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lines: Option<Vec<Line>>,
-    /// The file's encoding when not UTF-8 (searched and shown decoded).
+    // The file's encoding when not UTF-8 (searched and shown decoded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub encoding: Option<String>,
+    pub charset: Option<String>,
 }
 
 /// What a result cut to fit the output budget did not show.
@@ -260,7 +260,7 @@ files_with_matches (cheapest), content (numbered lines), count. Skips .gitignore
                                     path: f.path.clone(),
                                     count: None,
                                     lines: Some(lines),
-                                    encoding: f.encoding.clone(),
+                                    charset: f.encoding.clone(),
                                 });
                             }
                             break 'files;
@@ -275,7 +275,7 @@ files_with_matches (cheapest), content (numbered lines), count. Skips .gitignore
                     path: f.path,
                     count: None,
                     lines: Some(lines),
-                    encoding: f.encoding,
+                    charset: f.encoding,
                 });
             }
             // Asked for more than fits (or for all): what was left out, by the true totals.
@@ -309,7 +309,7 @@ files_with_matches (cheapest), content (numbered lines), count. Skips .gitignore
                     path: f.path,
                     count: (mode == GrepMode::Count).then_some(f.count),
                     lines: None,
-                    encoding: f.encoding,
+                    charset: f.encoding,
                 })
                 .collect();
             let truncated = (p.offset + files.len()) < found.file_count as usize;
@@ -398,7 +398,7 @@ pub fn render(o: &Output) -> String {
     let decoded: Vec<String> = o
         .files
         .iter()
-        .filter_map(|f| Some(format!("{} ({})", shown(&f.path), f.encoding.as_ref()?)))
+        .filter_map(|f| Some(format!("{} ({})", shown(&f.path), f.charset.as_ref()?)))
         .collect();
     if !decoded.is_empty() {
         s.push_str(&format!("[decoded: {}]\n", decoded.join(", ")));

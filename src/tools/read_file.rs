@@ -65,12 +65,13 @@ pub struct Output {
     /// pass it as expected_version to edit to refuse the change if the file changed since.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    /// The file's text encoding when not plain UTF-8 ("windows-1252", "utf-16le"); the
-    /// content is shown decoded and edits keep it.
+    // The file's text encoding when not plain UTF-8 ("windows-1252", "utf-16le with
+    // BOM"); the content is shown decoded and edits keep it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text_encoding: Option<String>,
-    /// The file starts with a byte-order mark (not shown in content; edits keep it).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub charset: Option<String>,
+    // The file starts with a byte-order mark (not shown in content; edits keep it);
+    // `charset` says "… with BOM".
+    #[serde(skip)]
     pub bom: bool,
 }
 
@@ -84,8 +85,8 @@ impl Tool for ReadFile {
         ToolMeta {
             name: "read_file",
             title: "Read file",
-            description: "Read a file as numbered lines, with its version (for edit). Large files: offset and limit. Binary: \
-encoding base64. Several files: read_files.",
+            description: "Read a file as numbered lines with its version (for edit). Large: offset, limit. Binary: \
+encoding base64. Many: read_files.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }
@@ -161,10 +162,7 @@ encoding base64. Several files: read_files.",
                 last + 1
             ));
         }
-        let enc = o
-            .text_encoding
-            .as_ref()
-            .map(|e| format!("encoding {e}{}", if o.bom { " with BOM" } else { "" }));
+        let enc = o.charset.as_ref().map(|e| format!("encoding {e}"));
         match (&o.version, enc) {
             // For the stale-write guard: models that read only the text need it too.
             (Some(v), Some(e)) => out.push_str(&format!("[version {v}; {e}]\n")),
@@ -246,7 +244,7 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
             offset: 1,
             truncated: cut,
             lines_uncounted: false,
-            text_encoding: codec.label().map(|_| codec.name()),
+            charset: codec.label(),
             bom: codec.bom,
         });
     }
@@ -281,7 +279,7 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
         truncated: uncounted || offset.saturating_sub(1) + returned < total_lines,
         lines_uncounted: uncounted,
         version,
-        text_encoding: codec.label().map(|_| codec.name()),
+        charset: codec.label(),
         bom: codec.bom,
     })
 }
@@ -391,7 +389,7 @@ fn ranged_utf16(
         truncated: offset.saturating_sub(1) + returned < total_lines,
         lines_uncounted: false,
         version,
-        text_encoding: Some(codec.name()),
+        charset: codec.label(),
         bom: codec.bom,
     })
 }
@@ -473,7 +471,7 @@ fn read_base64(
         encoding: Encoding::Base64,
         offset: start,
         version: whole.then(|| crate::history::version_of(&bytes)),
-        text_encoding: None,
+        charset: None,
         bom: false,
     })
 }

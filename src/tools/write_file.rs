@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 pub struct Params {
     pub path: String,
     pub content: String,
-    /// Default: an existing file's encoding and line endings.
+    // Default: an existing file's encoding and line endings.
     #[serde(default)]
     #[schemars(with = "Encoding")]
     pub encoding: Option<Encoding>,
@@ -65,12 +65,12 @@ pub struct Output {
     #[schemars(skip)]
     pub would_ask: Option<String>,
     pub dry_run: bool,
-    /// Replacing a file in another encoding than plain UTF-8: the encoding written
-    /// (kept from the old content, as its CRLF line endings are).
+    // Replacing a file in another encoding than plain UTF-8: the encoding written
+    // (kept from the old content, as its CRLF line endings are).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text_encoding: Option<String>,
-    /// The old content's CRLF line endings were kept (the content had bare "\n").
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub charset: Option<String>,
+    // The old content's CRLF line endings were kept (the content had bare "\n").
+    #[serde(skip)]
     pub crlf: bool,
 }
 
@@ -163,7 +163,7 @@ file). Atomic; undo reverts; dry_run previews.",
             (false, false) => "Replaced",
         };
         let mut s = format!("{verb} {} ({} bytes", shown(&o.path), o.size);
-        match (&o.text_encoding, o.crlf) {
+        match (&o.charset, o.crlf) {
             (Some(e), true) => s.push_str(&format!(", {e}, CRLF kept")),
             (Some(e), false) => s.push_str(&format!(", {e} kept")),
             (None, true) => s.push_str(", CRLF kept"),
@@ -215,7 +215,7 @@ fn create(
         change_id: None,
         would_ask: None,
         dry_run,
-        text_encoding: None,
+        charset: None,
         crlf: false,
     };
     // The rules ask about the real name (a directory on the way may be a link).
@@ -341,7 +341,7 @@ fn replace(
         change_id: None,
         would_ask: None,
         dry_run,
-        text_encoding,
+        charset: text_encoding,
         crlf,
     };
     if dry_run {
