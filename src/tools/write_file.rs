@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 pub struct Params {
     pub path: String,
     pub content: String,
-    // Default: an existing file's encoding and line endings.
+    /// Default: keep the file's.
     #[serde(default)]
     #[schemars(with = "Encoding")]
     pub encoding: Option<Encoding>,

@@ -268,6 +268,7 @@ fn grep_finds_non_ascii_words_on_the_right_line_scan_and_index() {
                 .iter()
                 .filter_map(|f| f["path"].as_str())
                 .collect();
+            assert_eq!(v["engine"], "index", "{v}");
             assert!(
                 files.contains(&c.name),
                 "{pattern}: the index lost {} ({v})",
