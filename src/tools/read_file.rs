@@ -252,7 +252,7 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
     let offset = p.offset.unwrap_or(1);
     // The file's first bytes name its encoding (as a whole read finds it); a UTF-16
     // file's lines are not split at '\n' bytes: it is decoded whole, then ranged.
-    let head = peek(&file, crate::text::DETECT_MAX);
+    let head = peek(&file, 4);
     if crate::text::bom(&head).is_some_and(|c| c.encoding != encoding_rs::UTF_8) {
         return ranged_utf16(ctx, file, size, max, shown, offset, limit, budget);
     }
@@ -262,7 +262,7 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
     let edit_max = ctx.config().max_edit_file_size;
     let version = (!uncounted && hashed.read == size && (edit_max == 0 || size <= edit_max))
         .then(|| hashed.version());
-    let (content, codec) = ranged_text(bytes, &head, offset, &shown)?;
+    let (content, codec) = ranged_text(bytes, &hashed.inner, offset, &shown)?;
     let (content, cut) = fit_lines(content, budget);
     if cut && content.is_empty() {
         return Err(line_over_budget(&shown, offset));
@@ -298,15 +298,26 @@ fn peek(file: &cap_std::fs::File, n: usize) -> Vec<u8> {
     buf
 }
 
-/// The text of lines read from a file whose first bytes are `head`: UTF-8 as they are;
-/// else decoded in the encoding the file's first bytes give (a BOM on line 1 left out).
+/// The text of lines read from `file`: ASCII, or UTF-8 in a file whose first bytes are
+/// UTF-8, as they are; else decoded in the encoding the file's first bytes give (as a
+/// whole read finds it; a BOM on line 1 left out). Only lines that are not ASCII cost
+/// a look at the file's first bytes.
 fn ranged_text(
     bytes: Vec<u8>,
-    head: &[u8],
+    file: &cap_std::fs::File,
     offset: u64,
     shown: &str,
 ) -> ToolResult<(String, crate::text::Codec)> {
     use crate::text::Codec;
+    if bytes.is_ascii() && memchr::memchr(0, &bytes).is_none() {
+        return String::from_utf8(bytes)
+            .map(|s| (s, Codec::UTF8))
+            .map_err(|_| binary(shown));
+    }
+    let head = &peek(file, crate::text::DETECT_MAX)[..];
+    if memchr::memchr(0, &bytes).is_some() && crate::text::bom(head).is_none() {
+        return Err(binary(shown));
+    }
     if let Some(c) = crate::text::bom(head) {
         let (content, _) = into_text(bytes, shown)?;
         let content = match content.strip_prefix('\u{FEFF}') {
@@ -635,8 +646,8 @@ impl<R: Read> Hashing<R> {
     }
 
     /// The version of everything read (as [`crate::history::version_of`]).
-    fn version(self) -> String {
-        let mut h = hex::encode(sha2::Digest::finalize(self.hash));
+    fn version(&self) -> String {
+        let mut h = hex::encode(sha2::Digest::finalize(self.hash.clone()));
         h.truncate(16);
         h
     }
