@@ -572,3 +572,82 @@ fn binary_files_are_still_binary() {
         assert_eq!(e.code, ErrorCode::BinaryFile, "{name}: {e:?}");
     }
 }
+
+#[test]
+fn links_and_denied_names_are_refused_whatever_the_encoding() {
+    let ws = setup();
+    let (_o, outside) = tempdir();
+    let secret = bytes_of(WINDOWS_1252, false, FRENCH);
+    write(&outside, "secret.txt", &secret);
+    std::os::unix::fs::symlink(outside.join("secret.txt"), ws.root.join("link.txt")).unwrap();
+    write(&ws.root, ".env", bytes_of(WINDOWS_1252, false, FRENCH));
+    let f = ws.ferret();
+    for name in ["link.txt", ".env"] {
+        let want = if name == ".env" {
+            ErrorCode::DeniedPattern
+        } else {
+            ErrorCode::PathEscape
+        };
+        assert_eq!(
+            code(call(&f, "read_file", json!({"path": name}))),
+            want,
+            "{name}"
+        );
+        let e = call(
+            &f,
+            "edit",
+            json!({"path": name, "old_string": "caf\u{e9}", "new_string": "the"}),
+        );
+        assert_eq!(code(e), want, "{name}");
+        let e = call(
+            &f,
+            "write_file",
+            json!({"path": name, "content": "x\n", "overwrite": true}),
+        );
+        assert_eq!(code(e), want, "{name}");
+        let v = call(
+            &f,
+            "grep",
+            json!({"pattern": "biblioth\u{e8}que", "output_mode": "files_with_matches"}),
+        )
+        .unwrap();
+        assert!(!v.to_string().contains(name), "{name}: {v}");
+    }
+    assert_eq!(std::fs::read(outside.join("secret.txt")).unwrap(), secret);
+}
+
+#[test]
+fn concurrent_edits_of_one_shift_jis_file_both_land_byte_exact() {
+    let ws = setup();
+    let f = std::sync::Arc::new(ws.ferret());
+    let lines: Vec<&str> = JAPANESE.lines().map(|l| l.trim_end_matches('\r')).collect();
+    let changes = [
+        (lines[0].to_string(), "\u{4e00}\u{884c}\u{76ee}".to_string()),
+        (lines[4].to_string(), "\u{4e94}\u{884c}\u{76ee}".to_string()),
+    ];
+    let handles: Vec<_> = changes
+        .iter()
+        .cloned()
+        .map(|(old, new)| {
+            let f = f.clone();
+            std::thread::spawn(move || {
+                call(
+                    &f,
+                    "edit",
+                    json!({"path": "sjis.txt", "old_string": old, "new_string": new}),
+                )
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap().unwrap();
+    }
+    let mut want = JAPANESE.to_string();
+    for (old, new) in &changes {
+        want = want.replacen(old.as_str(), new, 1);
+    }
+    assert_eq!(
+        std::fs::read(ws.root.join("sjis.txt")).unwrap(),
+        bytes_of(SHIFT_JIS, false, &want)
+    );
+}
