@@ -43,6 +43,9 @@ pub enum ErrorCode {
     /// A create or move onto a path that is taken (without overwrite).
     AlreadyExists,
     ConfirmationRequired,
+    /// New text has a character the file's encoding cannot hold (or a U+FFFD the file
+    /// did not have): nothing was changed.
+    Unrepresentable,
     // everything the filesystem throws at us that is none of the above
     IoError,
 }
@@ -76,6 +79,7 @@ impl ErrorCode {
             ErrorCode::Conflict => "CONFLICT",
             ErrorCode::AlreadyExists => "ALREADY_EXISTS",
             ErrorCode::ConfirmationRequired => "CONFIRMATION_REQUIRED",
+            ErrorCode::Unrepresentable => "UNREPRESENTABLE",
             ErrorCode::IoError => "IO_ERROR",
         }
     }
@@ -149,6 +153,9 @@ impl ErrorCode {
                 "choose another path, or pass overwrite: true to replace a file"
             }
             ErrorCode::ConfirmationRequired => "ask the user to confirm, then retry",
+            ErrorCode::Unrepresentable => {
+                "use characters the file's encoding has, or write_file with encoding utf-8"
+            }
             ErrorCode::IoError => "the operating system refused; check the path with get_file_info",
         }
     }

@@ -59,6 +59,7 @@ pub mod platform;
 pub mod prompt;
 pub mod registry;
 pub mod search;
+pub mod text;
 pub mod tool;
 pub mod tools;
 pub mod workspace;

@@ -87,7 +87,7 @@ impl WriteArgs {
         Ok(write_file::Params {
             path: self.path,
             content,
-            encoding: read_file::Encoding::Utf8,
+            encoding: None,
             overwrite: self.overwrite,
             expected_version: self.expected_version,
             dry_run: false, // --dry-run is global: the configuration carries it

@@ -232,6 +232,7 @@ mod tests {
                             })
                             .collect(),
                     ),
+                    charset: None,
                 })
                 .collect(),
             match_count: Some(0),

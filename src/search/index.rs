@@ -547,12 +547,50 @@ type Indexed = (Vec<u32>, u64, Option<Box<[u8]>>);
 /// Reads a file whole (up to `limit` bytes; 0: no limit) into its trigrams, and into a
 /// 4-gram filter when its stamp says it is large; None when it is larger than the limit
 /// (the scan skips it too) or unreadable.
+///
+/// A file that is not UTF-8 is indexed as a search reads it ([`super::text_encoding`]):
+/// its decoded text (UTF-16 with a BOM, a detected legacy encoding), or its bytes when
+/// it decodes in none. So a query's trigrams, which are UTF-8, never rule out a match
+/// a search would find in the decoded text.
 fn file_grams(
     file: &mut std::fs::File,
     size: u64,
     limit: u64,
     grams: &mut Grams,
 ) -> Option<Indexed> {
+    use std::io::{Seek, SeekFrom};
+    match read_grams(crate::text::Utf8Check::new(&mut *file), size, limit, grams) {
+        Ok(found) => return found,
+        Err(e) if !crate::text::is_not_utf8(&e) => return None,
+        Err(_) => {}
+    }
+    if let Some((enc, skip)) = super::text_encoding(file)
+        && (limit == 0 || size <= limit)
+        && file.seek(SeekFrom::Start(skip)).is_ok()
+    {
+        match read_grams(
+            crate::text::DecodeReader::new(&mut *file, enc),
+            size,
+            0,
+            grams,
+        ) {
+            Ok(found) => return found,
+            Err(e) if !crate::text::is_not_utf8(&e) => return None,
+            Err(_) => {}
+        }
+    }
+    file.seek(SeekFrom::Start(0)).ok()?;
+    read_grams(&mut *file, size, limit, grams).ok().flatten()
+}
+
+/// [`file_grams`] over one reading of the file; an error the reader gave (the table
+/// cleared).
+fn read_grams(
+    mut file: impl Read,
+    size: u64,
+    limit: u64,
+    grams: &mut Grams,
+) -> std::io::Result<Option<Indexed>> {
     let mut buf = vec![0u8; 256 * 1024];
     let mut quads = (size >= quads::MIN_LEN).then(|| quads::Builder::new(size));
     // Two bytes carried over so trigrams across reads are seen.
@@ -563,15 +601,15 @@ fn file_grams(
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => {
+            Err(e) => {
                 grams.take();
-                return None;
+                return Err(e);
             }
         };
         total += n as u64;
         if limit > 0 && total > limit {
             grams.take();
-            return None;
+            return Ok(None);
         }
         let end = keep + n;
         grams.add(&buf[..end]);
@@ -582,7 +620,11 @@ fn file_grams(
         let tail = end - keep;
         buf.copy_within(tail..end, 0);
     }
-    Some((grams.take(), total, quads.map(quads::Builder::finish)))
+    Ok(Some((
+        grams.take(),
+        total,
+        quads.map(quads::Builder::finish),
+    )))
 }
 
 /// Contents changed this recently (by their change time) are indexed but not trusted:

@@ -296,6 +296,9 @@ pub struct FileHits {
     pub path: String,
     pub count: u64,
     pub lines: Vec<Line>,
+    /// The file's encoding when it was searched decoded (not UTF-8: "windows-1252",
+    /// "utf-16le").
+    pub encoding: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -445,6 +448,27 @@ fn slow_buffer(file: &std::fs::File, whole: bool, control: &Control) -> Option<b
             start = end + 1;
         }
     }
+}
+
+/// The encoding a file that is not UTF-8 is searched in, and the bytes its BOM takes:
+/// UTF-16 by its BOM, else what [`crate::text::detect_legacy`] finds in its first bytes.
+/// The index ([`index`]) reads files by the same rule.
+pub(crate) fn text_encoding(file: &std::fs::File) -> Option<(&'static encoding_rs::Encoding, u64)> {
+    use std::os::unix::fs::FileExt;
+    let mut head = vec![0u8; crate::text::DETECT_MAX];
+    let mut got = 0;
+    while got < head.len() {
+        match file.read_at(&mut head[got..], got as u64) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    head.truncate(got);
+    if let Some(c) = crate::text::bom(&head) {
+        return Some((c.encoding, c.bom_bytes().len() as u64));
+    }
+    let whole = file.metadata().is_ok_and(|m| m.len() <= got as u64);
+    crate::text::detect_legacy(&head, whole).map(|e| (e, 0))
 }
 
 /// Runs a content search.
@@ -597,14 +621,44 @@ boundaries, or search a smaller file",
                 None
             };
             let mut sink = FileSink::new(&matcher, record, env.max_columns);
-            let reader = Guarded {
-                inner: file,
-                read: 0,
-                limit: max_size,
-                stop: &stop,
-                deadline,
+            let guarded = |at: u64| {
+                use std::io::{Seek, SeekFrom};
+                (&file).seek(SeekFrom::Start(at))?;
+                Ok::<_, io::Error>(Guarded {
+                    inner: &file,
+                    read: 0,
+                    limit: max_size,
+                    stop: &stop,
+                    deadline,
+                })
             };
-            let result = searcher.search_reader(&matcher, reader, &mut sink);
+            // UTF-8 is searched as it is read (checked on the way); a file that is not
+            // is searched again decoded (crate::text): UTF-16 with a BOM, or the legacy
+            // encoding its first bytes show. One that decodes in none is searched as
+            // bytes, as ripgrep would.
+            let mut encoding = None;
+            let mut result = guarded(0).and_then(|r| {
+                searcher.search_reader(&matcher, crate::text::Utf8Check::new(r), &mut sink)
+            });
+            if result.as_ref().is_err_and(crate::text::is_not_utf8) {
+                if let Some((enc, skip)) = text_encoding(&file) {
+                    sink = FileSink::new(&matcher, record, env.max_columns);
+                    result = guarded(skip).and_then(|r| {
+                        searcher.search_reader(
+                            &matcher,
+                            crate::text::DecodeReader::new(r, enc),
+                            &mut sink,
+                        )
+                    });
+                    encoding = Some(enc.name().to_ascii_lowercase());
+                }
+                if encoding.is_none() || result.as_ref().is_err_and(crate::text::is_not_utf8) {
+                    sink = FileSink::new(&matcher, record, env.max_columns);
+                    result =
+                        guarded(0).and_then(|r| searcher.search_reader(&matcher, r, &mut sink));
+                    encoding = None;
+                }
+            }
             if pooled.is_some() {
                 // The searcher keeps its buffer at its largest: a fresh one gives back
                 // what the long line took, with the pool's share.
@@ -662,6 +716,7 @@ read it with read_file and an offset",
                 path: ws.display(&found.ws_path(ws)),
                 count: sink.match_count,
                 lines: sink.lines,
+                encoding,
             };
             crate::error::lock(top).insert(found.key(), weight, hits);
             true

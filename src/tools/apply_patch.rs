@@ -386,16 +386,15 @@ fn plan(
                 if let Some(v) = versions.get(change.path()) {
                     super::edit::check_version(ctx, v, &before, &shown).map_err(at_change)?;
                 }
-                let (bom, body) = match before.strip_prefix(b"\xEF\xBB\xBF") {
-                    Some(rest) => (&before[..3], rest),
-                    None => (&before[..0], &before[..]),
-                };
-                let text = std::str::from_utf8(body).map_err(|_| {
-                    at_change(ToolError::new(
-                        ErrorCode::BinaryFile,
-                        "not UTF-8 text; patches change text files",
-                    ))
-                })?;
+                // Any encoding read (crate::text), written back in it.
+                let (bom, codec, text) =
+                    super::edit::decode_for_change(&before, &shown).map_err(|e| {
+                        at_change(ToolError::new(
+                            e.code,
+                            "not text in an encoding ferret reads; patches change text files",
+                        ))
+                    })?;
+                let text = &*text;
                 let permits = vec![read_held];
                 // Within the file's limit and what the patch may still hold.
                 let limit = if max > 0 { max } else { u64::MAX }
@@ -408,8 +407,9 @@ fn plan(
                     limit.saturating_sub(bom.len() as u64),
                     &|| ctx.check(),
                 )?;
-                let mut after = bom.to_vec();
-                after.extend_from_slice(new_text.as_bytes());
+                let after =
+                    super::edit::encode_change(codec, bom, &before, text, &new_text, &shown)
+                        .map_err(at_change)?;
                 check_size(max, after.len(), &shown)?;
                 let mut outcome = FileOutcome {
                     path: shown.clone(),

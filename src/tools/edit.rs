@@ -57,6 +57,10 @@ pub struct Output {
     #[schemars(skip)]
     pub would_ask: Option<String>,
     pub dry_run: bool,
+    // The file's encoding when not plain UTF-8 ("windows-1252", "utf-16le with BOM"):
+    // the change was written in it, every other byte as it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charset: Option<String>,
 }
 
 pub struct Edit;
@@ -119,16 +123,8 @@ and Unicode punctuation are forgiven. Returns a diff; undo reverts; dry_run prev
                 per_line: true,
             },
         )?;
-        let (bom, text) = match before.strip_prefix(b"\xEF\xBB\xBF") {
-            Some(rest) => (&before[..3], rest),
-            None => (&before[..0], &before[..]),
-        };
-        let text = std::str::from_utf8(text).map_err(|_| {
-            ToolError::new(
-                ErrorCode::BinaryFile,
-                format!("{shown} is not UTF-8 text; edit changes text files"),
-            )
-        })?;
+        let (bom, codec, text) = decode_for_change(&before, &shown)?;
+        let text = &*text;
 
         if let Some(v) = &p.expected_version {
             check_version(ctx, v, &before, &shown)?;
@@ -145,9 +141,7 @@ and Unicode punctuation are forgiven. Returns a diff; undo reverts; dry_run prev
         .map_err(|m| stopped_or_miss(ctx, m, &shown))?;
         let after_text = found.apply(text);
         let replacements = found.places.len();
-        let mut after = Vec::with_capacity(bom.len() + after_text.len());
-        after.extend_from_slice(bom);
-        after.extend_from_slice(after_text.as_bytes());
+        let after = encode_change(codec, bom, &before, text, &after_text, &shown)?;
 
         let diff = super::unified_diff(
             text,
@@ -167,6 +161,7 @@ and Unicode punctuation are forgiven. Returns a diff; undo reverts; dry_run prev
                 change_id: None,
                 would_ask: super::would_ask(confirm_listed(ctx, &at, "editing"))?,
                 dry_run,
+                charset: codec.label(),
             });
         }
 
@@ -180,15 +175,19 @@ and Unicode punctuation are forgiven. Returns a diff; undo reverts; dry_run prev
             change_id: Some(id),
             would_ask: None,
             dry_run: false,
+            charset: codec.label(),
         })
     }
 
     fn render(&self, o: &Output) -> String {
-        let how = o
+        let mut how = o
             .matched
             .describe()
             .map(|d| format!(", matched {d}"))
             .unwrap_or_default();
+        if let Some(e) = &o.charset {
+            how.push_str(&format!(", written in {e}"));
+        }
         let head = if o.dry_run {
             format!(
                 "Would edit {} ({} replacement{}{how}):\n",
@@ -218,6 +217,66 @@ and Unicode punctuation are forgiven. Returns a diff; undo reverts; dry_run prev
             o.diff
         )
     }
+}
+
+/// A file's text for a change: a UTF-8 BOM's bytes (kept before the text, never part of
+/// a match), the codec, and the text (borrowed when the file is UTF-8). Files in other
+/// encodings are decoded ([`crate::text`]); what decodes in none is `BINARY_FILE`.
+pub fn decode_for_change<'a>(
+    before: &'a [u8],
+    shown: &str,
+) -> ToolResult<(&'a [u8], crate::text::Codec, std::borrow::Cow<'a, str>)> {
+    use crate::text::Codec;
+    let (bom, rest) = match before.strip_prefix(b"\xEF\xBB\xBF") {
+        Some(rest) => (&before[..3], rest),
+        None => (&before[..0], before),
+    };
+    if let Ok(t) = std::str::from_utf8(rest) {
+        let codec = Codec {
+            encoding: encoding_rs::UTF_8,
+            bom: !bom.is_empty(),
+        };
+        return Ok((bom, codec, std::borrow::Cow::Borrowed(t)));
+    }
+    match crate::text::decode(before) {
+        Some(d) => Ok((&before[..0], d.codec, std::borrow::Cow::Owned(d.text))),
+        None => Err(ToolError::new(
+            ErrorCode::BinaryFile,
+            format!(
+                "{shown} is not text (not UTF-8, UTF-16 with a BOM, nor a legacy encoding that decodes cleanly); edit changes text files"
+            ),
+        )),
+    }
+}
+
+/// The bytes of a changed file: UTF-8 as it is (after its BOM); another encoding with
+/// the changed lines encoded and every other byte the original ([`crate::text::splice`]).
+/// Text the encoding cannot hold is `UNREPRESENTABLE`, and nothing is changed.
+pub fn encode_change(
+    codec: crate::text::Codec,
+    bom: &[u8],
+    before: &[u8],
+    old: &str,
+    new: &str,
+    shown: &str,
+) -> ToolResult<Vec<u8>> {
+    if codec.encoding == encoding_rs::UTF_8 && !codec.bom || bom.len() == 3 {
+        let mut after = Vec::with_capacity(bom.len() + new.len());
+        after.extend_from_slice(bom);
+        after.extend_from_slice(new.as_bytes());
+        return Ok(after);
+    }
+    let deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(2));
+    crate::text::splice(&codec, before, old, new, deadline).map_err(|u| {
+        ToolError::new(
+            ErrorCode::Unrepresentable,
+            format!(
+                "{}: {}; nothing was changed",
+                crate::workspace::shown(shown),
+                u.describe(&codec)
+            ),
+        )
+    })
 }
 
 fn plural(n: usize) -> &'static str {

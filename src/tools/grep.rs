@@ -109,6 +109,9 @@ pub struct FileResult {
     /// Matching and context lines (content mode).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lines: Option<Vec<Line>>,
+    // The file's encoding when not UTF-8 (searched and shown decoded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charset: Option<String>,
 }
 
 /// What a result cut to fit the output budget did not show.
@@ -257,6 +260,7 @@ files_with_matches (cheapest), content (numbered lines), count. Skips .gitignore
                                     path: f.path.clone(),
                                     count: None,
                                     lines: Some(lines),
+                                    charset: f.encoding.clone(),
                                 });
                             }
                             break 'files;
@@ -271,6 +275,7 @@ files_with_matches (cheapest), content (numbered lines), count. Skips .gitignore
                     path: f.path,
                     count: None,
                     lines: Some(lines),
+                    charset: f.encoding,
                 });
             }
             // Asked for more than fits (or for all): what was left out, by the true totals.
@@ -304,6 +309,7 @@ files_with_matches (cheapest), content (numbered lines), count. Skips .gitignore
                     path: f.path,
                     count: (mode == GrepMode::Count).then_some(f.count),
                     lines: None,
+                    charset: f.encoding,
                 })
                 .collect();
             let truncated = (p.offset + files.len()) < found.file_count as usize;
@@ -388,6 +394,14 @@ pub fn render(o: &Output) -> String {
                 }
             }
         }
+    }
+    let decoded: Vec<String> = o
+        .files
+        .iter()
+        .filter_map(|f| Some(format!("{} ({})", shown(&f.path), f.charset.as_ref()?)))
+        .collect();
+    if !decoded.is_empty() {
+        s.push_str(&format!("[decoded: {}]\n", decoded.join(", ")));
     }
     if let Some(i) = &o.incomplete {
         // The totals are the files searched so far: no page of a whole answer to offer.

@@ -65,6 +65,14 @@ pub struct Output {
     /// pass it as expected_version to edit to refuse the change if the file changed since.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    // The file's text encoding when not plain UTF-8 ("windows-1252", "utf-16le with
+    // BOM"); the content is shown decoded and edits keep it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charset: Option<String>,
+    // The file starts with a byte-order mark (not shown in content; edits keep it);
+    // `charset` says "… with BOM".
+    #[serde(skip)]
+    pub bom: bool,
 }
 
 pub struct ReadFile;
@@ -77,8 +85,8 @@ impl Tool for ReadFile {
         ToolMeta {
             name: "read_file",
             title: "Read file",
-            description: "Read a file as numbered lines, with its version (for edit). Large files: offset and limit. Binary: \
-encoding base64. Several files: read_files.",
+            description: "Read a file as numbered lines with its version (for edit). Large: offset, limit. Binary: \
+encoding base64. Many: read_files.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }
@@ -162,9 +170,13 @@ encoding base64. Several files: read_files.",
                 last + 1
             ));
         }
-        if let Some(v) = &o.version {
+        let enc = o.charset.as_ref().map(|e| format!("encoding {e}"));
+        match (&o.version, enc) {
             // For the stale-write guard: models that read only the text need it too.
-            out.push_str(&format!("[version {v}]\n"));
+            (Some(v), Some(e)) => out.push_str(&format!("[version {v}; {e}]\n")),
+            (Some(v), None) => out.push_str(&format!("[version {v}]\n")),
+            (None, Some(e)) => out.push_str(&format!("[{e}]\n")),
+            (None, None) => {}
         }
         out
     }
@@ -221,9 +233,9 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
     if !ranged {
         check_whole_size(&shown, size, max, Encoding::Utf8)?;
         let bytes = read_capped(file, size, max, &shown)?;
-        let content = into_text(bytes, &shown)?;
+        let version = crate::history::version_of(&bytes);
+        let (content, codec) = into_text(bytes, &shown)?;
         ctx.charge_bytes(content.len() as u64)?;
-        let version = crate::history::version_of(content.as_bytes());
         ctx.seen().remember(&version, &content);
         let total_lines = count_lines(content.as_bytes());
         let (content, cut) = fit_lines(content, budget);
@@ -240,17 +252,25 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
             offset: 1,
             truncated: cut,
             lines_uncounted: false,
+            charset: codec.label(),
+            bom: codec.bom,
         });
     }
 
     let offset = p.offset.unwrap_or(1);
+    // The file's first bytes name its encoding (as a whole read finds it); a UTF-16
+    // file's lines are not split at '\n' bytes: it is decoded whole, then ranged.
+    let head = peek(&file, 4);
+    if crate::text::bom(&head).is_some_and(|c| c.encoding != encoding_rs::UTF_8) {
+        return ranged_utf16(ctx, file, size, max, shown, offset, limit, budget);
+    }
     let mut hashed = Hashing::new(file);
     let (bytes, total_lines, uncounted) = read_lines(ctx, &mut hashed, offset, limit, max, &shown)?;
     // Every byte was read (to count the lines), so the hash is the whole file's.
     let edit_max = ctx.config().max_edit_file_size;
     let version = (!uncounted && hashed.read == size && (edit_max == 0 || size <= edit_max))
         .then(|| hashed.version());
-    let content = into_text(bytes, &shown)?;
+    let (content, codec) = ranged_text(bytes, &hashed.inner, offset, &shown)?;
     let (content, cut) = fit_lines(content, budget);
     if cut && content.is_empty() {
         return Err(line_over_budget(&shown, offset));
@@ -267,6 +287,129 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
         truncated: uncounted || offset.saturating_sub(1) + returned < total_lines,
         lines_uncounted: uncounted,
         version,
+        charset: codec.label(),
+        bom: codec.bom,
+    })
+}
+
+/// Up to `n` bytes from the start of the file, without moving its position.
+fn peek(file: &cap_std::fs::File, n: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; n];
+    let mut got = 0;
+    while got < n {
+        match rustix::io::pread(file, &mut buf[got..], got as u64) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => got += k,
+        }
+    }
+    buf.truncate(got);
+    buf
+}
+
+/// The text of lines read from `file`: ASCII, or UTF-8 in a file whose first bytes are
+/// UTF-8, as they are; else decoded in the encoding the file's first bytes give (as a
+/// whole read finds it; a BOM on line 1 left out). Only lines that are not ASCII cost
+/// a look at the file's first bytes.
+fn ranged_text(
+    bytes: Vec<u8>,
+    file: &cap_std::fs::File,
+    offset: u64,
+    shown: &str,
+) -> ToolResult<(String, crate::text::Codec)> {
+    use crate::text::Codec;
+    if bytes.is_ascii() && memchr::memchr(0, &bytes).is_none() {
+        return String::from_utf8(bytes)
+            .map(|s| (s, Codec::UTF8))
+            .map_err(|_| binary(shown));
+    }
+    let head = &peek(file, crate::text::DETECT_MAX)[..];
+    if memchr::memchr(0, &bytes).is_some() && crate::text::bom(head).is_none() {
+        return Err(binary(shown));
+    }
+    if let Some(c) = crate::text::bom(head) {
+        let (content, _) = into_text(bytes, shown)?;
+        let content = match content.strip_prefix('\u{FEFF}') {
+            Some(rest) if offset == 1 => rest.to_string(),
+            _ => content,
+        };
+        return Ok((content, c));
+    }
+    if memchr::memchr(0, &bytes).is_none()
+        && let Ok(s) = std::str::from_utf8(&bytes)
+    {
+        // The lines are UTF-8; the file is too unless its head says otherwise.
+        // (A head cut inside a character is UTF-8 too.)
+        if std::str::from_utf8(head).map_or_else(|e| e.error_len().is_none(), |_| true) {
+            return Ok((s.to_string(), Codec::UTF8));
+        }
+    }
+    let whole = head.len() < crate::text::DETECT_MAX;
+    let encoding = crate::text::detect_legacy(head, whole).ok_or_else(|| binary(shown))?;
+    let text = encoding
+        .decode_without_bom_handling_and_without_replacement(&bytes)
+        .ok_or_else(|| binary(shown))?;
+    Ok((
+        text.into_owned(),
+        Codec {
+            encoding,
+            bom: false,
+        },
+    ))
+}
+
+#[allow(clippy::too_many_arguments)] // the read's parts, each already checked
+/// A ranged read of a UTF-16 file: decoded whole (it must fit the size limit), then the
+/// lines asked for.
+fn ranged_utf16(
+    ctx: &Ctx,
+    file: cap_std::fs::File,
+    size: u64,
+    max: u64,
+    shown: String,
+    offset: u64,
+    limit: Option<u64>,
+    budget: Option<usize>,
+) -> ToolResult<Output> {
+    check_whole_size(&shown, size, max, Encoding::Utf8).map_err(|e| {
+        e.with_hint("a UTF-16 file is read whole (it is over the limit): grep searches it")
+    })?;
+    let bytes = read_capped(file, size, max, &shown)?;
+    let edit_max = ctx.config().max_edit_file_size;
+    let version = (edit_max == 0 || size <= edit_max).then(|| crate::history::version_of(&bytes));
+    let (text, codec) = into_text(bytes, &shown)?;
+    let total_lines = count_lines(text.as_bytes());
+    let from: usize = text
+        .split_inclusive('\n')
+        .take(offset.saturating_sub(1) as usize)
+        .map(str::len)
+        .sum();
+    let rest = &text[from..];
+    let len: usize = match limit {
+        Some(l) => rest
+            .split_inclusive('\n')
+            .take(l as usize)
+            .map(str::len)
+            .sum(),
+        None => rest.len(),
+    };
+    let (content, cut) = fit_lines(rest[..len].to_string(), budget);
+    if cut && content.is_empty() {
+        return Err(line_over_budget(&shown, offset));
+    }
+    ctx.charge_bytes(content.len() as u64)?;
+    let returned = count_lines(content.as_bytes());
+    Ok(Output {
+        path: shown,
+        content,
+        size,
+        encoding: Encoding::Utf8,
+        total_lines,
+        offset,
+        truncated: offset.saturating_sub(1) + returned < total_lines,
+        lines_uncounted: false,
+        version,
+        charset: codec.label(),
+        bom: codec.bom,
     })
 }
 
@@ -347,6 +490,8 @@ fn read_base64(
         encoding: Encoding::Base64,
         offset: start,
         version: whole.then(|| crate::history::version_of(&bytes)),
+        charset: None,
+        bom: false,
     })
 }
 
@@ -509,8 +654,8 @@ impl<R: Read> Hashing<R> {
     }
 
     /// The version of everything read (as [`crate::history::version_of`]).
-    fn version(self) -> String {
-        let mut h = hex::encode(sha2::Digest::finalize(self.hash));
+    fn version(&self) -> String {
+        let mut h = hex::encode(sha2::Digest::finalize(self.hash.clone()));
         h.truncate(16);
         h
     }
@@ -530,13 +675,26 @@ fn count_lines(bytes: &[u8]) -> u64 {
     newlines + u64::from(bytes.last().is_some_and(|&b| b != b'\n'))
 }
 
-fn into_text(bytes: Vec<u8>, shown: &str) -> ToolResult<String> {
-    let binary = || {
-        ToolError::new(ErrorCode::BinaryFile, format!("{shown} is not UTF-8 text"))
-            .with_hint("read it with encoding \"base64\" to get the raw bytes")
-    };
-    if memchr::memchr(0, &bytes).is_some() {
-        return Err(binary());
+fn binary(shown: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::BinaryFile,
+        format!("{shown} is not text (not UTF-8, UTF-16 with a BOM, nor a legacy encoding that decodes cleanly)"),
+    )
+    .with_hint("read it with encoding \"base64\" to get the raw bytes")
+}
+
+/// A whole file's text, decoded (see [`crate::text`]; a BOM left out), and its codec.
+fn into_text(bytes: Vec<u8>, shown: &str) -> ToolResult<(String, crate::text::Codec)> {
+    if crate::text::bom(&bytes).is_none() && memchr::memchr(0, &bytes).is_none() {
+        // The UTF-8 fast path: no copy.
+        match String::from_utf8(bytes) {
+            Ok(s) => return Ok((s, crate::text::Codec::UTF8)),
+            Err(e) => {
+                let d = crate::text::decode(e.as_bytes()).ok_or_else(|| binary(shown))?;
+                return Ok((d.text, d.codec));
+            }
+        }
     }
-    String::from_utf8(bytes).map_err(|_| binary())
+    let d = crate::text::decode(&bytes).ok_or_else(|| binary(shown))?;
+    Ok((d.text, d.codec))
 }

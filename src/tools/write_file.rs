@@ -24,8 +24,10 @@ use serde::{Deserialize, Serialize};
 pub struct Params {
     pub path: String,
     pub content: String,
+    /// Default: keep the file's.
     #[serde(default)]
-    pub encoding: Encoding,
+    #[schemars(with = "Encoding")]
+    pub encoding: Option<Encoding>,
     #[serde(default)]
     pub overwrite: bool,
     /// From read_file; CONFLICT if the file changed since.
@@ -63,6 +65,13 @@ pub struct Output {
     #[schemars(skip)]
     pub would_ask: Option<String>,
     pub dry_run: bool,
+    // Replacing a file in another encoding than plain UTF-8: the encoding written
+    // (kept from the old content, as its CRLF line endings are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charset: Option<String>,
+    // The old content's CRLF line endings were kept (the content had bare "\n").
+    #[serde(skip)]
+    pub crlf: bool,
 }
 
 pub struct WriteFile;
@@ -83,7 +92,8 @@ file). Atomic; undo reverts; dry_run previews.",
     }
 
     fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
-        let content = match p.encoding {
+        let as_text = p.encoding.is_none();
+        let content = match p.encoding.unwrap_or_default() {
             Encoding::Utf8 => p.content.into_bytes(),
             Encoding::Base64 => base64::engine::general_purpose::STANDARD
                 .decode(p.content.trim())
@@ -130,7 +140,7 @@ file). Atomic; undo reverts; dry_run previews.",
                 format!("{shown} already exists; nothing was written"),
             )
             .with_hint("use edit to change part of it, or pass overwrite: true to replace it (it is backed up first)")),
-            Some(_) => replace(ctx, &wp, &shown, &content, p.expected_version.as_deref(), version, dry_run),
+            Some(_) => replace(ctx, &wp, &shown, content, as_text, p.expected_version.as_deref(), dry_run),
             None => {
                 if p.expected_version.is_some() {
                     return Err(ToolError::new(
@@ -153,6 +163,12 @@ file). Atomic; undo reverts; dry_run previews.",
             (false, false) => "Replaced",
         };
         let mut s = format!("{verb} {} ({} bytes", shown(&o.path), o.size);
+        match (&o.charset, o.crlf) {
+            (Some(e), true) => s.push_str(&format!(", {e}, CRLF kept")),
+            (Some(e), false) => s.push_str(&format!(", {e} kept")),
+            (None, true) => s.push_str(", CRLF kept"),
+            (None, false) => {}
+        }
         if !o.created_dirs.is_empty() {
             let dirs: Vec<_> = o.created_dirs.iter().map(|d| shown(d)).collect();
             s.push_str(&format!("; new directories: {}", dirs.join(", ")));
@@ -205,6 +221,8 @@ fn create(
         change_id: None,
         would_ask: None,
         dry_run,
+        charset: None,
+        crlf: false,
     };
     // The rules ask about the real name (a directory on the way may be a link), and
     // about the name as spelled: a write under `.github/workflows/` asks even when
@@ -255,29 +273,71 @@ fn create(
     Ok(out)
 }
 
+/// Text written over an existing text file, with no encoding given, in the file's
+/// encoding (and BOM) and, when the text has bare "\n" line ends and the file's were
+/// mostly CRLF, with CRLF: the bytes, the old and new text for the diff, the encoding
+/// kept (when not plain UTF-8), and whether CRLF was.
+type Kept = (Vec<u8>, Option<(String, String)>, Option<String>, bool);
+
+fn keep_encoding(before: &[u8], content: Vec<u8>, shown: &str) -> ToolResult<Kept> {
+    let new =
+        String::from_utf8(content).map_err(|_| ToolError::invalid("content is not UTF-8 text"))?;
+    let Some(old) = crate::text::decode(before) else {
+        return Ok((new.into_bytes(), None, None, false));
+    };
+    let crlf = !new.contains('\r') && new.contains('\n') && crate::text::dominant_crlf(&old.text);
+    let mut new = if crlf { new.replace('\n', "\r\n") } else { new };
+    if old.codec.bom && new.starts_with('\u{FEFF}') {
+        new.remove(0);
+    }
+    let bytes =
+        crate::text::encode(&old.codec, &new, old.text.contains('\u{FFFD}')).map_err(|u| {
+            ToolError::new(
+                ErrorCode::Unrepresentable,
+                format!(
+                    "{}: {}; nothing was written",
+                    crate::workspace::shown(shown),
+                    u.describe(&old.codec)
+                ),
+            )
+        })?;
+    Ok((bytes, Some((old.text, new)), old.codec.label(), crlf))
+}
+
+#[allow(clippy::too_many_arguments)] // the replace's parts, each already checked
 fn replace(
     ctx: &Ctx,
     wp: &crate::workspace::WsPath,
     shown: &str,
-    content: &[u8],
+    content: Vec<u8>,
+    as_text: bool,
     expected_version: Option<&str>,
-    version: String,
     dry_run: bool,
 ) -> ToolResult<Output> {
     let (file, before, at, _held) = super::read_locked(ctx, wp, shown)?;
     if let Some(v) = expected_version {
         super::edit::check_version(ctx, v, &before, shown)?;
     }
-    let diff = match (std::str::from_utf8(&before), std::str::from_utf8(content)) {
-        (Ok(old), Ok(new)) => Some(super::unified_diff(
-            old,
-            new,
+    let (content, old_new, text_encoding, crlf) = if as_text {
+        keep_encoding(&before, content, shown)?
+    } else {
+        let texts = match (std::str::from_utf8(&before), std::str::from_utf8(&content)) {
+            (Ok(old), Ok(new)) => Some((old.to_string(), new.to_string())),
+            _ => None,
+        };
+        (content, texts, None, false)
+    };
+    let content = &content[..];
+    let version = crate::history::version_of(content);
+    let diff = old_new.map(|(old, new)| {
+        super::unified_diff(
+            &old,
+            &new,
             &format!("a/{}", crate::workspace::shown(shown)),
             &format!("b/{}", crate::workspace::shown(shown)),
             3,
-        )),
-        _ => None,
-    };
+        )
+    });
     let mut out = Output {
         path: shown.to_string(),
         created: false,
@@ -289,6 +349,8 @@ fn replace(
         change_id: None,
         would_ask: None,
         dry_run,
+        charset: text_encoding,
+        crlf,
     };
     if dry_run {
         out.would_ask = super::would_ask(super::edit::confirm_listed(ctx, &at, "replacing"))?;

@@ -528,6 +528,7 @@ fn every_code() -> Vec<ErrorCode> {
         Conflict,
         AlreadyExists,
         ConfirmationRequired,
+        Unrepresentable,
         IoError,
     ];
     for c in &all {
@@ -536,7 +537,8 @@ fn every_code() -> Vec<ErrorCode> {
             | FileTooLarge | ResultTooLarge | RoundLimitExceeded | RateLimitExceeded | Timeout
             | Cancelled | InvalidArgument | InvalidRegex | InvalidGlob | NotFound
             | NotADirectory | IsADirectory | BinaryFile | UnknownTool | WriteDisabled | NoMatch
-            | NotUnique | Conflict | AlreadyExists | ConfirmationRequired | IoError => {}
+            | NotUnique | Conflict | AlreadyExists | ConfirmationRequired | Unrepresentable
+            | IoError => {}
         }
     }
     all
@@ -687,6 +689,11 @@ fn provoke(code: ErrorCode, root: &Path, state: &Path) -> Option<Vec<ToolError>>
                 json!({"path": "twice.txt", "permanent": true}),
             ),
         ],
+        Unrepresentable => vec![err(
+            &writes(),
+            "edit",
+            json!({"path": "w1252.txt", "old_string": "caf\u{e9}", "new_string": "\u{4e2d}"}),
+        )],
         ResultTooLarge | IoError => return None,
     };
     Some(errs)
@@ -701,6 +708,11 @@ fn every_error_code_a_tool_returns_has_a_hint_naming_only_what_exists() {
     util::write(&root, ".env", "SECRET=1\n");
     util::write(&root, ".gitignore", "target\n");
     util::write(&root, "bin.dat", b"\x00\x01\x02binary\x00");
+    util::write(
+        &root,
+        "w1252.txt",
+        b"un caf\xe9 cr\xe8me br\xfbl\xe9e, tr\xe8s fran\xe7ais\n",
+    );
     util::write(&root, "d/e/f/g.txt", "deep\n");
     util::write(&outside, "x", "outside\n");
     std::os::unix::fs::symlink(&outside, root.join("out")).unwrap();

@@ -9,6 +9,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("error", 0),
     ("clock", 0),
     ("platform", 0),
+    ("text", 0),
     ("config", 1),
     ("control", 1),
     ("workspace", 2),
