@@ -499,6 +499,21 @@ impl History {
         safe::read_backup(path)
     }
 
+    /// [`History::read_backup`], checked against the hash the change recorded of the
+    /// content it replaced: a backup rewritten since (by anything that could reach the
+    /// state directory) is never restored.
+    pub fn read_backup_as(&self, path: &Path, sha256_before: Option<&str>) -> ToolResult<Vec<u8>> {
+        let content = self.read_backup(path)?;
+        match sha256_before {
+            Some(want) if sha256(&content) != want => Err(crate::error::ToolError::new(
+                crate::error::ErrorCode::Conflict,
+                "the backup no longer holds what the change replaced (it was changed since); nothing was restored",
+            )
+            .with_hint(safe::HINT)),
+            _ => Ok(content),
+        }
+    }
+
     /// Settles every change left pending by a process that is gone: finished if it
     /// landed, rolled back (its temporary file removed) if not. Returns how many.
     pub fn recover(&self, ws: &Workspace) -> ToolResult<usize> {

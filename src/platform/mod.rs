@@ -231,10 +231,14 @@ pub fn protected_defaults(env: Env<'_>) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     dirs.extend(abs_var(env, "XDG_STATE_HOME").map(|d| d.join("ferret")));
     dirs.extend(abs_var(env, "XDG_DATA_HOME").map(|d| d.join("Trash")));
+    // The user's config: an agent that could write it would set every other run's
+    // deny list, confirm list and writes.
+    dirs.extend(abs_var(env, "XDG_CONFIG_HOME").map(|d| d.join("ferret")));
     match abs_var(env, "HOME") {
         Some(h) => {
             dirs.push(h.join(".local/state/ferret"));
             dirs.push(h.join(".local/share/Trash"));
+            dirs.push(h.join(".config/ferret"));
             dirs.extend(os::protected_in_home(&h));
         }
         None => dirs.push(std::env::temp_dir().join("ferret")),

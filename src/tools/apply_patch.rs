@@ -155,7 +155,7 @@ hunks, *** Move to, *** End Patch).",
             dry_run,
         };
         if dry_run {
-            out.would_ask = super::would_ask(confirm_listed(ctx, &plan))?;
+            out.would_ask = super::would_ask(confirm_listed(ctx, &plan).map(|_| ()))?;
             return Ok(out);
         }
         commit(ctx, plan, &mut out)?;
@@ -697,7 +697,7 @@ fn diff(old: &str, new: &str, a: &str, b: &str) -> String {
 /// Asks when a file the plan changes is on the confirm list. The confirm list asks
 /// about real names: an open file's resolution, or for a new file its path as far as it
 /// exists.
-fn confirm_listed(ctx: &Ctx, plan: &[PlannedFile]) -> ToolResult<()> {
+fn confirm_listed(ctx: &Ctx, plan: &[PlannedFile]) -> ToolResult<bool> {
     let ws = ctx.workspace();
     let mut listed: Vec<String> = Vec::new();
     for op in plan.iter().flat_map(|f| &f.ops) {
@@ -716,13 +716,13 @@ fn confirm_listed(ctx: &Ctx, plan: &[PlannedFile]) -> ToolResult<()> {
             false,
         )?;
     }
-    Ok(())
+    Ok(!listed.is_empty())
 }
 
 /// Writes the plan as one journal group.
 fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()> {
     let ws = ctx.workspace();
-    confirm_listed(ctx, &plan)?;
+    let asked = confirm_listed(ctx, &plan)?;
     let history = ctx.history()?;
     let backups = ctx.config().backup_enabled;
     let mut planned = Vec::new();
@@ -740,6 +740,19 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
                         ),
                     )
                     .with_hint("read it, then make the patch update it instead of adding it"));
+                }
+                // Where the name leads now: a directory on the way may have been swapped
+                // for a link (by another process) since the question was settled.
+                if !asked && ws.needs_confirmation(&at.real, false) {
+                    return Err(ToolError::new(
+                        ErrorCode::Conflict,
+                        format!(
+                            "{} now leads to {}, which is on the confirm list (a directory on the way changed during the call); nothing was changed",
+                            ws.display(&op.wp),
+                            crate::workspace::shown_in_prose(&ws.display(&at.real))
+                        ),
+                    )
+                    .with_hint("call again: the change will be asked about"));
                 }
                 (at, created, None)
             }

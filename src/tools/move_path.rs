@@ -136,7 +136,19 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
             let target = dir
                 .read_link_contents(name)
                 .map_err(|e| ToolError::io(&src_said, &e))?;
-            if stays_inside(from.real.rel(), &target) && !stays_inside(to.real.rel(), &target) {
+            // By its words alone when its `..`s all come first (the real place of the
+            // link is known, so they climb real directories); a `..` after a name climbs
+            // from wherever that name leads, so such a link moves only within its folder.
+            let (was, would) = (
+                leads_inside(from.real.rel(), &target),
+                leads_inside(to.real.rel(), &target),
+            );
+            let same_folder = from.real.rel().parent() == to.real.rel().parent();
+            let escapes = match would {
+                Some(inside) => !inside && was != Some(false),
+                None => !same_folder,
+            };
+            if escapes {
                 return Err(ToolError::new(
                     ErrorCode::PathEscape,
                     format!(
@@ -310,44 +322,46 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
     }
 }
 
-/// Whether a link at `link` (relative to its root) whose target is `target` leads, by its
-/// words alone, somewhere under the root: an absolute target never does; a relative one
-/// as long as its `..`s never climb above the root.
-fn stays_inside(link: &std::path::Path, target: &std::path::Path) -> bool {
+/// Whether a link at `link` (its real place, relative to its root) whose target is
+/// `target` leads somewhere under the root, by its words: an absolute target never does;
+/// a relative one as long as its `..`s never climb above the root. `None` when words
+/// cannot tell: a `..` after a name climbs from wherever that name leads (a link).
+fn leads_inside(link: &std::path::Path, target: &std::path::Path) -> Option<bool> {
     use std::path::Component;
     let mut depth = link.parent().map_or(0, |p| p.components().count());
+    let mut named = false;
     for c in target.components() {
         match c {
-            Component::Normal(_) => depth += 1,
+            Component::Normal(_) => {
+                depth += 1;
+                named = true;
+            }
             Component::CurDir => {}
+            Component::ParentDir if named => return None,
             Component::ParentDir => match depth.checked_sub(1) {
                 Some(d) => depth = d,
-                None => return false,
+                None => return Some(false),
             },
-            Component::RootDir | Component::Prefix(_) => return false,
+            Component::RootDir | Component::Prefix(_) => return Some(false),
         }
     }
-    true
+    Some(true)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::stays_inside;
+    use super::leads_inside;
     use std::path::Path;
 
     #[test]
     fn a_links_words_lead_inside_or_not() {
-        assert!(stays_inside(
-            Path::new("a/b/c/l"),
-            Path::new("../../../etc/passwd")
-        ));
-        assert!(!stays_inside(
-            Path::new("notes.txt"),
-            Path::new("../../../etc/passwd")
-        ));
-        assert!(stays_inside(Path::new("l"), Path::new("x/../y")));
-        assert!(!stays_inside(Path::new("l"), Path::new("x/../../y")));
-        assert!(!stays_inside(Path::new("a/l"), Path::new("/etc/passwd")));
-        assert!(stays_inside(Path::new("a/l"), Path::new("./../b")));
+        let at = |l: &str, t: &str| leads_inside(Path::new(l), Path::new(t));
+        assert_eq!(at("a/b/c/l", "../../../etc/passwd"), Some(true));
+        assert_eq!(at("notes.txt", "../../../etc/passwd"), Some(false));
+        assert_eq!(at("a/l", "/etc/passwd"), Some(false));
+        assert_eq!(at("a/l", "./../b"), Some(true));
+        // A `..` after a name climbs from where the name leads: words cannot tell.
+        assert_eq!(at("l", "x/../y"), None);
+        assert_eq!(at("sub/l", "inc/foo/../../x"), None);
     }
 }

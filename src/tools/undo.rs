@@ -562,7 +562,7 @@ fn undo_group(
                 ))
             })?;
             held.push(hold_backup(ctx, b, &op.path)?);
-            history.read_backup(b)
+            history.read_backup_as(b, op.sha256_before.as_deref())
         };
         // The inverse of this file's change.
         let (kind, content) = match (op.kind, &current) {
@@ -701,7 +701,7 @@ fn undo_edit(
         .with_hint("turn backups on (backup_enabled = true, the default) for edits that can be undone")
     })?;
     let _restored_held = hold_backup(ctx, backup_path, &target.path)?;
-    let restored = history.read_backup(backup_path)?;
+    let restored = history.read_backup_as(backup_path, target.sha256_before.as_deref())?;
     let wp = ws.root_path(target.root).join(&target.rel);
     let probe = ws.entry(&wp, false)?;
     if probe.real.rel() != target.rel {

@@ -227,7 +227,8 @@ fn create(
     // The rules ask about the real name (a directory on the way may be a link), and
     // about the name as spelled: a write under `.github/workflows/` asks even when
     // `.github` is a link to somewhere else.
-    let asked = if ws.needs_confirmation(real, false) || ws.needs_confirmation(wp, false) {
+    let listed = ws.needs_confirmation(real, false) || ws.needs_confirmation(wp, false);
+    let asked = if listed {
         ctx.confirm(
             &format!(
                 "creating {} (on the confirm list)",
@@ -245,6 +246,18 @@ fn create(
     asked?;
     let history = ctx.history()?;
     let (at, created) = ws.make_parents(wp)?;
+    // Where the name leads now, at the write: a directory on the way may have been
+    // swapped for a link (by another process) since the question was settled.
+    if !listed && ws.needs_confirmation(&at.real, false) {
+        return Err(ToolError::new(
+            ErrorCode::Conflict,
+            format!(
+                "{shown} now leads to {}, which is on the confirm list (a directory on the way changed during the call); nothing was written",
+                crate::workspace::shown_in_prose(&ws.display(&at.real))
+            ),
+        )
+        .with_hint("call again: the change will be asked about"));
+    }
     out.created_dirs = created
         .iter()
         .map(|rel| ws.display(&ws.root_path(wp.root_index()).join(rel)))

@@ -126,6 +126,9 @@ pub struct Workspace {
     /// Deny patterns for ferret's state and the OS trash inside a root (see
     /// [`protected_dirs`]).
     protected: Vec<String>,
+    /// The same places as (root, path under it): nothing new may be made at a name on
+    /// the way to one (a link moved to `.local/state` would move ferret's state there).
+    protected_at: Vec<(usize, PathBuf)>,
 }
 
 impl Workspace {
@@ -174,6 +177,7 @@ impl Workspace {
         };
         // ferret's own state and the OS trash, wherever they lie in a root: denied by
         // their real (canonical) names, so also through a link or another spelling.
+        let protected_at = protected_in_roots(config, &roots);
         let protected = protected_patterns(config, &roots);
         let deny_all = || {
             config
@@ -199,6 +203,7 @@ impl Workspace {
                 .collect(),
             max_path_depth: config.max_path_depth,
             protected,
+            protected_at,
         })
     }
 
@@ -321,6 +326,10 @@ pub fn protected_dirs(config: &Config) -> Vec<PathBuf> {
     if let Some(d) = &config.state_dir {
         dirs.extend(std::path::absolute(d).ok());
     }
+    // The audit log: an agent must not read or rewrite the record of what it did.
+    if let Some(f) = &config.audit_log {
+        dirs.extend(std::path::absolute(f).ok());
+    }
     dirs.extend(crate::platform::protected_defaults(
         &crate::platform::process_env,
     ));
@@ -348,6 +357,21 @@ pub fn canonical_lenient(p: &Path) -> PathBuf {
     }
 }
 
+/// Each protected place that lies strictly inside a root: (root index, path under it).
+fn protected_in_roots(config: &Config, roots: &[Root]) -> Vec<(usize, PathBuf)> {
+    let mut out = Vec::new();
+    for dir in protected_dirs(config) {
+        for (i, r) in roots.iter().enumerate() {
+            if let Ok(rel) = dir.strip_prefix(&r.canonical)
+                && !rel.as_os_str().is_empty()
+            {
+                out.push((i, rel.to_path_buf()));
+            }
+        }
+    }
+    out
+}
+
 /// Deny patterns, anchored at a root, for each protected directory inside one. A root
 /// that lies inside a protected directory is denied whole (`*`).
 fn protected_patterns(config: &Config, roots: &[Root]) -> Vec<String> {
@@ -358,7 +382,9 @@ fn protected_patterns(config: &Config, roots: &[Root]) -> Vec<String> {
                 if rel.as_os_str().is_empty() {
                     out.push("*".to_string());
                 } else {
-                    out.push(format!("/{}/", glob_escape(&rel.to_string_lossy())));
+                    // No trailing `/`: the audit log is a file, and a file standing where
+                    // a protected directory would be is denied too.
+                    out.push(format!("/{}", glob_escape(&rel.to_string_lossy())));
                 }
             } else if r.canonical.starts_with(&dir) {
                 out.push("*".to_string());

@@ -235,7 +235,9 @@ impl Workspace {
                     )
                     .with_hint("delete or move it outside ferret, or raise max_path_depth"));
                 }
-                if set.matches(&here, ft.is_dir()) {
+                // Whatever the entry is: a link or a file at a name a directory rule
+                // lists (`.github`) counts as the directory would.
+                if set.matches_any_type(&here) {
                     return Ok(true);
                 }
                 if ft.is_dir() {

@@ -98,7 +98,25 @@ impl Workspace {
     /// a path that does not exist yet escapes in [`Workspace::entry`] (its type is not
     /// known there). Checked before anything is made, dry runs included.
     pub fn check_new(&self, real: &WsPath, is_dir: bool) -> ToolResult<()> {
-        self.check_name(real, &self.shown_name(real), Some(is_dir))
+        let shown = self.shown_name(real);
+        // A name on the way to ferret's state, config or the trash (when a root holds
+        // them, as a root that holds HOME does) is not made anew: a link put at
+        // `.local/state` or `.local` would send ferret's backups or the trash wherever it
+        // leads, outside the root or into a place the agent reads.
+        if self
+            .protected_at
+            .iter()
+            .any(|(root, rel)| *root == real.root && rel.starts_with(&real.rel) && *rel != real.rel)
+        {
+            return Err(ToolError::new(
+                ErrorCode::DeniedPattern,
+                format!(
+                    "{shown} is on the way to a place ferret keeps for itself (its state, its config or the trash); nothing new is made there"
+                ),
+            )
+            .with_hint("choose another name; if the directory should exist, make it outside ferret"));
+        }
+        self.check_name(real, &shown, Some(is_dir))
     }
 
     pub(super) fn check_name(
