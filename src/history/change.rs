@@ -424,6 +424,9 @@ impl History {
             .with_hint("retry the call"));
         }
         write::sync_dir(at.dir);
+        // A process killed here leaves the object staged: recovery finds it there by
+        // the entry's record (committed; undo brings it back from there).
+        die_here_in_tests();
         let put = os.put(&staged_path);
         let (rec, kind, note) = match put {
             Ok(now) => {
