@@ -428,6 +428,13 @@ impl History {
         // the entry's record (committed; undo brings it back from there).
         die_here_in_tests();
         let put = os.put(&staged_path);
+        let as_ferret = |tname: String| {
+            let mut to = rec.clone();
+            to.kind = Kind::Ferret;
+            to.dir = std::path::PathBuf::new();
+            to.name = tname;
+            to
+        };
         let (rec, kind, note) = match put {
             Ok(now) => {
                 let mut to = rec.clone();
@@ -440,39 +447,50 @@ impl History {
                     .and_then(OsStr::to_str)
                     .unwrap_or_default()
                     .to_string();
-                (to, Kind::Os, None)
-            }
-            Err(e) => {
-                // Refused: the object is still staged, in ferret's own trash folder;
-                // it moves on to the trash proper under a name of ferret's.
-                let tname = format!("{}_{sname}", stamp());
-                match write::move_noreplace(
-                    &staging,
-                    OsStr::new(&sname),
-                    &ferret.files,
-                    OsStr::new(&tname),
-                ) {
-                    Ok(()) => {
-                        let mut to = rec.clone();
-                        to.kind = Kind::Ferret;
-                        to.dir = std::path::PathBuf::new();
-                        to.name = tname;
-                        let note = format!(
-                            "the {} refused it ({e}); it is in ferret's trash instead",
+                // A trash inside a root (a root at the home folder holds ~/.Trash) is
+                // not used, as the freedesktop one is not: the entry moves on, by
+                // handle and checked to be the same object, to ferret's trash.
+                let inside = std::fs::canonicalize(&to.dir).is_ok_and(|c| self.inside_roots(&c));
+                let moved_on = inside
+                    .then(|| Trash::os_at(&to.dir))
+                    .flatten()
+                    .map(|t| move_on(&t.files, OsStr::new(&to.name), ferret, want, &sname));
+                match moved_on {
+                    Some(Ok(tname)) => (
+                        as_ferret(tname),
+                        Kind::Ferret,
+                        Some(format!(
+                            "the {} lies inside the workspace; the entry is in ferret's trash instead",
                             os.name()
-                        );
-                        (to, Kind::Ferret, Some(note))
+                        )),
+                    ),
+                    Some(Err(e)) => {
+                        tracing::error!(error = %e, "an item put in an OS trash inside the workspace could not be moved on to ferret's trash");
+                        (to, Kind::Os, None)
                     }
-                    Err(e2) => {
-                        tracing::error!(error = %e, then = %e2, "the OS trash refused an item that could not be moved on to ferret's trash");
-                        let note = format!(
-                            "the {} refused it ({e}) and it could not be moved on ({e2}); it was left in ferret's staging folder, where undo finds it",
-                            os.name()
-                        );
-                        (rec.clone(), Kind::Os, Some(note))
-                    }
+                    None => (to, Kind::Os, None),
                 }
             }
+            // Refused: the object is still staged, in ferret's own trash folder; it
+            // moves on to the trash proper under a name of ferret's.
+            Err(e) => match move_on(&staging, OsStr::new(&sname), ferret, want, &sname) {
+                Ok(tname) => (
+                    as_ferret(tname),
+                    Kind::Ferret,
+                    Some(format!(
+                        "the {} refused it ({e}); it is in ferret's trash instead",
+                        os.name()
+                    )),
+                ),
+                Err(e2) => {
+                    tracing::error!(error = %e, then = %e2, "the OS trash refused an item that could not be moved on to ferret's trash");
+                    let note = format!(
+                        "the {} refused it ({e}) and it could not be moved on ({e2}); it was left in ferret's staging folder, where undo finds it",
+                        os.name()
+                    );
+                    (rec.clone(), Kind::Os, Some(note))
+                }
+            },
         };
         self.write_journal(|j| j.settle_trashed(id, rec, note.clone()))?;
         drop_staging();
@@ -621,6 +639,24 @@ impl History {
             }
         }
     }
+}
+
+/// Moves the object `name` in `from` into ferret's trash under a fresh name of ferret's,
+/// if it is still the object `want` (device, inode), never replacing anything; the name
+/// it got.
+fn move_on(
+    from: &Dir,
+    name: &OsStr,
+    ferret: &Trash,
+    want: (u64, u64),
+    base: &str,
+) -> std::io::Result<String> {
+    if write::identity_at(from, name)? != want {
+        return Err(std::io::Error::other("another object stands at its name"));
+    }
+    let tname = format!("{}_{base}", stamp());
+    write::move_noreplace(from, name, &ferret.files, OsStr::new(&tname))?;
+    Ok(tname)
 }
 
 /// Test hook: dies here, as a SIGKILL would, once a change's new content is staged and

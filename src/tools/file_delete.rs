@@ -201,7 +201,7 @@ the user's confirmation. dry_run previews.",
                 "Moved {} to {} (change {}; undo brings it back).{}",
                 shown(&o.path),
                 match (o.trash.as_deref(), &o.trash_name) {
-                    (Some("os"), Some(n)) => format!("the {n}"),
+                    (Some("os"), Some(n)) => format!("the system trash ({n})"),
                     (Some("os"), None) => "the system trash".to_string(),
                     _ => "the ferret trash".to_string(),
                 },

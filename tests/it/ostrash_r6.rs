@@ -499,20 +499,21 @@ fn links_out_of_the_workspace_and_denied_names_are_refused_before_anything_moves
 }
 
 #[test]
-fn the_os_trash_is_never_seen_through_a_tool_even_inside_the_workspace() {
+fn an_os_trash_inside_the_workspace_is_never_seen_through_a_tool_nor_used() {
     // The workspace holds the data directory (as a root at $HOME holds ~/.Trash on
-    // macOS): what was trashed into it cannot be read, listed, searched or deleted.
+    // macOS): what is in that trash cannot be read, listed, searched or deleted, and a
+    // delete does not leave its entry there (as with a freedesktop trash inside a root).
     let w = Ws::new();
-    std::fs::write(w.root.join("a.txt"), "SECRET-IN-TRASH\n").unwrap();
     let data = w.root.join("data");
+    std::fs::create_dir_all(data.join("ferret-os-trash")).unwrap();
+    std::fs::write(data.join("ferret-os-trash/old.txt"), "SECRET-IN-TRASH\n").unwrap();
+    std::fs::write(w.root.join("a.txt"), "mine\n").unwrap();
     let with_data = |args: &[&str]| cmd(&w, args).env("XDG_DATA_HOME", &data).output().unwrap();
-    success(&with_data(&["--allow-write", "rm", "a.txt"]));
-    assert!(data.join("ferret-os-trash/a.txt").exists());
     for args in [
-        &["read", "data/ferret-os-trash/a.txt"][..],
+        &["read", "data/ferret-os-trash/old.txt"][..],
         &["ls", "data/ferret-os-trash"],
-        &["info", "data/ferret-os-trash/a.txt"],
-        &["--allow-write", "rm", "data/ferret-os-trash/a.txt"],
+        &["info", "data/ferret-os-trash/old.txt"],
+        &["--allow-write", "rm", "data/ferret-os-trash/old.txt"],
         &["--allow-write", "rm", "data/ferret-os-trash"],
     ] {
         let o = with_data(args);
@@ -525,7 +526,7 @@ fn the_os_trash_is_never_seen_through_a_tool_even_inside_the_workspace() {
     for args in [
         &["grep", "SECRET-IN-TRASH"][..],
         &["ls", "data"],
-        &["glob", "**/a.txt"],
+        &["glob", "**/old.txt"],
     ] {
         let o = with_data(args);
         assert!(
@@ -539,11 +540,24 @@ fn the_os_trash_is_never_seen_through_a_tool_even_inside_the_workspace() {
             text(&o)
         );
     }
-    assert!(data.join("ferret-os-trash/a.txt").exists(), "nothing moved");
+    assert!(
+        data.join("ferret-os-trash/old.txt").exists(),
+        "nothing moved"
+    );
+    let t = success(&with_data(&["--allow-write", "rm", "a.txt"]));
+    assert!(
+        t.contains("ferret trash") && t.contains("inside the workspace"),
+        "{t}"
+    );
+    assert!(
+        !data.join("ferret-os-trash/a.txt").exists(),
+        "not left in the trash inside"
+    );
+    assert_eq!(record(&w, 1)["kind"], "ferret");
     success(&with_data(&["--allow-write", "undo"]));
     assert_eq!(
         std::fs::read_to_string(w.root.join("a.txt")).unwrap(),
-        "SECRET-IN-TRASH\n"
+        "mine\n"
     );
 }
 
