@@ -492,6 +492,7 @@ impl History {
                 }
             },
         };
+        die_after_put_in_tests();
         self.write_journal(|j| j.settle_trashed(id, rec, note.clone()))?;
         drop_staging();
         Ok(Some(Trashed {
@@ -659,11 +660,71 @@ fn move_on(
     Ok(tname)
 }
 
+/// A delete through the OS trash that a killed process left pending with its object no
+/// longer where it was being staged: the object is looked for, by device and inode, in
+/// the folder the OS trash puts items in (the process had handed it over) and in
+/// ferret's own trash (the OS trash had refused it); the record of where it is, if
+/// found. Only names that could be the item's are looked at (the OS trash's `name 2.ext`
+/// forms, ferret's `STAMP_name`).
+pub(super) fn found_after_staging(h: &History, e: &Entry) -> Option<TrashRecord> {
+    let rec = e.trash.as_ref()?;
+    if e.action != Action::Delete || !e.group.is_empty() || rec.kind != Kind::Os {
+        return None;
+    }
+    let want = (rec.dev, rec.ino);
+    let staged = Trash::os_at(&rec.dir)
+        .and_then(|t| write::identity_at(&t.files, OsStr::new(&rec.name)).ok());
+    if staged == Some(want) {
+        return None;
+    }
+    let stem = std::path::Path::new(&rec.name)
+        .file_stem()
+        .and_then(OsStr::to_str)
+        .unwrap_or(&rec.name)
+        .to_string();
+    let os_dir = crate::platform::os_trash(&crate::platform::process_env).and_then(|t| t.dir());
+    if let Some(t) = os_dir.as_deref().and_then(Trash::os_at)
+        && let Some(name) = find_by_identity(&t.files, want, |n| n.starts_with(&stem))
+    {
+        let mut to = rec.clone();
+        to.dir = t.base.clone();
+        to.name = name;
+        return Some(to);
+    }
+    let ferret = Trash::ferret(&h.dir).ok()?;
+    let suffix = format!("_{}", rec.name);
+    let name = find_by_identity(&ferret.files, want, |n| n.ends_with(&suffix))?;
+    let mut to = rec.clone();
+    to.kind = Kind::Ferret;
+    to.dir = std::path::PathBuf::new();
+    to.name = name;
+    Some(to)
+}
+
+/// The name in `dir`, among those `fits`, of the object `want` (not following links).
+fn find_by_identity(dir: &Dir, want: (u64, u64), fits: impl Fn(&str) -> bool) -> Option<String> {
+    let rd = dir.entries().ok()?;
+    rd.flatten().find_map(|e| {
+        let name = e.file_name().into_string().ok()?;
+        (fits(&name) && write::identity_at(dir, OsStr::new(&name)).ok() == Some(want))
+            .then_some(name)
+    })
+}
+
 /// Test hook: dies here, as a SIGKILL would, once a change's new content is staged and
 /// before it lands (recovery tests). Only the environment ferret was started with sets
 /// it; nothing an agent sends does.
 pub(super) fn die_here_in_tests() {
-    if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED").is_some() {
+    if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED").is_some_and(|v| v != "put") {
+        std::process::abort();
+    }
+}
+
+/// Test hook: with `FERRET_TEST_DIE_AFTER_STAGED=put`, dies once a delete's object has
+/// left ferret's staging folder (into the OS trash, or ferret's when refused) and before
+/// the journal says where it went.
+fn die_after_put_in_tests() {
+    if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED").is_some_and(|v| v == "put") {
         std::process::abort();
     }
 }

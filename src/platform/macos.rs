@@ -138,6 +138,14 @@ impl super::OsTrash for MacTrash {
         "macOS Trash"
     }
 
+    /// The home volume's Trash (where an item staged in the state directory goes when
+    /// that is on the home volume; another volume's `.Trashes` is not looked in).
+    fn dir(&self) -> Option<PathBuf> {
+        std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(|h| PathBuf::from(h).join(".Trash"))
+    }
+
     fn put(&self, staged: &Path) -> io::Result<PathBuf> {
         use objc2_foundation::{NSFileManager, NSString, NSURL};
         let path = staged.to_str().ok_or_else(|| {

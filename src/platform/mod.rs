@@ -273,6 +273,10 @@ pub trait OsTrash {
     /// choosing (a clash is resolved the trash's way), and returns where it is now.
     /// `Err` when it could not: the object is then still at `staged`.
     fn put(&self, staged: &Path) -> io::Result<PathBuf>;
+    /// The folder `put` puts items in, where known: recovery looks there, by the
+    /// object's identity, for an item a killed process had handed over but not yet
+    /// journalled.
+    fn dir(&self) -> Option<PathBuf>;
 }
 
 /// The operating system's trash, where ferret uses one through [`OsTrash`]: macOS's

@@ -350,6 +350,10 @@ impl super::OsTrash for FakeTrash {
         "fake OS trash"
     }
 
+    fn dir(&self) -> Option<std::path::PathBuf> {
+        Some(self.dir.clone())
+    }
+
     fn put(&self, staged: &std::path::Path) -> io::Result<std::path::PathBuf> {
         let bad = || io::Error::new(io::ErrorKind::InvalidInput, "not a staged path");
         let name = staged.file_name().and_then(OsStr::to_str).ok_or_else(bad)?;

@@ -561,11 +561,11 @@ fn an_os_trash_inside_the_workspace_is_never_seen_through_a_tool_nor_used() {
     );
 }
 
-#[test]
-fn a_process_killed_while_the_entry_is_staged_loses_nothing_and_undo_brings_it_back() {
-    let w = Ws::new();
-    std::fs::write(w.root.join("a.txt"), "precious\n").unwrap();
-    let out = Command::new("bash")
+/// `rm a.txt` killed by the test hook at `at` (`1`: once staged; `put`: once the OS
+/// trash took it, or ferret's trash when `data` makes it refuse, before the journal
+/// said where it went).
+fn killed_rm(w: &Ws, at: &str, data: &Path) -> Output {
+    Command::new("bash")
         .arg("-c")
         .arg(r#"ulimit -c 0; exec "$@""#)
         .arg("ferret")
@@ -574,16 +574,23 @@ fn a_process_killed_while_the_entry_is_staged_loses_nothing_and_undo_brings_it_b
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("XDG_STATE_HOME", crate::util::scratch_state())
-        .env("XDG_DATA_HOME", w.base.join("data"))
+        .env("XDG_DATA_HOME", data)
         .env("FERRET_PORTABLE", "1")
-        .env("FERRET_TEST_DIE_AFTER_STAGED", "1")
+        .env("FERRET_TEST_DIE_AFTER_STAGED", at)
         .arg("--root")
         .arg(&w.root)
         .arg("--state-dir")
         .arg(&w.state)
         .args(["--allow-write", "rm", "a.txt"])
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_process_killed_while_the_entry_is_staged_loses_nothing_and_undo_brings_it_back() {
+    let w = Ws::new();
+    std::fs::write(w.root.join("a.txt"), "precious\n").unwrap();
+    let out = killed_rm(&w, "1", &w.base.join("data"));
     assert!(!out.status.success(), "the hook kills it: {}", text(&out));
     assert!(!w.root.join("a.txt").exists(), "it had left the workspace");
     assert_eq!(
@@ -593,6 +600,52 @@ fn a_process_killed_while_the_entry_is_staged_loses_nothing_and_undo_brings_it_b
     );
     // The next writer settles the change from what is on disk: the entry is staged
     // (committed), and undo brings it back from there.
+    let t = success(&undo(&w));
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("a.txt")).unwrap(),
+        "precious\n",
+        "{t}"
+    );
+}
+
+#[test]
+fn a_process_killed_once_the_os_trash_took_the_entry_loses_nothing_and_undo_brings_it_back() {
+    let w = Ws::new();
+    // Something of the person's at the name already: the trash's own name is found.
+    std::fs::create_dir_all(fake(&w)).unwrap();
+    std::fs::write(fake(&w).join("a.txt"), "the person's\n").unwrap();
+    std::fs::write(w.root.join("a.txt"), "precious\n").unwrap();
+    let out = killed_rm(&w, "put", &w.base.join("data"));
+    assert!(!out.status.success(), "the hook kills it: {}", text(&out));
+    assert!(!w.root.join("a.txt").exists());
+    assert_eq!(in_fake(&w), ["a 2.txt", "a.txt"], "the OS trash had it");
+    let t = success(&undo(&w));
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("a.txt")).unwrap(),
+        "precious\n",
+        "{t}"
+    );
+    assert_eq!(in_fake(&w), ["a.txt"]);
+    assert!(
+        w.journal()
+            .contains("recovered: the entry had been moved to the trash")
+    );
+}
+
+#[test]
+fn a_process_killed_once_a_refused_entry_reached_ferrets_trash_loses_nothing() {
+    let Some(shm) = other_device_dir() else {
+        eprintln!("no second filesystem (/dev/shm) here: skipped");
+        return;
+    };
+    let data = tempfile::tempdir_in(&shm).unwrap();
+    let w = Ws::new();
+    std::fs::write(w.root.join("a.txt"), "precious\n").unwrap();
+    let out = killed_rm(&w, "put", data.path());
+    assert!(!out.status.success(), "the hook kills it: {}", text(&out));
+    assert!(!w.root.join("a.txt").exists());
+    let left = in_ferret_trash(&w);
+    assert!(left.iter().any(|n| n.ends_with("_a.txt")), "{left:?}");
     let t = success(&undo(&w));
     assert_eq!(
         std::fs::read_to_string(w.root.join("a.txt")).unwrap(),
