@@ -588,7 +588,27 @@ impl History {
         let id = self.finish(id, moved)?;
         write::sync_dir(dir);
         trash.forget(&rec.name);
+        self.drop_staging_folder(rec);
         Ok(id)
+    }
+
+    /// Removes the staging folder `rec` names once empty (an entry a killed process
+    /// left staged, restored from there): only a `*.staging` folder of ferret's own
+    /// trash, and only if nothing is in it.
+    pub(super) fn drop_staging_folder(&self, rec: &TrashRecord) {
+        let ours = rec.kind == Kind::Os
+            && rec.dir.parent() == Some(self.dir.join("trash").as_path())
+            && rec
+                .dir
+                .file_name()
+                .and_then(OsStr::to_str)
+                .is_some_and(|n| n.ends_with(".staging"));
+        if ours
+            && let Ok(t) = Trash::ferret(&self.dir)
+            && let Some(n) = rec.dir.file_name()
+        {
+            let _ = t.files.remove_dir(n);
+        }
     }
 
     /// The trashed directory `rec` names, opened without following a link (`None` for
@@ -689,6 +709,7 @@ pub(super) fn found_after_staging(h: &History, e: &Entry) -> Option<TrashRecord>
         let mut to = rec.clone();
         to.dir = t.base.clone();
         to.name = name;
+        h.drop_staging_folder(rec);
         return Some(to);
     }
     let ferret = Trash::ferret(&h.dir).ok()?;
@@ -698,6 +719,7 @@ pub(super) fn found_after_staging(h: &History, e: &Entry) -> Option<TrashRecord>
     to.kind = Kind::Ferret;
     to.dir = std::path::PathBuf::new();
     to.name = name;
+    h.drop_staging_folder(rec);
     Some(to)
 }
 

@@ -606,6 +606,11 @@ fn a_process_killed_while_the_entry_is_staged_loses_nothing_and_undo_brings_it_b
         "precious\n",
         "{t}"
     );
+    assert_eq!(
+        in_ferret_trash(&w),
+        Vec::<String>::new(),
+        "the staging folder went"
+    );
 }
 
 #[test]
@@ -626,6 +631,11 @@ fn a_process_killed_once_the_os_trash_took_the_entry_loses_nothing_and_undo_brin
         "{t}"
     );
     assert_eq!(in_fake(&w), ["a.txt"]);
+    assert_eq!(
+        in_ferret_trash(&w),
+        Vec::<String>::new(),
+        "the staging folder went"
+    );
     assert!(
         w.journal()
             .contains("recovered: the entry had been moved to the trash")
@@ -651,6 +661,11 @@ fn a_process_killed_once_a_refused_entry_reached_ferrets_trash_loses_nothing() {
         std::fs::read_to_string(w.root.join("a.txt")).unwrap(),
         "precious\n",
         "{t}"
+    );
+    assert_eq!(
+        in_ferret_trash(&w),
+        Vec::<String>::new(),
+        "the staging folder went"
     );
 }
 
