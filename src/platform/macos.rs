@@ -148,6 +148,16 @@ impl super::OsTrash for MacTrash {
 
     fn put(&self, staged: &Path) -> io::Result<PathBuf> {
         use objc2_foundation::{NSFileManager, NSString, NSURL};
+        // A symbolic link stays in ferret's trash (the caller's fallback): whether
+        // trashItemAtURL moves a link or what it points to is not documented, and only
+        // the link may ever move.
+        let st = rustix::fs::lstat(staged)?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "symbolic links are kept in ferret's trash on macOS",
+            ));
+        }
         let path = staged.to_str().ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "the staged path is not UTF-8")
         })?;

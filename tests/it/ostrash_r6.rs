@@ -365,6 +365,29 @@ fn a_refusing_os_trash_leaves_the_entry_in_ferrets_trash_and_says_so() {
 }
 
 #[test]
+fn an_os_trash_folder_that_is_a_link_is_not_followed_the_entry_goes_to_ferrets_trash() {
+    let w = Ws::new();
+    let elsewhere = w.base.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::create_dir_all(w.base.join("data")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, fake(&w)).unwrap();
+    std::fs::write(w.root.join("a.txt"), "precious\n").unwrap();
+    let t = success(&rm(&w, "a.txt"));
+    assert!(t.contains("ferret trash") && t.contains("refused"), "{t}");
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "nothing went through the link"
+    );
+    assert_eq!(record(&w, 1)["kind"], "ferret");
+    success(&undo(&w));
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("a.txt")).unwrap(),
+        "precious\n"
+    );
+}
+
+#[test]
 fn a_workspace_on_another_filesystem_than_the_staging_folder_is_refused_with_nothing_moved() {
     let Some(shm) = other_device_dir() else {
         eprintln!("no second filesystem (/dev/shm) here: skipped");
