@@ -1638,3 +1638,31 @@ def test_http_a_full_session_table_still_lets_a_client_in(ws, tmp_path):
     assert [r["operation"] for r in records].count("session_open") == 7
     evicted = [r for r in records if r["operation"] == "session_evicted"]
     assert len(evicted) == 1 and evicted[0]["session_id"] == hog[0], evicted
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_file_delete_goes_through_the_os_trash_and_undo_brings_it_back_portable(ws, tmp_path, mode):
+    """FERRET_PORTABLE=1: file_delete stages the entry by handle and hands it to the fake OS
+    trash ($XDG_DATA_HOME/ferret-os-trash); the structured result names that trash (schema
+    valid), the trash holds the file under its name, and undo brings it back byte for byte."""
+    data = tmp_path / "data"
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path / "home"),
+           "XDG_DATA_HOME": str(data), "FERRET_PORTABLE": "1"}
+    (ws / "gone.txt").write_bytes(b"bye\r\nbytes \xff\n")
+    async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "state"), mode=mode, env=env) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        r = await c.call_tool("file_delete", {"path": "gone.txt"})
+        assert not r.is_error, text(r)
+        jsonschema.validate(r.structured_content, tools["file_delete"].output_schema)
+        assert r.structured_content["trash"] == "os"
+        assert r.structured_content["trash_name"] == "fake OS trash"
+        assert "system trash" in text(r)
+        assert not (ws / "gone.txt").exists()
+        assert (data / "ferret-os-trash" / "gone.txt").read_bytes() == b"bye\r\nbytes \xff\n"
+        r = await c.call_tool("read_file", {"path": "../data/ferret-os-trash/gone.txt"})
+        assert r.is_error, text(r)
+        r = await c.call_tool("undo", {})
+        assert not r.is_error, text(r)
+        assert (ws / "gone.txt").read_bytes() == b"bye\r\nbytes \xff\n"
+        assert not (data / "ferret-os-trash" / "gone.txt").exists()
