@@ -20,6 +20,23 @@ use std::os::fd::BorrowedFd;
 /// they are restored; larger ones are identified by device and inode alone.
 const HASH_TRASHED_UP_TO: u64 = 256 * 1024 * 1024;
 
+/// A delete done: its change id, the trash it went to, for an OS trash its name, and
+/// what the result should say (the OS trash refused it, say).
+pub struct Trashed {
+    pub id: u64,
+    pub kind: Kind,
+    pub os_name: Option<&'static str>,
+    pub note: Option<String>,
+}
+
+/// The object a delete moves: its directory's handle, its name there, its real path.
+struct Staged<'a> {
+    dir: &'a Dir,
+    name: &'a OsStr,
+    real: &'a WsPath,
+    shown: &'a str,
+}
+
 impl History {
     /// Replaces (or creates) the file `name` in `dir` with `content`, shaped like `like`
     /// (the open old file), journalled as `entry`. `guard` runs with the journal locked, before the
@@ -182,16 +199,18 @@ impl History {
         self.finish(id, done)
     }
 
-    /// Moves the entry `name` in `dir` (real path `real`) to the trash: the home trash
-    /// when `use_home` and it is usable for this object, else ferret's.
+    /// Moves the entry `name` in `dir` (real path `real`) to the trash: when `use_os`,
+    /// the OS trash behind [`crate::platform::OsTrash`] where there is one (macOS; the
+    /// fake one of portable mode), else the freedesktop home trash when usable for this
+    /// object; otherwise (or when the OS trash refused it) ferret's.
     pub fn trash(
         &self,
         dir: &Dir,
         name: &OsStr,
         real: &WsPath,
         ws: &Workspace,
-        use_home: bool,
-    ) -> ToolResult<(u64, Kind)> {
+        use_os: bool,
+    ) -> ToolResult<Trashed> {
         let shown = ws.display(real);
         let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| ToolError::io(&shown, &e.into()))?;
@@ -203,7 +222,34 @@ impl History {
         } else {
             None
         };
-        let home = use_home
+        let os = use_os
+            .then(|| crate::platform::os_trash(&crate::platform::process_env))
+            .flatten();
+        if let Some(os) = &os {
+            self.made()?;
+            let ferret = Trash::ferret(&self.dir)?;
+            if ferret.dev == crate::platform::file_id(&st).0 {
+                let rec = TrashRecord {
+                    kind: Kind::Os,
+                    dir: std::path::PathBuf::new(),
+                    name: String::new(),
+                    dev: crate::platform::file_id(&st).0,
+                    ino: crate::platform::file_id(&st).1,
+                    sha256: hash.clone(),
+                    is_dir,
+                };
+                let staged = Staged {
+                    dir,
+                    name,
+                    real,
+                    shown: &shown,
+                };
+                if let Some(done) = self.trash_via_os(&**os, &ferret, &staged, rec)? {
+                    return Ok(done);
+                }
+            }
+        }
+        let home = (use_os && os.is_none())
             .then(|| Trash::home(|p| self.inside_roots(p)))
             .flatten()
             .filter(|t| t.dev == crate::platform::file_id(&st).0);
@@ -220,7 +266,7 @@ impl History {
             entry.trash = Some(TrashRecord {
                 kind: trash.kind,
                 dir: match trash.kind {
-                    Kind::Home => trash.base.clone(),
+                    Kind::Home | Kind::Os => trash.base.clone(),
                     Kind::Ferret => std::path::PathBuf::new(),
                 },
                 name: tname.clone(),
@@ -265,7 +311,12 @@ impl History {
             }
             write::sync_dir(dir);
             self.settle(id, Outcome::Committed, None)?;
-            return Ok((id, trash.kind));
+            return Ok(Trashed {
+                id,
+                kind: trash.kind,
+                os_name: None,
+                note: None,
+            });
         }
         // A rename across mounts fails with EXDEV before the kernel looks at whether the
         // source is read-only: name the real cause when it is.
@@ -283,6 +334,173 @@ impl History {
             format!("cannot move {shown} to a trash ({e}): the trash is on another filesystem"),
         )
         .with_hint("put the state directory (--state-dir) on the same filesystem as the workspace"))
+    }
+
+    /// The OS-trash delete: the object is moved by handle (`renameat`, never replacing)
+    /// into a fresh staging directory ferret makes in its own trash folder (on the
+    /// object's filesystem: checked by the caller), checked to be the object recorded,
+    /// and only then is that staged path, which no agent influenced, handed to the OS
+    /// trash. The journal's entry names the staging place until the OS says where the
+    /// object went; its mark then names that. If the OS trash refuses, the object moves
+    /// on to ferret's own trash (nothing lost) and the result says so. `None` when the
+    /// staging move could not be made across filesystems (the caller tries the other
+    /// trashes, which say why).
+    fn trash_via_os(
+        &self,
+        os: &dyn crate::platform::OsTrash,
+        ferret: &Trash,
+        at: &Staged<'_>,
+        mut rec: TrashRecord,
+    ) -> ToolResult<Option<Trashed>> {
+        let shown = at.shown;
+        let sub = format!("{}.staging", stamp());
+        let staging_err = |e: &std::io::Error| super::journal::io_err("trash staging folder", e);
+        rustix::fs::mkdirat(
+            &ferret.files,
+            sub.as_str(),
+            rustix::fs::Mode::from_raw_mode(0o700),
+        )
+        .map_err(|e| staging_err(&e.into()))?;
+        let staging = match cap_fs_ext::DirExt::open_dir_nofollow(&ferret.files, &sub) {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = ferret.files.remove_dir(&sub);
+                return Err(staging_err(&e));
+            }
+        };
+        let drop_staging = || {
+            let _ = ferret.files.remove_dir(&sub);
+        };
+        // The item keeps its own name in the trash (a person sees it there); a name
+        // that is not UTF-8 cannot be handed to the OS's API and is staged as `item`.
+        let sname = at
+            .name
+            .to_str()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("item")
+            .to_string();
+        let staged_path = self.dir.join("trash").join(&sub).join(&sname);
+        rec.dir = staged_path
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
+        rec.name = sname.clone();
+        let want = (rec.dev, rec.ino);
+        let mut entry = Entry::new(
+            Action::Delete,
+            shown.to_string(),
+            at.real.root_index(),
+            at.real.rel(),
+        );
+        entry.trash = Some(rec.clone());
+        let id = self.write_journal(|j| j.begin(entry, self.lease()))?;
+        if let Err(e) = write::move_noreplace(at.dir, at.name, &staging, OsStr::new(&sname)) {
+            self.settle(id, Outcome::Aborted, Some(e.to_string()))?;
+            drop_staging();
+            if e.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) {
+                return Ok(None);
+            }
+            return Err(ToolError::io(shown, &e));
+        }
+        // The object moved must be the one recorded; if the name was swapped for
+        // another object in between, put it back and refuse.
+        if write::identity_at(&staging, OsStr::new(&sname)).ok() != Some(want) {
+            let back = write::move_noreplace(&staging, OsStr::new(&sname), at.dir, at.name);
+            self.settle(
+                id,
+                Outcome::Aborted,
+                Some("changed while being deleted".into()),
+            )?;
+            match back {
+                Ok(()) => drop_staging(),
+                Err(e) => {
+                    tracing::error!(error = %e, staged = %staged_path.display(), "could not put back an entry swapped during a delete")
+                }
+            }
+            return Err(ToolError::new(
+                ErrorCode::Conflict,
+                format!("{shown} changed while it was being deleted; nothing was deleted"),
+            )
+            .with_hint("retry the call"));
+        }
+        write::sync_dir(at.dir);
+        // A process killed here leaves the object staged: recovery finds it there by
+        // the entry's record (committed; undo brings it back from there).
+        die_here_in_tests();
+        let put = os.put(&staged_path);
+        let as_ferret = |tname: String| {
+            let mut to = rec.clone();
+            to.kind = Kind::Ferret;
+            to.dir = std::path::PathBuf::new();
+            to.name = tname;
+            to
+        };
+        let (rec, kind, note) = match put {
+            Ok(now) => {
+                let mut to = rec.clone();
+                to.dir = now
+                    .parent()
+                    .map(std::path::Path::to_path_buf)
+                    .unwrap_or_default();
+                to.name = now
+                    .file_name()
+                    .and_then(OsStr::to_str)
+                    .unwrap_or_default()
+                    .to_string();
+                // A trash inside a root (a root at the home folder holds ~/.Trash) is
+                // not used, as the freedesktop one is not: the entry moves on, by
+                // handle and checked to be the same object, to ferret's trash.
+                let inside = std::fs::canonicalize(&to.dir).is_ok_and(|c| self.inside_roots(&c));
+                let moved_on = inside
+                    .then(|| Trash::os_at(&to.dir))
+                    .flatten()
+                    .map(|t| move_on(&t.files, OsStr::new(&to.name), ferret, want, &sname));
+                match moved_on {
+                    Some(Ok(tname)) => (
+                        as_ferret(tname),
+                        Kind::Ferret,
+                        Some(format!(
+                            "the {} lies inside the workspace; the entry is in ferret's trash instead",
+                            os.name()
+                        )),
+                    ),
+                    Some(Err(e)) => {
+                        tracing::error!(error = %e, "an item put in an OS trash inside the workspace could not be moved on to ferret's trash");
+                        (to, Kind::Os, None)
+                    }
+                    None => (to, Kind::Os, None),
+                }
+            }
+            // Refused: the object is still staged, in ferret's own trash folder; it
+            // moves on to the trash proper under a name of ferret's.
+            Err(e) => match move_on(&staging, OsStr::new(&sname), ferret, want, &sname) {
+                Ok(tname) => (
+                    as_ferret(tname),
+                    Kind::Ferret,
+                    Some(format!(
+                        "the {} refused it ({e}); it is in ferret's trash instead",
+                        os.name()
+                    )),
+                ),
+                Err(e2) => {
+                    tracing::error!(error = %e, then = %e2, "the OS trash refused an item that could not be moved on to ferret's trash");
+                    let note = format!(
+                        "the {} refused it ({e}) and it could not be moved on ({e2}); it was left in ferret's staging folder, where undo finds it",
+                        os.name()
+                    );
+                    (rec.clone(), Kind::Os, Some(note))
+                }
+            },
+        };
+        die_after_put_in_tests();
+        self.write_journal(|j| j.settle_trashed(id, rec, note.clone()))?;
+        drop_staging();
+        Ok(Some(Trashed {
+            id,
+            kind,
+            os_name: (kind == Kind::Os).then(|| os.name()),
+            note,
+        }))
     }
 
     /// Removes the entry `name` in `dir` for good (journalled, not undoable).
@@ -370,7 +588,27 @@ impl History {
         let id = self.finish(id, moved)?;
         write::sync_dir(dir);
         trash.forget(&rec.name);
+        self.drop_staging_folder(rec);
         Ok(id)
+    }
+
+    /// Removes the staging folder `rec` names once empty (an entry a killed process
+    /// left staged, restored from there): only a `*.staging` folder of ferret's own
+    /// trash, and only if nothing is in it.
+    pub(super) fn drop_staging_folder(&self, rec: &TrashRecord) {
+        let ours = rec.kind == Kind::Os
+            && rec.dir.parent() == Some(self.dir.join("trash").as_path())
+            && rec
+                .dir
+                .file_name()
+                .and_then(OsStr::to_str)
+                .is_some_and(|n| n.ends_with(".staging"));
+        if ours
+            && let Ok(t) = Trash::ferret(&self.dir)
+            && let Some(n) = rec.dir.file_name()
+        {
+            let _ = t.files.remove_dir(n);
+        }
     }
 
     /// The trashed directory `rec` names, opened without following a link (`None` for
@@ -386,6 +624,13 @@ impl History {
     fn open_trash(&self, rec: &TrashRecord) -> ToolResult<Trash> {
         match rec.kind {
             Kind::Ferret => Trash::ferret(&self.dir),
+            Kind::Os => Trash::os_at(&rec.dir).ok_or_else(|| {
+                ToolError::new(
+                    ErrorCode::Conflict,
+                    "the system trash folder the entry was put in is no longer there",
+                )
+                .with_hint("restore it from the system trash by hand, if it is still there")
+            }),
             Kind::Home if !rec.dir.as_os_str().is_empty() => {
                 Trash::home_at(&rec.dir).ok_or_else(|| {
                     ToolError::new(ErrorCode::Conflict, "the system trash is no longer there")
@@ -417,11 +662,91 @@ impl History {
     }
 }
 
+/// Moves the object `name` in `from` into ferret's trash under a fresh name of ferret's,
+/// if it is still the object `want` (device, inode), never replacing anything; the name
+/// it got.
+fn move_on(
+    from: &Dir,
+    name: &OsStr,
+    ferret: &Trash,
+    want: (u64, u64),
+    base: &str,
+) -> std::io::Result<String> {
+    if write::identity_at(from, name)? != want {
+        return Err(std::io::Error::other("another object stands at its name"));
+    }
+    let tname = format!("{}_{base}", stamp());
+    write::move_noreplace(from, name, &ferret.files, OsStr::new(&tname))?;
+    Ok(tname)
+}
+
+/// A delete through the OS trash that a killed process left pending with its object no
+/// longer where it was being staged: the object is looked for, by device and inode, in
+/// the folder the OS trash puts items in (the process had handed it over) and in
+/// ferret's own trash (the OS trash had refused it); the record of where it is, if
+/// found. Only names that could be the item's are looked at (the OS trash's `name 2.ext`
+/// forms, ferret's `STAMP_name`).
+pub(super) fn found_after_staging(h: &History, e: &Entry) -> Option<TrashRecord> {
+    let rec = e.trash.as_ref()?;
+    if e.action != Action::Delete || !e.group.is_empty() || rec.kind != Kind::Os {
+        return None;
+    }
+    let want = (rec.dev, rec.ino);
+    let staged = Trash::os_at(&rec.dir)
+        .and_then(|t| write::identity_at(&t.files, OsStr::new(&rec.name)).ok());
+    if staged == Some(want) {
+        return None;
+    }
+    let stem = std::path::Path::new(&rec.name)
+        .file_stem()
+        .and_then(OsStr::to_str)
+        .unwrap_or(&rec.name)
+        .to_string();
+    let os_dir = crate::platform::os_trash(&crate::platform::process_env).and_then(|t| t.dir());
+    if let Some(t) = os_dir.as_deref().and_then(Trash::os_at)
+        && let Some(name) = find_by_identity(&t.files, want, |n| n.starts_with(&stem))
+    {
+        let mut to = rec.clone();
+        to.dir = t.base.clone();
+        to.name = name;
+        h.drop_staging_folder(rec);
+        return Some(to);
+    }
+    let ferret = Trash::ferret(&h.dir).ok()?;
+    let suffix = format!("_{}", rec.name);
+    let name = find_by_identity(&ferret.files, want, |n| n.ends_with(&suffix))?;
+    let mut to = rec.clone();
+    to.kind = Kind::Ferret;
+    to.dir = std::path::PathBuf::new();
+    to.name = name;
+    h.drop_staging_folder(rec);
+    Some(to)
+}
+
+/// The name in `dir`, among those `fits`, of the object `want` (not following links).
+fn find_by_identity(dir: &Dir, want: (u64, u64), fits: impl Fn(&str) -> bool) -> Option<String> {
+    let rd = dir.entries().ok()?;
+    rd.flatten().find_map(|e| {
+        let name = e.file_name().into_string().ok()?;
+        (fits(&name) && write::identity_at(dir, OsStr::new(&name)).ok() == Some(want))
+            .then_some(name)
+    })
+}
+
 /// Test hook: dies here, as a SIGKILL would, once a change's new content is staged and
 /// before it lands (recovery tests). Only the environment ferret was started with sets
 /// it; nothing an agent sends does.
 pub(super) fn die_here_in_tests() {
-    if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED").is_some() {
+    if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED").is_some_and(|v| v != "put") {
+        std::process::abort();
+    }
+}
+
+/// Test hook: with `FERRET_TEST_DIE_AFTER_STAGED=put`, dies once a delete's object has
+/// left ferret's staging folder (into the OS trash, or ferret's when refused) and before
+/// the journal says where it went.
+fn die_after_put_in_tests() {
+    if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED").is_some_and(|v| v == "put") {
         std::process::abort();
     }
 }
@@ -589,6 +914,15 @@ fn settle_single_inner(
             } else {
                 if let Some(t) = trash {
                     t.forget(&rec.name);
+                }
+                if rec.kind == Kind::Os {
+                    // Not where it was being staged: either it never left the
+                    // workspace, or the OS trash had taken it when the process died.
+                    return (
+                        Outcome::Aborted,
+                        "recovered: the entry was not in ferret's staging folder; it was not deleted, or it is in the system trash"
+                            .into(),
+                    );
                 }
                 (
                     Outcome::Aborted,

@@ -299,6 +299,10 @@ struct Mark {
     /// Files recovery left alone (see [`Entry::conflicted`]).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     conflicted: Vec<String>,
+    /// A delete through the OS trash: where the object ended up (known only once the
+    /// trash has taken it), replacing the entry's record of where it was staged.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    trash: Option<TrashRecord>,
 }
 
 #[derive(Deserialize)]
@@ -358,8 +362,28 @@ impl Locked<'_> {
             outcome,
             note,
             conflicted: conflicted.clone(),
+            trash: None,
         })?;
-        apply_mark(self.entries, id, outcome, conflicted);
+        apply_mark(self.entries, id, outcome, conflicted, None);
+        Ok(())
+    }
+
+    /// Commits delete `id`, whose object ended up where `rec` says (not where its entry
+    /// said it would be staged).
+    pub fn settle_trashed(
+        &mut self,
+        id: u64,
+        rec: TrashRecord,
+        note: Option<String>,
+    ) -> ToolResult<()> {
+        self.write(&Mark {
+            id,
+            outcome: Outcome::Committed,
+            note,
+            conflicted: Vec::new(),
+            trash: Some(rec.clone()),
+        })?;
+        apply_mark(self.entries, id, Outcome::Committed, Vec::new(), Some(rec));
         Ok(())
     }
 
@@ -407,6 +431,9 @@ impl Locked<'_> {
                 Ok(Line::Mark(m)) if m.id == id => {
                     if let Some(e) = found.as_mut() {
                         e.conflicted.extend(m.conflicted);
+                        if m.trash.is_some() {
+                            e.trash = m.trash;
+                        }
                         match m.outcome {
                             Outcome::Committed => e.pending = false,
                             Outcome::Aborted => found = None,
@@ -471,7 +498,13 @@ fn trim(entries: &mut Vec<Entry>) {
 /// What a mark line does to the entries read so far. Entries are in id order (ids are
 /// given under the lock, one more each time), so the entry is found by binary search;
 /// a journal out of order is still handled, by a scan.
-fn apply_mark(entries: &mut Vec<Entry>, id: u64, outcome: Outcome, conflicted: Vec<String>) {
+fn apply_mark(
+    entries: &mut Vec<Entry>,
+    id: u64,
+    outcome: Outcome,
+    conflicted: Vec<String>,
+    trash: Option<TrashRecord>,
+) {
     let at = match entries.binary_search_by_key(&id, |e| e.id) {
         Ok(i) if entries[i].id == id => Some(i),
         _ => entries.iter().position(|e| e.id == id),
@@ -480,6 +513,9 @@ fn apply_mark(entries: &mut Vec<Entry>, id: u64, outcome: Outcome, conflicted: V
         return;
     };
     entries[i].conflicted.extend(conflicted);
+    if trash.is_some() {
+        entries[i].trash = trash;
+    }
     match outcome {
         Outcome::Committed => entries[i].pending = false,
         Outcome::Aborted => {
@@ -671,7 +707,7 @@ fn read_tail(file: &File, c: &mut Cache) -> ToolResult<()> {
                 c.entries.push(*e);
                 trim(&mut c.entries);
             }
-            Ok(Line::Mark(m)) => apply_mark(&mut c.entries, m.id, m.outcome, m.conflicted),
+            Ok(Line::Mark(m)) => apply_mark(&mut c.entries, m.id, m.outcome, m.conflicted, m.trash),
             Err(e) => tracing::warn!(error = %e, "skipping a damaged journal line"),
         }
     }

@@ -534,6 +534,14 @@ impl History {
                     }
                     dead_leases.push(e.lease.clone());
                 }
+                // A delete the OS trash had taken (or refused) when the process died:
+                // committed, with where the object is now.
+                if let Some(rec) = change::found_after_staging(self, &e) {
+                    let note = "recovered: the entry had been moved to the trash".to_string();
+                    j.settle_trashed(e.id, rec, Some(note))?;
+                    settled += 1;
+                    continue;
+                }
                 let (outcome, note, conflicted) = change::settle_orphan(self, ws, &e);
                 tracing::info!(
                     id = e.id,

@@ -12,6 +12,11 @@
 //!   spec asks for. Used only when it lies outside every root and on the same
 //!   filesystem as the object (the spec's per-volume `.Trash-UID` directories are never
 //!   used: on a mounted root they would lie inside the workspace).
+//! - `os`: the operating system's trash behind a path API (macOS's Trash; a fake one
+//!   under `FERRET_PORTABLE=1`, see `platform::OsTrash`). The object is first moved by
+//!   handle into a staging directory ferret makes inside its own trash folder (so on the
+//!   object's filesystem, or not used at all), and only that staged path, which no agent
+//!   influenced, is handed to the OS; the journal then records where the OS put it.
 //! - `ferret`: `trash/` in ferret's state directory, for everything else.
 
 use super::journal::io_err;
@@ -29,6 +34,10 @@ use std::path::{Path, PathBuf};
 pub enum Kind {
     Home,
     Ferret,
+    /// The operating system's trash behind [`crate::platform::OsTrash`] (macOS's Trash;
+    /// the fake one of `FERRET_PORTABLE=1`): the record names the directory the object
+    /// ended up in and its name there.
+    Os,
 }
 
 /// A trash directory, open.
@@ -88,6 +97,26 @@ impl Trash {
             base: base.to_path_buf(),
             files,
             info: Some(info),
+            dev,
+        })
+    }
+
+    /// The directory an OS trash put an object in (or the staging directory it was
+    /// being put from), as the journal recorded it: opened without following a link in
+    /// its last name. Nothing in it is trusted: a restore checks the object's identity.
+    pub fn os_at(base: &Path) -> Option<Trash> {
+        let fd = rustix::fs::open(
+            base,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let dev = crate::platform::file_id(&rustix::fs::fstat(&fd).ok()?).0;
+        Some(Trash {
+            kind: Kind::Os,
+            base: base.to_path_buf(),
+            files: Dir::from_std_file(std::fs::File::from(fd)),
+            info: None,
             dev,
         })
     }

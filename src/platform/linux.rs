@@ -13,6 +13,11 @@ use std::time::Duration;
 pub const RESOLVER: &str = "openat2 (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)";
 pub const WATCHER: &str = "inotify (one watch per directory walked)";
 pub const TRASH: &str = "freedesktop home trash (~/.local/share/Trash), else ferret's own";
+
+/// No OS trash behind a path API: the freedesktop home trash is used by handle.
+pub fn os_trash() -> Option<Box<dyn super::OsTrash>> {
+    None
+}
 pub const FREEDESKTOP_TRASH: bool = true;
 pub const SKIPPED_NAMES: &[&str] = &[];
 

@@ -16,7 +16,8 @@ pub const RESOLVER: &str =
     "openat O_NOFOLLOW_ANY (plain names only), else component walk (openat O_NOFOLLOW per name)";
 /// FSEvents is not wired in (see `watcher`): the portable polling watcher stands in.
 pub const WATCHER: &str = super::portable::WATCHER;
-pub const TRASH: &str = "ferret's own (in the state directory)";
+pub const TRASH: &str = "the user's Trash (NSFileManager trashItemAtURL, from a staging directory ferret made), \
+else ferret's own";
 pub const FREEDESKTOP_TRASH: bool = false;
 pub const SKIPPED_NAMES: &[&str] = &[".DS_Store"];
 
@@ -118,4 +119,60 @@ pub fn protected_in_home(home: &Path) -> Vec<PathBuf> {
 /// search asks, keeps the index's "never stale" promise.
 pub fn watcher() -> Result<Box<dyn DirWatch>, String> {
     Ok(super::portable::poll_watcher())
+}
+
+/// The user's Trash through `NSFileManager`. The path it is given is one ferret made
+/// (its staging directory and the item's own name); the object got there by a
+/// `renameat` between handles, so nothing an agent can race is resolved by path here.
+/// Checked by cross-compilation only: that Finder shows the item, and where its
+/// "Put Back" leads (the staging directory it came from, gone by then), only a Mac can
+/// show.
+struct MacTrash;
+
+pub fn os_trash() -> Option<Box<dyn super::OsTrash>> {
+    Some(Box::new(MacTrash))
+}
+
+impl super::OsTrash for MacTrash {
+    fn name(&self) -> &'static str {
+        "macOS Trash"
+    }
+
+    /// The home volume's Trash (where an item staged in the state directory goes when
+    /// that is on the home volume; another volume's `.Trashes` is not looked in).
+    fn dir(&self) -> Option<PathBuf> {
+        std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(|h| PathBuf::from(h).join(".Trash"))
+    }
+
+    fn put(&self, staged: &Path) -> io::Result<PathBuf> {
+        use objc2_foundation::{NSFileManager, NSString, NSURL};
+        // A symbolic link stays in ferret's trash (the caller's fallback): whether
+        // trashItemAtURL moves a link or what it points to is not documented, and only
+        // the link may ever move.
+        let st = rustix::fs::lstat(staged)?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "symbolic links are kept in ferret's trash on macOS",
+            ));
+        }
+        let path = staged.to_str().ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "the staged path is not UTF-8")
+        })?;
+        objc2::rc::autoreleasepool(|_| {
+            let url = NSURL::fileURLWithPath(&NSString::from_str(path));
+            let manager = NSFileManager::defaultManager();
+            let mut resulting = None;
+            manager
+                .trashItemAtURL_resultingItemURL_error(&url, Some(&mut resulting))
+                .map_err(|e| io::Error::other(e.localizedDescription().to_string()))?;
+            let now = resulting
+                .and_then(|u| u.path())
+                .map(|p| PathBuf::from(p.to_string()))
+                .ok_or_else(|| io::Error::other("the Trash did not say where the item went"))?;
+            Ok(now)
+        })
+    }
 }

@@ -20,6 +20,9 @@
 //! - **The watcher** ([`DirWatch`], [`watcher`]): one OS-free event stream of hints
 //!   (names changed in a directory, a file written, events lost) that the live index
 //!   turns into stamped rescans.
+//! - **The OS trash** ([`OsTrash`], [`os_trash`]): macOS's Trash through
+//!   `NSFileManager`, given only a path ferret staged the object at; a fake twin under
+//!   `FERRET_PORTABLE=1`.
 //! - **Names shown** ([`describe`]): which resolver, watcher and trash are in use, for
 //!   `ferret config`.
 //!
@@ -234,11 +237,14 @@ pub fn protected_defaults(env: Env<'_>) -> Vec<PathBuf> {
     // The user's config: an agent that could write it would set every other run's
     // deny list, confirm list and writes.
     dirs.extend(abs_var(env, "XDG_CONFIG_HOME").map(|d| d.join("ferret")));
+    // The fake OS trash of portable mode, whatever the mode: a setting does not uncover it.
+    dirs.extend(abs_var(env, "XDG_DATA_HOME").map(|d| d.join(portable::FAKE_TRASH_NAME)));
     match abs_var(env, "HOME") {
         Some(h) => {
             dirs.push(h.join(".local/state/ferret"));
             dirs.push(h.join(".local/share/Trash"));
             dirs.push(h.join(".config/ferret"));
+            dirs.push(h.join(".local/share").join(portable::FAKE_TRASH_NAME));
             dirs.extend(os::protected_in_home(&h));
         }
         None => dirs.push(std::env::temp_dir().join("ferret")),
@@ -252,7 +258,50 @@ pub const SKIPPED_NAMES: &[&str] = os::SKIPPED_NAMES;
 
 /// Which trash a delete uses, for `ferret config`.
 pub fn trash_name() -> &'static str {
-    os::TRASH
+    if portable() {
+        portable::TRASH
+    } else {
+        os::TRASH
+    }
+}
+
+/// The user's trash as the operating system keeps it, reached through an API that takes
+/// a path (macOS: `NSFileManager trashItemAtURL:resultingItemURL:error:`). Such an API
+/// follows whatever the path names when it runs, so the caller hands it only a path it
+/// made itself: the object is first moved by handle into a ferret-owned staging
+/// directory, and `put` is given that staged path, never one an agent influenced.
+pub trait OsTrash {
+    /// What `ferret config` and results call it.
+    fn name(&self) -> &'static str;
+    /// Moves the object at `staged` into the user's trash, under a name of the trash's
+    /// choosing (a clash is resolved the trash's way), and returns where it is now.
+    /// `Err` when it could not: the object is then still at `staged`.
+    fn put(&self, staged: &Path) -> io::Result<PathBuf>;
+    /// The folder `put` puts items in, where known: recovery looks there, by the
+    /// object's identity, for an item a killed process had handed over but not yet
+    /// journalled.
+    fn dir(&self) -> Option<PathBuf>;
+}
+
+/// The operating system's trash, where ferret uses one through [`OsTrash`]: macOS's
+/// Trash; under `FERRET_PORTABLE=1` a fake one (see [`portable::FakeTrash`]) so the
+/// same staging, journalling and restoring run on Linux. `None` elsewhere (Linux uses
+/// the freedesktop home trash by handle, see [`home_trash`]).
+pub fn os_trash(env: Env<'_>) -> Option<Box<dyn OsTrash>> {
+    if portable() {
+        return portable::FakeTrash::from_env(env).map(|t| Box::new(t) as Box<dyn OsTrash>);
+    }
+    os::os_trash()
+}
+
+/// The directory standing for the user's trash under `FERRET_PORTABLE=1`:
+/// `$XDG_DATA_HOME/ferret-os-trash`, else `~/.local/share/ferret-os-trash`.
+pub fn fake_os_trash_dir(env: Env<'_>) -> Option<PathBuf> {
+    abs_var(env, "XDG_DATA_HOME")
+        .map(|d| d.join(portable::FAKE_TRASH_NAME))
+        .or_else(|| {
+            abs_var(env, "HOME").map(|h| h.join(".local/share").join(portable::FAKE_TRASH_NAME))
+        })
 }
 
 /// The resolver, watcher and trash in use, for `ferret config`.

@@ -315,6 +315,85 @@ impl PollWatch {
     }
 }
 
+/// What `ferret config` calls the trash under `FERRET_PORTABLE=1`.
+pub const TRASH: &str = "fake OS trash (FERRET_PORTABLE): staged by handle in the state directory, then moved into \
+$XDG_DATA_HOME/ferret-os-trash (else ~/.local/share/ferret-os-trash); else ferret's own";
+
+/// The name of the directory standing for the user's trash in portable mode.
+pub const FAKE_TRASH_NAME: &str = "ferret-os-trash";
+
+/// The fake OS trash of `FERRET_PORTABLE=1`: a directory standing for the user's trash,
+/// so that the staging, journalling and restoring macOS's Trash goes through run (and
+/// are tested) on Linux. Like the macOS Trash it takes a staged path, keeps the item's
+/// name, and resolves a clash its own way (`name 2`, `name 3`, … before the
+/// extension), and says where the item ended up.
+pub struct FakeTrash {
+    dir: std::path::PathBuf,
+}
+
+impl FakeTrash {
+    pub fn from_env(env: super::Env<'_>) -> Option<FakeTrash> {
+        super::fake_os_trash_dir(env).map(|dir| FakeTrash { dir })
+    }
+}
+
+/// `name` with ` n` put before its extension (`a.txt` → `a 2.txt`), as Finder does.
+fn numbered(name: &str, n: u32) -> String {
+    match name.rfind('.') {
+        Some(i) if i > 0 => format!("{} {n}{}", &name[..i], &name[i..]),
+        _ => format!("{name} {n}"),
+    }
+}
+
+impl super::OsTrash for FakeTrash {
+    fn name(&self) -> &'static str {
+        "fake OS trash"
+    }
+
+    fn dir(&self) -> Option<std::path::PathBuf> {
+        Some(self.dir.clone())
+    }
+
+    fn put(&self, staged: &std::path::Path) -> io::Result<std::path::PathBuf> {
+        let bad = || io::Error::new(io::ErrorKind::InvalidInput, "not a staged path");
+        let name = staged.file_name().and_then(OsStr::to_str).ok_or_else(bad)?;
+        let parent = staged.parent().ok_or_else(bad)?;
+        std::fs::create_dir_all(&self.dir)?;
+        let open = |p: &std::path::Path| {
+            rustix::fs::open(
+                p,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+        };
+        let trash = open(&self.dir)?;
+        let _ = rustix::fs::fchmod(&trash, Mode::from_raw_mode(0o700));
+        let from = open(parent)?;
+        for n in 1..10_000u32 {
+            let to = if n == 1 {
+                name.to_string()
+            } else {
+                numbered(name, n)
+            };
+            match rustix::fs::renameat_with(
+                &from,
+                name,
+                &trash,
+                to.as_str(),
+                rustix::fs::RenameFlags::NOREPLACE,
+            ) {
+                Ok(()) => return Ok(self.dir.join(to)),
+                Err(e) if e == rustix::io::Errno::EXIST => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "no free name in the fake OS trash",
+        ))
+    }
+}
+
 /// Systems with no implementation of their own: the portable paths throughout.
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 pub mod other {
@@ -328,6 +407,9 @@ pub mod other {
     pub const WATCHER: &str = super::WATCHER;
     pub const TRASH: &str = "ferret's own (in the state directory)";
     pub const FREEDESKTOP_TRASH: bool = true;
+    pub fn os_trash() -> Option<Box<dyn super::super::OsTrash>> {
+        None
+    }
     pub const SKIPPED_NAMES: &[&str] = &[];
 
     pub fn open_beneath(

@@ -1,8 +1,10 @@
 //! `file_delete`: delete a file or directory safely: to the trash, undoable.
 //!
-//! By default the entry goes to the freedesktop home trash (where a person's file manager
-//! shows it); where that is unusable (another filesystem, inside the workspace, none),
-//! to ferret's own trash folder in the state directory. Either way it is moved by
+//! By default the entry goes to the user's trash (where a person's file manager shows it):
+//! the freedesktop home trash on Linux, macOS's Trash (through a staging folder ferret
+//! makes, see `history::trash`), the fake OS trash under `FERRET_PORTABLE=1`; where that
+//! is unusable (another filesystem, inside the workspace, none, refused), to ferret's own
+//! trash folder in the state directory. Either way it is moved by
 //! `renameat` between directory handles (see `history::trash`), and undo restores it by
 //! the journal's record. `permanent: true` removes it for good
 //! and needs the user's confirmation. A root is never deleted; secrets never match, a
@@ -36,6 +38,13 @@ pub struct Output {
     /// `os` (the system trash) or `ferret` (ferret's trash folder); absent when permanent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trash: Option<String>,
+    /// Which system trash, where it is reached through the OS (`macOS Trash`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trash_name: Option<String>,
+    /// Something the delete wants said: the system trash refused the entry, so it is in
+    /// ferret's trash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// The undo journal's id for this change (absent on a dry run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_id: Option<u64>,
@@ -103,6 +112,8 @@ the user's confirmation. dry_run previews.",
             kind,
             permanent: p.permanent,
             trash: None,
+            trash_name: None,
+            note: None,
             change_id: None,
             would_ask: None,
             dry_run,
@@ -154,15 +165,17 @@ the user's confirmation. dry_run previews.",
         if p.permanent {
             out.change_id = Some(history.remove(dir, name, &at.real, &shown, is_dir)?);
         } else {
-            let (id, trash) = history.trash(dir, name, &at.real, ws, ctx.config().use_os_trash)?;
-            out.change_id = Some(id);
+            let done = history.trash(dir, name, &at.real, ws, ctx.config().use_os_trash)?;
+            out.change_id = Some(done.id);
             out.trash = Some(
-                match trash {
-                    Kind::Home => "os",
+                match done.kind {
+                    Kind::Home | Kind::Os => "os",
                     Kind::Ferret => "ferret",
                 }
                 .to_string(),
             );
+            out.trash_name = done.os_name.map(str::to_string);
+            out.note = done.note;
         }
         Ok(out)
     }
@@ -187,14 +200,18 @@ the user's confirmation. dry_run previews.",
                 o.change_id.unwrap_or_default()
             ),
             (false, false) => format!(
-                "Moved {} to the {} trash (change {}; undo brings it back).",
+                "Moved {} to {} (change {}; undo brings it back).{}",
                 shown(&o.path),
-                if o.trash.as_deref() == Some("os") {
-                    "system"
-                } else {
-                    "ferret"
+                match (o.trash.as_deref(), &o.trash_name) {
+                    (Some("os"), Some(n)) => format!("the system trash ({n})"),
+                    (Some("os"), None) => "the system trash".to_string(),
+                    _ => "the ferret trash".to_string(),
                 },
-                o.change_id.unwrap_or_default()
+                o.change_id.unwrap_or_default(),
+                match &o.note {
+                    Some(n) => format!("\nNote: {n}."),
+                    None => String::new(),
+                }
             ),
         }
     }

@@ -529,8 +529,8 @@ fn rm_then_undo_restores_byte_identical_through_the_os_trash() {
         .stdout(predicates::str::contains("system trash"));
     assert!(!e.p("x.bin").exists());
     assert!(
-        data.path().join("Trash/files/x.bin").exists(),
-        "it is in the freedesktop trash"
+        crate::util::os_trash_item(data.path(), "x.bin").exists(),
+        "it is in the user's trash"
     );
     cli(&e, data.path()).args(["rm", "dir"]).assert().success();
     assert!(!e.p("dir").exists());
@@ -542,7 +542,7 @@ fn rm_then_undo_restores_byte_identical_through_the_os_trash() {
     );
     cli(&e, data.path()).arg("undo").assert().success();
     assert_eq!(e.read("x.bin"), content);
-    assert!(!data.path().join("Trash/files/x.bin").exists());
+    assert!(!crate::util::os_trash_item(data.path(), "x.bin").exists());
 }
 
 #[test]

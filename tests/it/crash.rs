@@ -222,8 +222,13 @@ fn killed_deletes_leave_the_file_or_a_journalled_trash_item() {
         } else {
             trashed += 1;
             assert_eq!(deleted.len(), 1, "{name} is gone without a journal entry");
-            let item = deleted[0]["trash"]["name"].as_str().unwrap();
-            let in_trash = w.data.join("Trash/files").join(item);
+            let rec = &deleted[0]["trash"];
+            let item = rec["name"].as_str().unwrap();
+            // The OS trash (portable mode's fake one) records the folder it is in.
+            let in_trash = match rec["dir"].as_str() {
+                Some(d) if rec["kind"] == "os" => Path::new(d).join(item),
+                _ => w.data.join("Trash/files").join(item),
+            };
             assert_eq!(
                 sha(&in_trash),
                 Some(hex::encode(Sha256::digest(content(i)))),
@@ -237,7 +242,7 @@ fn killed_deletes_leave_the_file_or_a_journalled_trash_item() {
         .iter()
         .filter_map(|e| e["trash"]["name"].as_str())
         .collect();
-    for e in std::fs::read_dir(w.data.join("Trash/files"))
+    for e in std::fs::read_dir(crate::util::os_trash_item(&w.data, ""))
         .unwrap()
         .flatten()
     {

@@ -27,6 +27,7 @@ mod mcp_r4;
 mod memory_r5;
 mod names_r3;
 mod names_r4;
+mod ostrash_r6;
 mod platform;
 mod safety;
 mod sandbox;

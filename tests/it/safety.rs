@@ -394,7 +394,15 @@ fn undo_of_a_delete_refuses_a_directory_now_linked_inside() {
 fn a_tampered_trashinfo_changes_nothing_about_the_restore() {
     let w = Ws::new();
     w.write("a.txt", "mine\n");
-    assert!(w.run(&["rm", "a.txt"]).status.success());
+    // The freedesktop trash's own file: in its mode even in a portable-mode run.
+    let native = |args: &[&str]| {
+        w.cmd()
+            .env_remove("FERRET_PORTABLE")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(native(&["rm", "a.txt"]).status.success());
     let info = w.data.join("Trash/info/a.txt.trashinfo");
     assert!(info.exists(), "the home trash was used");
     std::fs::write(
@@ -406,7 +414,7 @@ fn a_tampered_trashinfo_changes_nothing_about_the_restore() {
     )
     .unwrap();
     let before = w.outside_snapshot();
-    assert!(w.run(&["undo"]).status.success());
+    assert!(native(&["undo"]).status.success());
     assert_eq!(w.read("a.txt"), "mine\n");
     assert_eq!(w.outside_snapshot(), before);
 }
@@ -416,7 +424,7 @@ fn a_trashed_file_replaced_in_the_trash_is_not_restored() {
     let w = Ws::new();
     w.write("a.txt", "mine\n");
     assert!(w.run(&["rm", "a.txt"]).status.success());
-    let item = w.data.join("Trash/files/a.txt");
+    let item = crate::util::os_trash_item(&w.data, "a.txt");
     // same inode, other content
     std::fs::write(&item, "#!/bin/sh\nevil\n").unwrap();
     let out = w.run(&["undo"]);
@@ -868,7 +876,7 @@ fn undo_finds_the_trash_the_delete_used_even_if_the_environment_changed() {
     let w = Ws::new();
     w.write("a.txt", "mine\n");
     assert!(w.run(&["rm", "a.txt"]).status.success());
-    assert!(w.data.join("Trash/files/a.txt").exists());
+    assert!(crate::util::os_trash_item(&w.data, "a.txt").exists());
     let other = w.parent.join("other-data");
     let out = w
         .cmd()

@@ -30,6 +30,16 @@ pub fn portable_env() -> Vec<(&'static str, std::ffi::OsString)> {
         .collect()
 }
 
+/// Where the user's trash keeps the trashed entry `name`, with `XDG_DATA_HOME` at
+/// `data`: the freedesktop trash's `files/`, or (`FERRET_PORTABLE=1`) the fake OS trash.
+pub fn os_trash_item(data: &Path, name: &str) -> PathBuf {
+    if portable_env().iter().any(|(_, v)| v == "1") {
+        data.join("ferret-os-trash").join(name)
+    } else {
+        data.join("Trash/files").join(name)
+    }
+}
+
 /// Makes a FIFO at `p` (`mkfifo(3)`: rustix's `mknodat` does not exist on macOS).
 pub fn mkfifo(p: &Path) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;

@@ -1664,3 +1664,27 @@ async def test_patches_as_models_write_them_apply_and_results_match_their_schema
         jsonschema.validate(r.structured_content, tools["edit"].output_schema)
         assert r.structured_content["match"] == "punctuation"
         assert (root / "q.txt").read_bytes() == b"say bye\n"
+async def test_file_delete_goes_through_the_os_trash_and_undo_brings_it_back_portable(ws, tmp_path, mode):
+    """FERRET_PORTABLE=1: file_delete stages the entry by handle and hands it to the fake OS
+    trash ($XDG_DATA_HOME/ferret-os-trash); the structured result names that trash (schema
+    valid), the trash holds the file under its name, and undo brings it back byte for byte."""
+    data = tmp_path / "data"
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path / "home"),
+           "XDG_DATA_HOME": str(data), "FERRET_PORTABLE": "1"}
+    (ws / "gone.txt").write_bytes(b"bye\r\nbytes \xff\n")
+    async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "state"), mode=mode, env=env) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        r = await c.call_tool("file_delete", {"path": "gone.txt"})
+        assert not r.is_error, text(r)
+        jsonschema.validate(r.structured_content, tools["file_delete"].output_schema)
+        assert r.structured_content["trash"] == "os"
+        assert r.structured_content["trash_name"] == "fake OS trash"
+        assert "system trash" in text(r)
+        assert not (ws / "gone.txt").exists()
+        assert (data / "ferret-os-trash" / "gone.txt").read_bytes() == b"bye\r\nbytes \xff\n"
+        r = await c.call_tool("read_file", {"path": "../data/ferret-os-trash/gone.txt"})
+        assert r.is_error, text(r)
+        r = await c.call_tool("undo", {})
+        assert not r.is_error, text(r)
+        assert (ws / "gone.txt").read_bytes() == b"bye\r\nbytes \xff\n"
+        assert not (data / "ferret-os-trash" / "gone.txt").exists()
