@@ -313,10 +313,11 @@ impl Ferret {
                 t.call(ctx, args)
             },
             |out| {
+                let media: u64 = out.media.iter().map(|m| m.data.len() as u64).sum();
                 sent_once(
                     out.text.len() as u64,
                     crate::tool::json_len(&out.structured),
-                )
+                ) + media
             },
         )
     }

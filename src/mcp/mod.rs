@@ -564,7 +564,13 @@ impl ServerHandler for FerretServer {
         }
         let result = match outcome {
             Ok(out) => {
-                let mut r = CallToolResult::success(vec![ContentBlock::text(out.text)]);
+                let mut content = vec![ContentBlock::text(out.text)];
+                content.extend(
+                    out.media
+                        .into_iter()
+                        .map(|m| ContentBlock::image(m.data, m.mime_type)),
+                );
+                let mut r = CallToolResult::success(content);
                 r.structured_content = Some(out.structured);
                 r
             }

@@ -65,6 +65,21 @@ pub struct Output {
     /// pass it as expected_version to edit to refuse the change if the file changed since.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// An image (its bytes go as an image block; content is empty) or a notebook
+    /// (content lists its cells; offset 1 reads its JSON).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// The image's base64 and dimensions, sent as an image block, not in the result.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub image: Option<Image>,
+}
+
+/// An image read whole: its bytes in base64, and its size in pixels when known.
+#[derive(Debug)]
+pub struct Image {
+    pub data: String,
+    pub dimensions: Option<(u32, u32)>,
 }
 
 pub struct ReadFile;
@@ -85,10 +100,47 @@ encoding base64. Several files: read_files.",
     }
 
     fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
-        read(ctx, p, ctx.output_budget())
+        read_as(ctx, p, ctx.output_budget(), false, true)
+    }
+
+    fn media(&self, o: &Output) -> Vec<crate::tool::Media> {
+        match (&o.image, &o.mime_type) {
+            (Some(i), Some(m)) => vec![crate::tool::Media {
+                mime_type: m.clone(),
+                data: i.data.clone(),
+            }],
+            _ => Vec::new(),
+        }
     }
 
     fn render(&self, o: &Output) -> String {
+        if let Some(m) = &o.mime_type {
+            if m == super::notebook::MIME {
+                let mut out = o.content.clone();
+                if o.truncated {
+                    out.push_str(
+                        "… more cells follow: read the JSON in parts with offset and limit\n",
+                    );
+                }
+                if let Some(v) = &o.version {
+                    out.push_str(&format!(
+                        "[version {v}; the JSON: read_file with offset 1]\n"
+                    ));
+                }
+                return out;
+            }
+            let dims = o
+                .image
+                .as_ref()
+                .and_then(|i| i.dimensions)
+                .map(|(w, h)| format!(", {w}x{h}"))
+                .unwrap_or_default();
+            return format!(
+                "{}: {m} image, {}{dims} (sent as an image)\n",
+                shown(&o.path),
+                human_size(o.size)
+            );
+        }
         if o.encoding == Encoding::Base64 {
             if o.offset == 0 && !o.truncated {
                 return format!(
@@ -165,7 +217,7 @@ encoding base64. Several files: read_files.",
 /// A read within `budget` characters of result (read_files shares one budget among its
 /// files).
 pub fn read(ctx: &Ctx, p: Params, budget: Option<usize>) -> ToolResult<Output> {
-    read_as(ctx, p, budget, false)
+    read_as(ctx, p, budget, false, false)
 }
 
 /// [`read`] as `read_files` reads: a file over `max_file_size` read from its start (no
@@ -173,15 +225,23 @@ pub fn read(ctx: &Ctx, p: Params, budget: Option<usize>) -> ToolResult<Output> {
 /// `limit`, rather than answered with its first lines: one size limit that means the
 /// same in both tools. A read with an `offset` is a ranged read in both.
 pub fn read_from_start_as_whole(ctx: &Ctx, p: Params, budget: Option<usize>) -> ToolResult<Output> {
-    read_as(ctx, p, budget, true)
+    read_as(ctx, p, budget, true, false)
 }
 
-fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> ToolResult<Output> {
+/// A read; with `views` (read_file itself) an image whole is an image and a notebook
+/// read whole its cells.
+fn read_as(
+    ctx: &Ctx,
+    p: Params,
+    budget: Option<usize>,
+    head_is_whole: bool,
+    views: bool,
+) -> ToolResult<Output> {
     let ws = ctx.workspace();
     let wp = ctx.resolve(&p.path)?;
     let shown = ws.display(&wp);
     ctx.set_audit_path(shown.clone());
-    let (file, meta, _) = ws.open_file(&wp)?;
+    let (mut file, meta, _) = ws.open_file(&wp)?;
     ctx.count_files(1);
     let size = meta.len();
     let max = ctx.limits().max_file_size;
@@ -198,6 +258,12 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
+    // Only a whole read with no encoding asked is a view: base64 and ranged reads give
+    // the bytes and the lines as they are.
+    let views = views && p.encoding == Encoding::Utf8 && p.offset.is_none() && limit.is_none();
+    if views && let Some(mime) = sniff_image(&mut file, &shown)? {
+        return read_image(ctx, file, size, max, shown, mime);
+    }
     if p.encoding == Encoding::Base64 {
         return read_base64(ctx, file, size, max, shown, p.offset, limit, budget);
     }
@@ -214,6 +280,12 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
         check_whole_size(&shown, size, max, Encoding::Utf8)?;
         let bytes = read_capped(file, size, max, &shown)?;
         let content = into_text(bytes, &shown)?;
+        if views
+            && is_notebook_name(&shown)
+            && let Some(nb) = super::notebook::parse(&content)
+        {
+            return notebook_view(ctx, &nb, content, size, shown, budget);
+        }
         ctx.charge_bytes(content.len() as u64)?;
         let version = crate::history::version_of(content.as_bytes());
         ctx.seen().remember(&version, &content);
@@ -232,6 +304,8 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
             offset: 1,
             truncated: cut,
             lines_uncounted: false,
+            mime_type: None,
+            image: None,
         });
     }
 
@@ -259,6 +333,99 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
         truncated: uncounted || offset.saturating_sub(1) + returned < total_lines,
         lines_uncounted: uncounted,
         version,
+        mime_type: None,
+        image: None,
+    })
+}
+
+/// The image type of an open file from its first bytes; the file is left at its start.
+fn sniff_image(file: &mut cap_std::fs::File, shown: &str) -> ToolResult<Option<&'static str>> {
+    use std::io::{Seek, SeekFrom};
+    let mut head = Vec::with_capacity(super::media::SNIFF_BYTES);
+    (&mut *file)
+        .take(super::media::SNIFF_BYTES as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| ToolError::io(shown, &e))?;
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| ToolError::io(shown, &e))?;
+    Ok(super::media::sniff(&head))
+}
+
+/// An image, whole, within the size limit: sent as an image block.
+fn read_image(
+    ctx: &Ctx,
+    file: cap_std::fs::File,
+    size: u64,
+    max: u64,
+    shown: String,
+    mime: &'static str,
+) -> ToolResult<Output> {
+    if max > 0 && size > max {
+        return Err(ToolError::new(
+            ErrorCode::FileTooLarge,
+            format!(
+                "{shown} is a {} image of {} ({size} bytes), over the {} ({max}-byte) limit for images",
+                mime,
+                human_size(size),
+                human_size(max)
+            ),
+        )
+        .with_hint("make a smaller copy (scale it down or crop it) and read that, or ask the user to raise max_file_size"));
+    }
+    let bytes = read_capped(file, size, max, &shown)?;
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    ctx.charge_bytes(data.len() as u64)?;
+    Ok(Output {
+        path: shown,
+        content: String::new(),
+        size: bytes.len() as u64,
+        encoding: Encoding::Base64,
+        total_lines: 0,
+        offset: 0,
+        truncated: false,
+        lines_uncounted: false,
+        version: Some(crate::history::version_of(&bytes)),
+        mime_type: Some(mime.to_string()),
+        image: Some(Image {
+            dimensions: super::media::dimensions(&bytes, mime),
+            data,
+        }),
+    })
+}
+
+fn is_notebook_name(shown: &str) -> bool {
+    shown
+        .rsplit('.')
+        .next()
+        .is_some_and(|e| e.eq_ignore_ascii_case("ipynb"))
+}
+
+/// A notebook read whole, shown as its cells within `budget`.
+fn notebook_view(
+    ctx: &Ctx,
+    nb: &serde_json::Value,
+    content: String,
+    size: u64,
+    shown: String,
+    budget: Option<usize>,
+) -> ToolResult<Output> {
+    let version = crate::history::version_of(content.as_bytes());
+    ctx.seen().remember(&version, &content);
+    let total = nb["cells"].as_array().map_or(0, Vec::len);
+    let (view, cells) = super::notebook::view(nb, budget);
+    ctx.charge_bytes(view.len() as u64)?;
+    Ok(Output {
+        path: shown,
+        total_lines: count_lines(content.as_bytes()),
+        content: view,
+        size,
+        encoding: Encoding::Utf8,
+        offset: 1,
+        truncated: cells < total,
+        lines_uncounted: false,
+        version: Some(version),
+        mime_type: Some(super::notebook::MIME.to_string()),
+        image: None,
     })
 }
 
@@ -339,6 +506,8 @@ fn read_base64(
         encoding: Encoding::Base64,
         offset: start,
         version: whole.then(|| crate::history::version_of(&bytes)),
+        mime_type: None,
+        image: None,
     })
 }
 
