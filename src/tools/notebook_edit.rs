@@ -43,17 +43,16 @@ impl CellType {
 #[serde(deny_unknown_fields)]
 pub struct Params {
     pub path: String,
-    /// As read_file shows it. insert: after this cell.
+    /// insert: after it.
     #[serde(default)]
     #[schemars(with = "String")]
     pub cell_id: Option<String>,
-    /// 0-based. insert: the new cell's index.
+    /// 0-based; insert: the new index.
     #[serde(default)]
     #[schemars(with = "u64")]
     pub cell_index: Option<u64>,
     #[serde(default)]
     pub new_source: String,
-    /// insert: default code.
     #[serde(default)]
     #[schemars(with = "CellType")]
     pub cell_type: Option<CellType>,
@@ -69,12 +68,16 @@ pub struct Params {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     pub path: String,
+    #[serde(skip)]
+    #[schemars(skip)]
     pub edit_mode: EditMode,
     /// The cell changed (insert: the new cell's index).
     pub cell_index: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cell_id: Option<String>,
-    /// Cells after the change.
+    /// Cells after the change (for the rendering).
+    #[serde(skip)]
+    #[schemars(skip)]
     pub cells: u64,
     /// Unified diff of the file's JSON.
     pub diff: String,
@@ -97,9 +100,9 @@ impl Tool for NotebookEdit {
     fn meta(&self) -> ToolMeta {
         ToolMeta {
             name: "notebook_edit",
-            title: "Edit a notebook cell",
-            description: "Replace, insert or delete one cell of a Jupyter notebook (.ipynb) by cell_id or cell_index; the \
-rest of the file stays byte for byte. Clears the edited code cell's outputs. undo reverts.",
+            title: "Edit notebook",
+            description: "Replace, insert or delete one cell of a notebook (.ipynb) by cell_id or cell_index; all else \
+stays byte for byte, code outputs cleared. undo reverts.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }

@@ -65,8 +65,7 @@ pub struct Output {
     /// pass it as expected_version to edit to refuse the change if the file changed since.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    /// An image (its bytes go as an image block; content is empty) or a notebook
-    /// (content lists its cells; offset 1 reads its JSON).
+    /// Image: sent as an image block. Notebook: content lists the cells.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
     /// The image's base64 and dimensions, sent as an image block, not in the result.
@@ -92,8 +91,8 @@ impl Tool for ReadFile {
         ToolMeta {
             name: "read_file",
             title: "Read file",
-            description: "Read a file as numbered lines, with its version (for edit). Large files: offset and limit. Binary: \
-encoding base64. Several files: read_files.",
+            description: "Read a file as numbered lines with its version (for edit). Large: offset, limit. Binary: encoding \
+base64. Several: read_files.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }
@@ -364,8 +363,7 @@ fn read_image(
         return Err(ToolError::new(
             ErrorCode::FileTooLarge,
             format!(
-                "{shown} is a {} image of {} ({size} bytes), over the {} ({max}-byte) limit for images",
-                mime,
+                "{shown} is an image ({mime}) of {} ({size} bytes), over the {} ({max}-byte) limit for images",
                 human_size(size),
                 human_size(max)
             ),

@@ -21,6 +21,7 @@ mod index_r3;
 mod layers;
 mod mcp_inprocess;
 mod mcp_r4;
+mod media_r6;
 mod memory_r5;
 mod names_r3;
 mod names_r4;
