@@ -20,6 +20,12 @@ pub fn sniff(head: &[u8]) -> Option<&'static str> {
     }
 }
 
+/// Whether the first bytes are a PDF's (`%PDF-`): a document `read_file` refuses with
+/// its own message rather than as unnamed binary.
+pub fn is_pdf(head: &[u8]) -> bool {
+    head.starts_with(b"%PDF-")
+}
+
 /// Width and height in pixels, when the header says them (a malformed header: `None`).
 pub fn dimensions(bytes: &[u8], mime: &str) -> Option<(u32, u32)> {
     let be32 = |at: usize| -> Option<u32> {

@@ -260,8 +260,20 @@ fn read_as(
     // Only a whole read with no encoding asked is a view: base64 and ranged reads give
     // the bytes and the lines as they are.
     let views = views && p.encoding == Encoding::Utf8 && p.offset.is_none() && limit.is_none();
-    if views && let Some(mime) = sniff_image(&mut file, &shown)? {
-        return read_image(ctx, file, size, max, shown, mime);
+    if views {
+        match sniff(&mut file, &shown)? {
+            Sniffed::Image(mime) => return read_image(ctx, file, size, max, shown, mime),
+            Sniffed::Pdf => {
+                return Err(ToolError::new(
+                    ErrorCode::BinaryFile,
+                    format!("{shown} is a PDF document; read_file does not extract text from PDFs"),
+                )
+                .with_hint(
+                    "convert it to text outside ferret (e.g. pdftotext) and read that, or read its bytes with encoding base64",
+                ));
+            }
+            Sniffed::Other => {}
+        }
     }
     if p.encoding == Encoding::Base64 {
         return read_base64(ctx, file, size, max, shown, p.offset, limit, budget);
@@ -337,8 +349,15 @@ fn read_as(
     })
 }
 
-/// The image type of an open file from its first bytes; the file is left at its start.
-fn sniff_image(file: &mut cap_std::fs::File, shown: &str) -> ToolResult<Option<&'static str>> {
+/// What an open file's first bytes say it is.
+enum Sniffed {
+    Image(&'static str),
+    Pdf,
+    Other,
+}
+
+/// What an open file is by its first bytes; the file is left at its start.
+fn sniff(file: &mut cap_std::fs::File, shown: &str) -> ToolResult<Sniffed> {
     use std::io::{Seek, SeekFrom};
     let mut head = Vec::with_capacity(super::media::SNIFF_BYTES);
     (&mut *file)
@@ -347,7 +366,11 @@ fn sniff_image(file: &mut cap_std::fs::File, shown: &str) -> ToolResult<Option<&
         .map_err(|e| ToolError::io(shown, &e))?;
     file.seek(SeekFrom::Start(0))
         .map_err(|e| ToolError::io(shown, &e))?;
-    Ok(super::media::sniff(&head))
+    Ok(match super::media::sniff(&head) {
+        Some(mime) => Sniffed::Image(mime),
+        None if super::media::is_pdf(&head) => Sniffed::Pdf,
+        None => Sniffed::Other,
+    })
 }
 
 /// An image, whole, within the size limit: sent as an image block.

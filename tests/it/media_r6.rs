@@ -262,6 +262,12 @@ fn text_that_looks_like_an_image_by_name_stays_text_and_svg_is_text() {
         assert!(v.get("mime_type").is_none(), "{p}: {v}");
         assert!(text.contains("     1\t"), "{p} as numbered lines: {text}");
     }
+    // A PDF is refused by name, with what to do instead.
+    write(&root, "doc.pdf", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n");
+    let e = crate::util::call(&f, "read_file", json!({"path": "doc.pdf"})).unwrap_err();
+    assert_eq!(e.code, ErrorCode::BinaryFile);
+    assert!(e.message.contains("is a PDF document"), "{e:?}");
+    assert!(e.hint.unwrap_or_default().contains("pdftotext"));
     // Five bytes of a PNG signature are not a PNG: binary, as before.
     assert_eq!(
         code(crate::util::call(
