@@ -616,6 +616,18 @@ fn fit_for_http(mut r: CallToolResult, changes: bool) -> CallToolResult {
             Some("undo reverses it; `ferret history` on the command line shows it"),
         );
     }
+    if r.content
+        .iter()
+        .any(|c| matches!(c, ContentBlock::Image(_)))
+    {
+        return error_result(
+            ErrorCode::ResultTooLarge,
+            &format!(
+                "the image is {total} bytes as sent; over HTTP a result may take at most {HTTP_MAX_RESULT_BYTES} bytes (clients drop larger events)"
+            ),
+            Some("make a smaller copy of the image (scale it down or crop it) and read that"),
+        );
+    }
     error_result(
         ErrorCode::ResultTooLarge,
         &format!(

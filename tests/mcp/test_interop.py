@@ -1729,6 +1729,13 @@ async def test_r6_an_image_arrives_as_image_content_over_http(http_server, ws):
         assert [b.type for b in r.content] == ["text", "image"], text(r)
         assert r.content[1].mime_type == "image/png" and r.content[1].data == base64_of(png)
         jsonschema.validate(r.structured_content, tools["read_file"].output_schema)
+        # Within max_file_size (1 MiB) but over what one HTTP result may carry as base64.
+        (ws / "wide.png").write_bytes(r6_png(8, 8) + os.urandom(900_000))
+        r = await c.call_tool("read_file", {"path": "wide.png"})
+        assert r.is_error and text(r).startswith("RESULT_TOO_LARGE"), text(r)
+        assert "smaller copy" in text(r)
+        r = await c.call_tool("read_file", {"path": "shot.png"})
+        assert [b.type for b in r.content] == ["text", "image"], "the session goes on"
 
 
 @pytest.mark.anyio
