@@ -935,3 +935,60 @@ fn two_processes_editing_one_notebook_at_once_both_land() {
     let tail = &NB[NB.find("  {\n   \"cell_type\": \"markdown\"").unwrap()..];
     assert!(after.ends_with(tail));
 }
+
+/// `text` with its indentation and line endings redone: each leading space becomes
+/// `unit`, each `\n` becomes `newline`.
+fn relayout(text: &str, unit: &str, newline: &str) -> String {
+    text.split_inclusive('\n')
+        .map(|line| {
+            let body = line.trim_start_matches(' ');
+            let depth = line.len() - body.len();
+            let body = body
+                .strip_suffix('\n')
+                .map_or(body.to_string(), |b| format!("{b}{newline}"));
+            format!("{}{body}", unit.repeat(depth))
+        })
+        .collect()
+}
+
+#[test]
+fn the_files_own_layout_is_kept_crlf_two_spaces_tabs() {
+    let ws = Ws::new();
+    for (unit, newline) in [(" ", "\r\n"), ("  ", "\n"), ("\t", "\n"), ("    ", "\r\n")] {
+        let nb = relayout(NB, unit, newline);
+        write(&ws.root, "a.ipynb", &nb);
+        edit(
+            &ws,
+            json!({"path": "a.ipynb", "cell_index": 1, "new_source": "x = 1\nx"}),
+        )
+        .unwrap();
+        let want = relayout(&NB.replacen(CELL1, CELL1_REPLACED, 1), unit, newline);
+        assert_eq!(
+            String::from_utf8(nb_of(&ws, "a.ipynb")).unwrap(),
+            want,
+            "unit {unit:?} newline {newline:?}"
+        );
+        // An insert and its delete give the file back byte for byte.
+        let (v, _) = edit(
+            &ws,
+            json!({"path": "a.ipynb", "cell_index": 1, "edit_mode": "insert", "new_source": "a\nb"}),
+        )
+        .unwrap();
+        let after = String::from_utf8(nb_of(&ws, "a.ipynb")).unwrap();
+        let id = v["cell_id"].as_str().unwrap();
+        let cell = relayout(
+            &format!(
+                "  {{\n   \"cell_type\": \"code\",\n   \"execution_count\": null,\n   \"id\": \"{id}\",\n   \"metadata\": {{}},\n   \"outputs\": [],\n   \"source\": [\n    \"a\\n\",\n    \"b\"\n   ]\n  }},\n"
+            ),
+            unit,
+            newline,
+        );
+        assert!(after.contains(&cell), "unit {unit:?}: {after}");
+        edit(
+            &ws,
+            json!({"path": "a.ipynb", "cell_index": 1, "edit_mode": "delete"}),
+        )
+        .unwrap();
+        assert_eq!(String::from_utf8(nb_of(&ws, "a.ipynb")).unwrap(), want);
+    }
+}
