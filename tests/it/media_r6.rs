@@ -992,3 +992,44 @@ fn the_files_own_layout_is_kept_crlf_two_spaces_tabs() {
         assert_eq!(String::from_utf8(nb_of(&ws, "a.ipynb")).unwrap(), want);
     }
 }
+
+#[test]
+fn a_notebook_on_the_confirm_list_asks_and_a_dry_run_says_it_would() {
+    let ws = Ws::new();
+    write(&ws.root, "nb/a.ipynb", NB);
+    let mut c = ferret::config::Config::defaults(ferret::config::Mode::Server);
+    c.roots = vec![ws.root.clone()];
+    c.allow_write = true;
+    c.state_dir = Some(ws.state.clone());
+    c.confirm = vec!["*.ipynb".into()];
+    let f = ferret::Ferret::new(c).unwrap();
+    let args = json!({"path": "nb/a.ipynb", "cell_index": 0, "new_source": "q"});
+    let r = crate::util::call(&f, "notebook_edit", args.clone());
+    assert_eq!(code(r), ErrorCode::ConfirmationRequired);
+    assert_eq!(nb_of(&ws, "nb/a.ipynb"), NB.as_bytes());
+    let mut dry = args.clone();
+    dry["dry_run"] = json!(true);
+    let (v, text) = ok(&f, "notebook_edit", dry);
+    assert!(
+        v["would_ask"]
+            .as_str()
+            .unwrap_or("")
+            .contains("confirmation"),
+        "{v}"
+    );
+    assert!(text.contains("would stop to ask"), "{text}");
+    assert_eq!(nb_of(&ws, "nb/a.ipynb"), NB.as_bytes());
+    // Confirmed by the person: made.
+    let out = f
+        .call(
+            &ferret::Session::new("t", "test"),
+            "notebook_edit",
+            args,
+            ferret::CallOptions {
+                confirmed: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(out.text.starts_with("Replaced cell 0"), "{}", out.text);
+}
