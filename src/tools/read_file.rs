@@ -91,7 +91,7 @@ impl Tool for ReadFile {
         ToolMeta {
             name: "read_file",
             title: "Read file",
-            description: "Read a file as numbered lines with its version (for edit). Large: offset, limit. Binary: encoding \
+            description: "Read a file's numbered lines and version (for edit). Large: offset, limit. Binary: encoding \
 base64. Several: read_files.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,

@@ -1379,7 +1379,7 @@ def test_everyday_health_is_unauthenticated_tiny_and_checks_host(ws, tmp_path):
 
 # Issue 26, items 6-8 (the token diet, lenient schemas, receipts): through the official SDK.
 
-WRITE_TOOLS = ["edit", "write_file", "move", "apply_patch", "file_delete", "undo"]
+WRITE_TOOLS = ["edit", "write_file", "move", "apply_patch", "notebook_edit", "file_delete", "undo"]
 
 
 def _sent_size(tool):
