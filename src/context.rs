@@ -313,10 +313,11 @@ impl Ferret {
                 t.call(ctx, args)
             },
             |out| {
+                let media: u64 = out.media.iter().map(|m| m.data.len() as u64).sum();
                 sent_once(
                     crate::tool::json_str_len(&out.text),
                     crate::tool::json_len(&out.structured),
-                )
+                ) + media
             },
         )
     }

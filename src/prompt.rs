@@ -42,7 +42,7 @@ pub fn instructions(ferret: &Ferret, tools: &[String]) -> String {
         ("file_search", "case-insensitive substring search"),
         (
             "read_file",
-            "read a file with line numbers; use offset and limit for big files",
+            "read a file with line numbers; use offset and limit for big files; an image comes as an image, a notebook as its cells",
         ),
         (
             "read_files",
@@ -66,6 +66,10 @@ pub fn instructions(ferret: &Ferret, tools: &[String]) -> String {
         (
             "apply_patch",
             "change several files as one all-or-nothing step (structured changes or a *** Begin Patch text); one undo reverts it",
+        ),
+        (
+            "notebook_edit",
+            "replace, insert or delete one cell of a Jupyter notebook; the rest of the file stays byte for byte",
         ),
         ("file_delete", "delete safely: to the trash, undoable"),
         ("undo", "revert the last change (or a given one)"),
@@ -113,6 +117,7 @@ pub fn instructions(ferret: &Ferret, tools: &[String]) -> String {
         "write_file",
         "move",
         "apply_patch",
+        "notebook_edit",
         "file_delete",
         "undo",
     ]

@@ -98,12 +98,20 @@ fn control_heavy(bytes: &[u8]) -> bool {
     n * 100 > bytes.len()
 }
 
+/// A file that starts as a binary format does (PNG's `\x89PNG`, JPEG's `\xFF\xD8\xFF`,
+/// a ZIP's or gzip's header): binary even when cut short of the NUL that would say so,
+/// never text in a legacy encoding (a truncated PNG is not "‰PNG" in windows-1252).
+fn binary_magic(bytes: &[u8]) -> bool {
+    const MAGIC: &[&[u8]] = &[b"\x89PNG", b"\xFF\xD8\xFF", b"PK\x03\x04", b"\x1F\x8B"];
+    MAGIC.iter().any(|m| bytes.starts_with(m))
+}
+
 /// The legacy encoding of a file that is not UTF-8 and has no BOM, from its first
 /// bytes (`prefix`, at most [`DETECT_MAX`]; `whole`: the prefix is the whole file). None:
 /// binary (a NUL or many control bytes in the prefix, or no ASCII-compatible guess).
 pub fn detect_legacy(prefix: &[u8], whole: bool) -> Option<&'static Encoding> {
     let prefix = &prefix[..prefix.len().min(DETECT_MAX)];
-    if memchr::memchr(0, prefix).is_some() || control_heavy(prefix) {
+    if memchr::memchr(0, prefix).is_some() || control_heavy(prefix) || binary_magic(prefix) {
         return None;
     }
     let mut d = chardetng::EncodingDetector::new(chardetng::Iso2022JpDetection::Deny);

@@ -74,13 +74,29 @@ pub trait Tool: Send + Sync + 'static {
 
     /// The text a model or a person reads.
     fn render(&self, output: &Self::Output) -> String;
+
+    /// What the result carries besides text (an image a model can see): sent over MCP
+    /// as content blocks after the text; the CLI and the shell print only the text.
+    fn media(&self, _output: &Self::Output) -> Vec<Media> {
+        Vec::new()
+    }
 }
 
-/// What a successful call gives a front end: the structured result and its rendering.
+/// A content block of a result that is not text: `data` is base64, `mime_type` its type
+/// (`image/png`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Media {
+    pub mime_type: String,
+    pub data: String,
+}
+
+/// What a successful call gives a front end: the structured result, its rendering, and
+/// any media (images) that go with it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallOutput {
     pub structured: Value,
     pub text: String,
+    pub media: Vec<Media>,
 }
 
 /// A [`Tool`] with its types erased.
@@ -123,6 +139,7 @@ impl<T: Tool> DynTool for T {
         };
         let out = self.run(ctx, params)?;
         let text = fit_text(self.render(&out), ctx.output_budget());
+        let media = self.media(&out);
         let structured = serde_json::to_value(&out).map_err(|e| {
             ToolError::new(
                 ErrorCode::IoError,
@@ -130,7 +147,11 @@ impl<T: Tool> DynTool for T {
             )
         })?;
         let structured = fit_structured(structured, ctx.output_budget());
-        Ok(CallOutput { structured, text })
+        Ok(CallOutput {
+            structured,
+            text,
+            media,
+        })
     }
 }
 

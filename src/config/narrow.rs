@@ -58,6 +58,7 @@ pub const TOOL_NAMES: &[&str] = &[
     "write_file",
     "move",
     "apply_patch",
+    "notebook_edit",
     "file_delete",
     "undo",
 ];

@@ -564,7 +564,13 @@ impl ServerHandler for FerretServer {
         }
         let result = match outcome {
             Ok(out) => {
-                let mut r = CallToolResult::success(vec![ContentBlock::text(out.text)]);
+                let mut content = vec![ContentBlock::text(out.text)];
+                content.extend(
+                    out.media
+                        .into_iter()
+                        .map(|m| ContentBlock::image(m.data, m.mime_type)),
+                );
+                let mut r = CallToolResult::success(content);
                 r.structured_content = Some(out.structured);
                 r
             }
@@ -608,6 +614,18 @@ fn fit_for_http(mut r: CallToolResult, changes: bool) -> CallToolResult {
             ErrorCode::ResultTooLarge,
             "the change was made, but its result is too large to send over HTTP",
             Some("undo reverses it; `ferret history` on the command line shows it"),
+        );
+    }
+    if r.content
+        .iter()
+        .any(|c| matches!(c, ContentBlock::Image(_)))
+    {
+        return error_result(
+            ErrorCode::ResultTooLarge,
+            &format!(
+                "the image is {total} bytes as sent; over HTTP a result may take at most {HTTP_MAX_RESULT_BYTES} bytes (clients drop larger events)"
+            ),
+            Some("make a smaller copy of the image (scale it down or crop it) and read that"),
         );
     }
     error_result(

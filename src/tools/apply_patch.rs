@@ -62,7 +62,7 @@ pub struct Params {
     #[serde(default)]
     #[schemars(with = "String")]
     pub patch: Option<String>,
-    /// With patch: read_file's versions by path.
+    /// With patch: versions by path.
     #[serde(default)]
     pub expected_versions: std::collections::BTreeMap<String, String>,
     #[serde(default)]
@@ -106,10 +106,10 @@ impl Tool for ApplyPatch {
         ToolMeta {
             name: "apply_patch",
             title: "Change many files at once",
-            description: "Change several files all-or-nothing; one undo reverts all; dry_run previews. Give changes: [{path, \
+            description: "Change several files all-or-nothing; undo reverts all; dry_run previews. changes: [{path, \
 edits: [{old_string, new_string, replace_all}]} | {path, create} | {path, delete: true} | {path, \
-move_to}], or patch: \"*** Begin Patch\" text (*** Add File / Delete File / Update File with @@ \
-hunks, *** Move to, *** End Patch).",
+move_to}], or patch: \"*** Begin Patch\" text (Add File / Delete File / Update File with @@ hunks, \
+Move to, End Patch).",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }

@@ -27,7 +27,7 @@ pub struct Params {
     pub new_string: String,
     #[serde(default)]
     pub replace_all: bool,
-    /// From read_file; CONFLICT if the file changed since.
+    /// From read_file; CONFLICT if changed since.
     #[serde(default)]
     #[schemars(with = "String")]
     pub expected_version: Option<String>,
@@ -73,9 +73,9 @@ impl Tool for Edit {
         ToolMeta {
             name: "edit",
             title: "Edit a file",
-            description: "Replace old_string with new_string (prefer it to write_file for part of a file). \
-old_string must be unique (add nearby lines) unless replace_all; line endings, spaces, indentation \
-and Unicode punctuation are forgiven. Returns a diff; undo reverts; dry_run previews.",
+            description: "Replace old_string with new_string (prefer it to write_file). \
+old_string must be unique (add nearby lines) unless replace_all; forgives line endings, spaces, indents, \
+Unicode punctuation. undo reverts; dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }

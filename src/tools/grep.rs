@@ -56,7 +56,7 @@ pub struct Params {
     #[serde(default)]
     #[schemars(with = "String")]
     pub path: Option<String>,
-    /// "*.rs", "src/**", "!*.min.js" excludes.
+    /// "*.rs", "src/**"; "!x" excludes.
     #[serde(default)]
     pub glob: Globs,
     #[serde(default)]
@@ -165,8 +165,8 @@ impl Tool for Grep {
         ToolMeta {
             name: "grep",
             title: "Search contents",
-            description: "Regex search of contents (prefer it to grep or rg in a shell). output_mode: \
-files_with_matches (cheapest), content (numbered lines), count. Skips .gitignored, hidden, binary.",
+            description: "Regex search of contents (prefer it to grep or rg). output_mode: \
+files_with_matches (cheapest), content (lines), count. Skips .gitignored, hidden, binary.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }

@@ -11,7 +11,10 @@ pub mod glob;
 pub mod grep;
 pub mod list_directory;
 pub mod locate;
+pub mod media;
 pub mod move_path;
+pub mod notebook;
+pub mod notebook_edit;
 pub mod patch_text;
 pub mod read_file;
 pub mod read_files;
@@ -193,6 +196,7 @@ pub fn register_all(r: &mut Registry) {
     r.register(write_file::WriteFile);
     r.register(move_path::Move);
     r.register(apply_patch::ApplyPatch);
+    r.register(notebook_edit::NotebookEdit);
     r.register(file_delete::FileDelete);
     r.register(undo::Undo);
 }

@@ -73,6 +73,20 @@ pub struct Output {
     // `charset` says "… with BOM".
     #[serde(skip)]
     pub bom: bool,
+    /// Image: sent as an image block. Notebook: content lists the cells.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// The image's base64 and dimensions, sent as an image block, not in the result.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub image: Option<Image>,
+}
+
+/// An image read whole: its bytes in base64, and its size in pixels when known.
+#[derive(Debug)]
+pub struct Image {
+    pub data: String,
+    pub dimensions: Option<(u32, u32)>,
 }
 
 pub struct ReadFile;
@@ -85,18 +99,55 @@ impl Tool for ReadFile {
         ToolMeta {
             name: "read_file",
             title: "Read file",
-            description: "Read a file as numbered lines with its version (for edit). Large: offset, limit. Binary: \
-encoding base64. Many: read_files.",
+            description: "A file's numbered lines and version (for edit). Large: offset, limit. Binary: encoding base64. \
+Many: read_files.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }
     }
 
     fn run(&self, ctx: &Ctx, p: Params) -> ToolResult<Output> {
-        read(ctx, p, ctx.output_budget())
+        read_as(ctx, p, ctx.output_budget(), false, true)
+    }
+
+    fn media(&self, o: &Output) -> Vec<crate::tool::Media> {
+        match (&o.image, &o.mime_type) {
+            (Some(i), Some(m)) => vec![crate::tool::Media {
+                mime_type: m.clone(),
+                data: i.data.clone(),
+            }],
+            _ => Vec::new(),
+        }
     }
 
     fn render(&self, o: &Output) -> String {
+        if let Some(m) = &o.mime_type {
+            if m == super::notebook::MIME {
+                let mut out = o.content.clone();
+                if o.truncated {
+                    out.push_str(
+                        "… more cells follow: read the JSON in parts with offset and limit\n",
+                    );
+                }
+                if let Some(v) = &o.version {
+                    out.push_str(&format!(
+                        "[version {v}; the JSON: read_file with offset 1]\n"
+                    ));
+                }
+                return out;
+            }
+            let dims = o
+                .image
+                .as_ref()
+                .and_then(|i| i.dimensions)
+                .map(|(w, h)| format!(", {w}x{h}"))
+                .unwrap_or_default();
+            return format!(
+                "{}: {m} image, {}{dims} (sent as an image)\n",
+                shown(&o.path),
+                human_size(o.size)
+            );
+        }
         if o.encoding == Encoding::Base64 {
             if o.content.is_empty() && o.offset > 0 && o.offset >= o.size {
                 return format!(
@@ -185,7 +236,7 @@ encoding base64. Many: read_files.",
 /// A read within `budget` characters of result (read_files shares one budget among its
 /// files).
 pub fn read(ctx: &Ctx, p: Params, budget: Option<usize>) -> ToolResult<Output> {
-    read_as(ctx, p, budget, false)
+    read_as(ctx, p, budget, false, false)
 }
 
 /// [`read`] as `read_files` reads: a file over `max_file_size` read from its start (no
@@ -193,15 +244,23 @@ pub fn read(ctx: &Ctx, p: Params, budget: Option<usize>) -> ToolResult<Output> {
 /// `limit`, rather than answered with its first lines: one size limit that means the
 /// same in both tools. A read with an `offset` is a ranged read in both.
 pub fn read_from_start_as_whole(ctx: &Ctx, p: Params, budget: Option<usize>) -> ToolResult<Output> {
-    read_as(ctx, p, budget, true)
+    read_as(ctx, p, budget, true, false)
 }
 
-fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> ToolResult<Output> {
+/// A read; with `views` (read_file itself) an image whole is an image and a notebook
+/// read whole its cells.
+fn read_as(
+    ctx: &Ctx,
+    p: Params,
+    budget: Option<usize>,
+    head_is_whole: bool,
+    views: bool,
+) -> ToolResult<Output> {
     let ws = ctx.workspace();
     let wp = ctx.resolve(&p.path)?;
     let shown = ws.display(&wp);
     ctx.set_audit_path(shown.clone());
-    let (file, meta, _) = ws.open_file(&wp)?;
+    let (mut file, meta, _) = ws.open_file(&wp)?;
     ctx.count_files(1);
     let size = meta.len();
     let max = ctx.limits().max_file_size;
@@ -218,6 +277,24 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
+    // Only a whole read with no encoding asked is a view: base64 and ranged reads give
+    // the bytes and the lines as they are.
+    let views = views && p.encoding == Encoding::Utf8 && p.offset.is_none() && limit.is_none();
+    if views {
+        match sniff(&mut file, &shown)? {
+            Sniffed::Image(mime) => return read_image(ctx, file, size, max, shown, mime),
+            Sniffed::Pdf => {
+                return Err(ToolError::new(
+                    ErrorCode::BinaryFile,
+                    format!("{shown} is a PDF document; read_file does not extract text from PDFs"),
+                )
+                .with_hint(
+                    "convert it to text outside ferret (e.g. pdftotext) and read that, or read its bytes with encoding base64",
+                ));
+            }
+            Sniffed::Other => {}
+        }
+    }
     if p.encoding == Encoding::Base64 {
         return read_base64(ctx, file, size, max, shown, p.offset, limit, budget);
     }
@@ -235,6 +312,12 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
         let bytes = read_capped(file, size, max, &shown)?;
         let version = crate::history::version_of(&bytes);
         let (content, codec) = into_text(bytes, &shown)?;
+        if views
+            && is_notebook_name(&shown)
+            && let Some(nb) = super::notebook::parse(&content)
+        {
+            return notebook_view(ctx, &nb, content, size, shown, budget);
+        }
         ctx.charge_bytes(content.len() as u64)?;
         ctx.seen().remember(&version, &content);
         let total_lines = count_lines(content.as_bytes());
@@ -254,6 +337,8 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
             lines_uncounted: false,
             charset: codec.label(),
             bom: codec.bom,
+            mime_type: None,
+            image: None,
         });
     }
 
@@ -289,6 +374,8 @@ fn read_as(ctx: &Ctx, p: Params, budget: Option<usize>, head_is_whole: bool) -> 
         version,
         charset: codec.label(),
         bom: codec.bom,
+        mime_type: None,
+        image: None,
     })
 }
 
@@ -410,6 +497,113 @@ fn ranged_utf16(
         version,
         charset: codec.label(),
         bom: codec.bom,
+        mime_type: None,
+        image: None,
+    })
+}
+
+/// What an open file's first bytes say it is.
+enum Sniffed {
+    Image(&'static str),
+    Pdf,
+    Other,
+}
+
+/// What an open file is by its first bytes; the file is left at its start.
+fn sniff(file: &mut cap_std::fs::File, shown: &str) -> ToolResult<Sniffed> {
+    use std::io::{Seek, SeekFrom};
+    let mut head = Vec::with_capacity(super::media::SNIFF_BYTES);
+    (&mut *file)
+        .take(super::media::SNIFF_BYTES as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| ToolError::io(shown, &e))?;
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| ToolError::io(shown, &e))?;
+    Ok(match super::media::sniff(&head) {
+        Some(mime) => Sniffed::Image(mime),
+        None if super::media::is_pdf(&head) => Sniffed::Pdf,
+        None => Sniffed::Other,
+    })
+}
+
+/// An image, whole, within the size limit: sent as an image block.
+fn read_image(
+    ctx: &Ctx,
+    file: cap_std::fs::File,
+    size: u64,
+    max: u64,
+    shown: String,
+    mime: &'static str,
+) -> ToolResult<Output> {
+    if max > 0 && size > max {
+        return Err(ToolError::new(
+            ErrorCode::FileTooLarge,
+            format!(
+                "{shown} is an image ({mime}) of {} ({size} bytes), over the {} ({max}-byte) limit for images",
+                human_size(size),
+                human_size(max)
+            ),
+        )
+        .with_hint("make a smaller copy (scale it down or crop it) and read that, or ask the user to raise max_file_size"));
+    }
+    let bytes = read_capped(file, size, max, &shown)?;
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    ctx.charge_bytes(data.len() as u64)?;
+    Ok(Output {
+        path: shown,
+        content: String::new(),
+        size: bytes.len() as u64,
+        encoding: Encoding::Base64,
+        total_lines: 0,
+        offset: 0,
+        truncated: false,
+        lines_uncounted: false,
+        version: Some(crate::history::version_of(&bytes)),
+        charset: None,
+        bom: false,
+        mime_type: Some(mime.to_string()),
+        image: Some(Image {
+            dimensions: super::media::dimensions(&bytes, mime),
+            data,
+        }),
+    })
+}
+
+fn is_notebook_name(shown: &str) -> bool {
+    shown
+        .rsplit('.')
+        .next()
+        .is_some_and(|e| e.eq_ignore_ascii_case("ipynb"))
+}
+
+/// A notebook read whole, shown as its cells within `budget`.
+fn notebook_view(
+    ctx: &Ctx,
+    nb: &serde_json::Value,
+    content: String,
+    size: u64,
+    shown: String,
+    budget: Option<usize>,
+) -> ToolResult<Output> {
+    let version = crate::history::version_of(content.as_bytes());
+    ctx.seen().remember(&version, &content);
+    let total = nb["cells"].as_array().map_or(0, Vec::len);
+    let (view, cells) = super::notebook::view(nb, budget);
+    ctx.charge_bytes(view.len() as u64)?;
+    Ok(Output {
+        path: shown,
+        total_lines: count_lines(content.as_bytes()),
+        content: view,
+        size,
+        encoding: Encoding::Utf8,
+        offset: 1,
+        truncated: cells < total,
+        lines_uncounted: false,
+        version: Some(version),
+        charset: None,
+        bom: false,
+        mime_type: Some(super::notebook::MIME.to_string()),
+        image: None,
     })
 }
 
@@ -492,6 +686,8 @@ fn read_base64(
         version: whole.then(|| crate::history::version_of(&bytes)),
         charset: None,
         bom: false,
+        mime_type: None,
+        image: None,
     })
 }
 

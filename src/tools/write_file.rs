@@ -30,7 +30,7 @@ pub struct Params {
     pub encoding: Option<Encoding>,
     #[serde(default)]
     pub overwrite: bool,
-    /// From read_file; CONFLICT if the file changed since.
+    /// From read_file; CONFLICT if changed since.
     #[serde(default)]
     #[schemars(with = "String")]
     pub expected_version: Option<String>,

@@ -190,6 +190,10 @@ fn calls(p: &str) -> Vec<(&'static str, Value)> {
             "move",
             json!({"source": "a.txt", "destination": p, "overwrite": true}),
         ),
+        (
+            "notebook_edit",
+            json!({"path": p, "cell_index": 0, "new_source": "pwned"}),
+        ),
         ("file_delete", json!({"path": p})),
         ("file_delete", json!({"path": p, "permanent": true})),
         ("file_delete", json!({"path": format!("{p}/keep.txt")})),

@@ -534,7 +534,8 @@ fn write_file_over_each_keeps_its_encoding_bom_and_line_endings() {
 fn binary_files_are_still_binary() {
     let (_t, root) = tempdir();
     let blobs: &[(&str, &[u8])] = &[
-        ("png.bin", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\x01\0"),
+        // A PNG cut short of a whole header (a whole one is read as an image).
+        ("png.bin", b"\x89PNG\r\n\x1a"),
         ("ctl.bin", b"\x01\x02\x03\x04\x05\x06\x07\x08\x0e\x0f\x10\x11\x12\x13\xe9\xe8\xff\x80"),
         // UTF-16 with a BOM but an unpaired surrogate, or an odd byte.
         ("bad16.txt", b"\xFF\xFEa\x00\x00\xD8b\x00"),

@@ -58,7 +58,7 @@ async fn tools_list_is_at_most_1000_characters_a_tool_by_default_and_with_writes
             average <= 1000,
             "writes {allow_write}: {average} characters a tool on average: {sizes:?}"
         );
-        assert_eq!(sizes.len(), if allow_write { 13 } else { 7 }, "{sizes:?}");
+        assert_eq!(sizes.len(), if allow_write { 14 } else { 7 }, "{sizes:?}");
     }
 }
 
@@ -130,6 +130,7 @@ async fn descriptions_still_steer_the_model() {
             "apply_patch",
             "file_delete",
             "undo",
+            "notebook_edit",
         ]
         .contains(&name);
         assert_eq!(read_only, !writes, "{name}: {}", t["annotations"]);
@@ -232,6 +233,9 @@ fn base_args(tool: &str) -> Value {
         }),
         "file_delete" => json!({"path": "a.txt", "dry_run": true}),
         "undo" => json!({"dry_run": true}),
+        "notebook_edit" => {
+            json!({"path": "n.ipynb", "cell_index": 0, "new_source": "y", "dry_run": true})
+        }
         other => panic!("no arguments for {other}: add them here"),
     }
 }

@@ -1379,7 +1379,7 @@ def test_everyday_health_is_unauthenticated_tiny_and_checks_host(ws, tmp_path):
 
 # Issue 26, items 6-8 (the token diet, lenient schemas, receipts): through the official SDK.
 
-WRITE_TOOLS = ["edit", "write_file", "move", "apply_patch", "file_delete", "undo"]
+WRITE_TOOLS = ["edit", "write_file", "move", "apply_patch", "notebook_edit", "file_delete", "undo"]
 
 
 def _sent_size(tool):
@@ -1688,3 +1688,158 @@ async def test_file_delete_goes_through_the_os_trash_and_undo_brings_it_back_por
         assert not r.is_error, text(r)
         assert (ws / "gone.txt").read_bytes() == b"bye\r\nbytes \xff\n"
         assert not (data / "ferret-os-trash" / "gone.txt").exists()
+# ---------------------------------------------------------------------------------------
+# Round 6 (issue 28, items 3 and 4): images as images, notebooks as cells, notebook_edit.
+
+def r6_png(w, h):
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    raw = b"".join(b"\0" + b"\xff\x00\x00" * w for _ in range(h))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+R6_GIF = b"GIF89a\x05\x00\x07\x00\x80\x00\x00\0\0\0\xff\xff\xff,\0\0\0\0\x01\0\x01\0\0\x02\x02D\x01\0;"
+
+
+def r6_dumps(nb):
+    """A notebook's bytes as Jupyter (nbformat) writes them."""
+    return (json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode()
+
+
+def r6_notebook():
+    def lines(s):
+        return s.splitlines(True)
+    return {
+        "cells": [
+            {"cell_type": "markdown", "id": "m1", "metadata": {}, "source": lines("# Title é\nsome text")},
+            {"cell_type": "code", "execution_count": 4, "id": "c2", "metadata": {"tags": ["keep"]},
+             "outputs": [
+                 {"name": "stdout", "output_type": "stream", "text": lines("hi\nthere\n")},
+                 {"data": {"image/png": base64_of(r6_png(1, 1)), "text/plain": ["<Figure>"]},
+                  "metadata": {}, "output_type": "display_data"}],
+             "source": lines("import sys\nprint('hi')")},
+        ],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def base64_of(b):
+    import base64
+    return base64.b64encode(b).decode()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_r6_an_image_arrives_as_image_content_and_its_result_validates(ws, mode):
+    png = r6_png(4, 3)
+    (ws / "shot.png").write_bytes(png)
+    (ws / "anim.gif").write_bytes(R6_GIF)
+    (ws / "renamed.dat").write_bytes(png)  # the bytes decide, not the name
+    (ws / "fake.png").write_text("just text\n")
+    big = r6_png(600, 600) + os.urandom(200_000)
+    (ws / "big.png").write_bytes(big)
+    async with stdio(ws, "--set", "max_file_size=150000", mode=mode) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        for name, data, mime, dims in [("shot.png", png, "image/png", "4x3"), ("anim.gif", R6_GIF, "image/gif", "5x7"),
+                                       ("renamed.dat", png, "image/png", "4x3")]:
+            r = await c.call_tool("read_file", {"path": name})
+            assert not r.is_error, text(r)
+            kinds = [b.type for b in r.content]
+            assert kinds == ["text", "image"], kinds
+            image = r.content[1]
+            assert image.mime_type == mime and image.data == base64_of(data), name
+            assert mime in text(r) and dims in text(r) and len(text(r)) < 200, text(r)
+            jsonschema.validate(r.structured_content, tools["read_file"].output_schema)
+            assert r.structured_content["mime_type"] == mime and r.structured_content["content"] == ""
+        r = await c.call_tool("read_file", {"path": "fake.png"})
+        assert [b.type for b in r.content] == ["text"] and "just text" in text(r)
+        jsonschema.validate(r.structured_content, tools["read_file"].output_schema)
+        r = await c.call_tool("read_file", {"path": "big.png"})
+        assert r.is_error and text(r).startswith("FILE_TOO_LARGE"), text(r)
+        assert "150000-byte" in text(r) and "Hint:" in text(r)
+        assert all(b.type == "text" for b in r.content)
+
+
+@pytest.mark.anyio
+async def test_r6_an_image_arrives_as_image_content_over_http(http_server, ws):
+    png = r6_png(8, 8)
+    (ws / "shot.png").write_bytes(png)
+    async with http_client(http_server) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        r = await c.call_tool("read_file", {"path": "shot.png"})
+        assert [b.type for b in r.content] == ["text", "image"], text(r)
+        assert r.content[1].mime_type == "image/png" and r.content[1].data == base64_of(png)
+        jsonschema.validate(r.structured_content, tools["read_file"].output_schema)
+        # Within max_file_size (1 MiB) but over what one HTTP result may carry as base64.
+        (ws / "wide.png").write_bytes(r6_png(8, 8) + os.urandom(900_000))
+        r = await c.call_tool("read_file", {"path": "wide.png"})
+        assert r.is_error and text(r).startswith("RESULT_TOO_LARGE"), text(r)
+        assert "smaller copy" in text(r)
+        r = await c.call_tool("read_file", {"path": "shot.png"})
+        assert [b.type for b in r.content] == ["text", "image"], "the session goes on"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_r6_notebook_cells_and_a_notebook_edit_and_its_undo_round_trip(ws, tmp_path, mode):
+    nb = r6_notebook()
+    original = r6_dumps(nb)
+    path = ws / "a.ipynb"
+    path.write_bytes(original)
+    async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "state"), mode=mode) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        assert "notebook_edit" in tools
+        r = await c.call_tool("read_file", {"path": "a.ipynb"})
+        assert not r.is_error, text(r)
+        jsonschema.validate(r.structured_content, tools["read_file"].output_schema)
+        view = text(r)
+        assert '<cell 1 id="c2" code [4]>\nimport sys\nprint(\'hi\')\n' in view, view
+        assert "[outputs: 2 (stream, display_data: image/png text/plain)]" in view
+        assert "iVBOR" not in view and '"cell_type"' not in view
+        version = r.structured_content["version"]
+
+        # replace: exactly what Jupyter would write for the same change.
+        r = await c.call_tool("notebook_edit", {"path": "a.ipynb", "cell_id": "c2", "new_source": "x = 1\nx",
+                                                "expected_version": version})
+        assert not r.is_error, text(r)
+        jsonschema.validate(r.structured_content, tools["notebook_edit"].output_schema)
+        want = json.loads(original)
+        want["cells"][1].update(source=["x = 1\n", "x"], outputs=[], execution_count=None)
+        assert path.read_bytes() == r6_dumps(want)
+
+        # insert after m1, then delete it again.
+        r = await c.call_tool("notebook_edit", {"path": "a.ipynb", "cell_id": "m1", "edit_mode": "insert",
+                                                "cell_type": "markdown", "new_source": "new ✓"})
+        assert not r.is_error, text(r)
+        jsonschema.validate(r.structured_content, tools["notebook_edit"].output_schema)
+        new_id = r.structured_content["cell_id"]
+        want["cells"].insert(1, {"cell_type": "markdown", "id": new_id, "metadata": {}, "source": ["new ✓"]})
+        assert path.read_bytes() == r6_dumps(want)
+        r = await c.call_tool("notebook_edit", {"path": "a.ipynb", "cell_index": 1, "edit_mode": "delete"})
+        assert not r.is_error, text(r)
+        del want["cells"][1]
+        assert path.read_bytes() == r6_dumps(want)
+
+        # dry run: nothing changes.
+        before = path.read_bytes()
+        r = await c.call_tool("notebook_edit", {"path": "a.ipynb", "cell_index": 0, "edit_mode": "delete",
+                                                "dry_run": True})
+        assert not r.is_error and r.structured_content["dry_run"] is True
+        assert path.read_bytes() == before
+
+        # undo, three times: the original bytes.
+        for _ in range(3):
+            r = await c.call_tool("undo", {})
+            assert not r.is_error, text(r)
+        assert path.read_bytes() == original
+
+        # a link out of the workspace is refused.
+        r = await c.call_tool("notebook_edit", {"path": "out/secret.txt", "cell_index": 0, "new_source": "x"})
+        assert r.is_error and text(r).startswith("PATH_ESCAPE"), text(r)
