@@ -77,6 +77,9 @@ pub struct Live {
     state: Mutex<State>,
     /// One refresh at a time; a search that finds the list stale waits for it.
     refreshing: Mutex<()>,
+    /// What the walks that made the list warned of (ignore files not used, paths past
+    /// the system's limit): said again with every answer from the list, as a walk would.
+    walk_warnings: Mutex<Vec<String>>,
     watch: Option<watch::Watcher>,
     /// Searches answered from the list without a walk.
     listed_searches: std::sync::atomic::AtomicU64,
@@ -287,6 +290,7 @@ impl Live {
                 ..State::default()
             }),
             refreshing: Mutex::new(()),
+            walk_warnings: Mutex::new(Vec::new()),
             watch,
             listed_searches: Default::default(),
             persist,
@@ -348,6 +352,7 @@ impl Live {
             None => all_bases(env),
             Some(dirs) => subtree_bases(env, dirs),
         };
+        let warned_before = env.control.warnings.list().len();
         let result = self
             .index
             .refresh(env, &bases, scope.is_some(), &|root, rel| {
@@ -359,6 +364,24 @@ impl Live {
             });
         if let Some(w) = &self.watch {
             w.drain(self);
+        }
+        if result.is_ok() {
+            let new: Vec<String> = env
+                .control
+                .warnings
+                .list()
+                .into_iter()
+                .skip(warned_before)
+                .collect();
+            let mut kept = lock(&self.walk_warnings);
+            if scope.is_none() {
+                kept.clear();
+            }
+            for w in new {
+                if kept.len() < crate::control::Warnings::MAX && !kept.contains(&w) {
+                    kept.push(w);
+                }
+            }
         }
         let mut st = lock(&self.state);
         match &result {
@@ -421,6 +444,14 @@ impl Live {
         }
         let st = lock(&self.state);
         let listed = st.blind.is_none() && st.fresh;
+        if listed {
+            let said = env.control.warnings.list();
+            for w in lock(&self.walk_warnings).iter() {
+                if !said.contains(w) {
+                    env.control.warn(w.clone());
+                }
+            }
+        }
         Ok(View {
             files: self.index.files(),
             listed,

@@ -573,8 +573,15 @@ pub fn grep(
                     }
                 }
             };
-            let Ok(file) = ws.open_found(found.root, found.rel, false) else {
-                return true;
+            let file = match ws.open_found(found.root, found.rel, false) {
+                Ok(f) => f,
+                Err(e) => {
+                    if walker::is_too_long(&e) {
+                        env.control
+                            .warn(walker::too_long(ws, found.root, found.rel));
+                    }
+                    return true;
+                }
             };
             let n = searched.fetch_add(1, Ordering::Relaxed) + 1;
             // The index knows this very content holds no match: counted, not read.

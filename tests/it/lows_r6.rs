@@ -559,3 +559,74 @@ fn a_link_with_a_dot_dot_after_a_name_moves_only_within_its_folder() {
     ]);
     assert!(o.status.success(), "{}", stdout(&o));
 }
+
+/// An answer from the server's live index says what the walks that made its list
+/// warned of (an ignore file not used), as a scan's answer does: the engine does not
+/// decide whether the agent learns that files it would hide may be listed.
+#[test]
+fn answers_from_the_live_index_keep_the_walks_warnings() {
+    let ws = Ws::new();
+    let lines: String = (0..100)
+        .map(|n| format!("z{n}{}\n", "[!a]".repeat(50)))
+        .collect();
+    write(&ws.root, "sub/.gitignore", lines);
+    write(&ws.root, "sub/a.txt", "needle\n");
+    let mut cmd = crate::util::bin();
+    cmd.current_dir(&ws.base)
+        .arg("--root")
+        .arg(&ws.root)
+        .arg("--state-dir")
+        .arg(&ws.state)
+        .arg("serve");
+    let mut s = crate::util::StdioServer::spawn(cmd, "lows_r6");
+    let mut engines = Vec::new();
+    for _ in 0..40 {
+        for (tool, args) in [
+            ("glob", json!({"pattern": "**/*.txt"})),
+            ("grep", json!({"pattern": "needle"})),
+        ] {
+            let r = s.call(tool, &args);
+            let sc = &r["structuredContent"];
+            assert!(
+                sc["warnings"].to_string().contains("sub/.gitignore"),
+                "{tool} ({}): {r}",
+                sc["engine"]
+            );
+            engines.push(sc["engine"].as_str().unwrap_or("").to_string());
+        }
+        if engines.iter().rev().take(2).all(|e| e == "index") {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("the index never answered: {engines:?}");
+}
+
+/// A file whose path is past the system's limit (4 096 bytes) is not passed over in
+/// silence: grep and glob name it as not searched (read_file and the listing reach it).
+#[test]
+fn a_path_past_the_systems_limit_is_said_not_silently_missed() {
+    let (_t, root) = tempdir();
+    // Made one level at a time through handles: the whole path is too long to name.
+    let mut dir = cap_std::fs::Dir::open_ambient_dir(&root, cap_std::ambient_authority()).unwrap();
+    for i in 0..19 {
+        let name = format!("E{i:02}").repeat(83);
+        dir.create_dir(&name).unwrap();
+        dir = dir.open_dir(&name).unwrap();
+        dir.write(format!("needle{i:02}.txt"), "needle\n").unwrap();
+    }
+    let f = crate::util::ferret(&root, false, None);
+    for (tool, args) in [
+        ("grep", json!({"pattern": "needle", "output_mode": "count"})),
+        ("glob", json!({"pattern": "**/needle*"})),
+    ] {
+        let (v, _) = crate::util::ok(&f, tool, args);
+        assert!(
+            v["warnings"]
+                .to_string()
+                .contains("longer than the system's limit"),
+            "{tool}: {}",
+            v["warnings"]
+        );
+    }
+}
