@@ -169,9 +169,15 @@ fn call_output_chars(loaded: &Loaded, full: bool) -> Option<u64> {
     if full {
         return Some(0);
     }
+    let server = crate::config::Config::defaults(Mode::Server).max_output_chars;
     match loaded.sources.get("max_output_chars") {
-        None | Some(crate::config::Source::Default) => {
-            Some(crate::config::Config::defaults(Mode::Server).max_output_chars)
+        None | Some(crate::config::Source::Default) => Some(server),
+        // A workspace's file only narrows: below the server's budget, never above it
+        // (the CLI's own setting is "none", so any number would otherwise widen).
+        Some(crate::config::Source::File(p))
+            if loaded.config.roots.iter().any(|r| p.starts_with(r)) =>
+        {
+            Some(loaded.config.max_output_chars.min(server))
         }
         Some(_) => None,
     }

@@ -630,3 +630,23 @@ fn a_path_past_the_systems_limit_is_said_not_silently_missed() {
         );
     }
 }
+
+/// A workspace `ferret.toml` only narrows `ferret call`'s output budget (the server's):
+/// a huge `max_output_chars` there does not lift it.
+#[test]
+fn a_workspace_file_does_not_lift_calls_output_budget() {
+    let ws = Ws::new();
+    let big: String = (0..20_000)
+        .map(|i| format!("line {i} {}\n", "y".repeat(40)))
+        .collect();
+    write(&ws.root, "big.txt", big);
+    write(&ws.root, "ferret.toml", "max_output_chars = 100000000\n");
+    let o = ws.cli(&[
+        "call",
+        "--text",
+        "read_file",
+        r#"{"path":"big.txt","offset":1,"limit":20000}"#,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.stdout.len() < 100_000, "{} bytes", o.stdout.len());
+}
