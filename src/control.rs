@@ -63,6 +63,10 @@ pub struct Spent {
     /// The wildcard weight of those lines (a line needing a regex of its own, plus its
     /// wildcards).
     pub ignore_costly: std::sync::atomic::AtomicU64,
+    /// What the call's big file holds hold now (see `search::cost::hold`): a call
+    /// whose next hold could never fit beside its own is refused at once, not left to
+    /// wait for room only it could make.
+    pub held: std::sync::atomic::AtomicU64,
 }
 
 /// Warnings a call gathers for its result (see [`Control::warn`]): at most

@@ -302,6 +302,7 @@ impl Budget {
         Ok(Permit {
             budget: self,
             weight,
+            mine: None,
         })
     }
 
@@ -344,6 +345,7 @@ impl Budget {
         Ok(Permit {
             budget: self,
             weight,
+            mine: None,
         })
     }
 
@@ -357,10 +359,16 @@ impl Budget {
 pub struct Permit<'b> {
     budget: &'b Budget,
     weight: u64,
+    /// The call's own count of what it holds, when the share is a file hold.
+    mine: Option<std::sync::Arc<crate::control::Spent>>,
 }
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
+        if let Some(m) = &self.mine {
+            m.held
+                .fetch_sub(self.weight, std::sync::atomic::Ordering::SeqCst);
+        }
         let mut used = crate::error::lock(&self.budget.used);
         *used = used.saturating_sub(self.weight);
         drop(used);
@@ -460,12 +468,35 @@ pub fn hold(weight: u64, what: &str, control: &Control) -> ToolResult<Permit<'st
         ErrorCode::Timeout => busy(weight.min(ceiling), what, control, queue_full),
         _ => e,
     };
+    // What the call itself holds already: a big hold that could not fit beside it
+    // would wait for room only this call can make (a patch of many big files).
+    use std::sync::atomic::Ordering;
+    let mine = control.spent.clone();
+    let already = mine.held.load(Ordering::SeqCst);
+    if already.saturating_add(weight) > ceiling {
+        let mib = |b: u64| b.div_ceil(1 << 20);
+        return Err(ToolError::new(
+            ErrorCode::FileTooLarge,
+            format!(
+                "{what} needs about {} MiB of memory beside the {} MiB this call holds already, over the {} MiB \
+                 that big files may take at once; nothing was changed",
+                mib(weight),
+                mib(already),
+                mib(ceiling)
+            ),
+        )
+        .with_hint("split the change into smaller calls (fewer or smaller files each)"));
+    }
+    let own = |mut p: Permit<'static>| {
+        mine.held.fetch_add(p.weight, Ordering::SeqCst);
+        p.mine = Some(mine.clone());
+        p
+    };
     // Room now: no wait.
     match SEARCHES.take_within(weight, ceiling, Some(Instant::now()), control) {
         Err(e) if e.code == ErrorCode::Timeout => {}
-        taken => return taken.map_err(|e| refused(e, false)),
+        taken => return taken.map(own).map_err(|e| refused(e, false)),
     }
-    use std::sync::atomic::Ordering;
     if HOLD_WAITERS.fetch_add(1, Ordering::SeqCst) >= MAX_HOLD_WAITERS {
         HOLD_WAITERS.fetch_sub(1, Ordering::SeqCst);
         return Err(refused(control.timeout_error(), true));
@@ -479,6 +510,7 @@ pub fn hold(weight: u64, what: &str, control: &Control) -> ToolResult<Permit<'st
     let _waiting = Waiting;
     SEARCHES
         .take_within(weight, ceiling, Some(Instant::now() + HOLD_WAIT), control)
+        .map(own)
         .map_err(|e| refused(e, false))
 }
 
@@ -519,6 +551,23 @@ mod tests {
 
     fn control(ms: u64) -> Control {
         Control::new(CancelToken::new(), None, Duration::from_millis(ms))
+    }
+
+    #[test]
+    fn a_hold_that_cannot_fit_beside_the_calls_own_is_refused_at_once() {
+        let c = control(60_000);
+        let first = hold(FILE_CEILING - (4 << 20), "a", &c).unwrap();
+        let started = Instant::now();
+        let Err(e) = hold(16 << 20, "b", &c) else {
+            panic!("a hold past the call's own room was taken");
+        };
+        assert_eq!(e.code, ErrorCode::FileTooLarge, "{e:?}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        drop(first);
+        // Given back: the call holds nothing, and the same hold fits.
+        assert_eq!(c.spent.held.load(std::sync::atomic::Ordering::SeqCst), 0);
+        let again = hold(16 << 20, "b", &c).unwrap();
+        drop(again);
     }
 
     #[test]

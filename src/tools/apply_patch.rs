@@ -397,8 +397,8 @@ fn plan(
                 let text = &*text;
                 let permits = vec![read_held];
                 // Within the file's limit and what the patch may still hold.
-                let limit = if max > 0 { max } else { u64::MAX }
-                    .min(PATCH_HOLDS.saturating_sub(held + before.len() as u64));
+                let file_max = if max > 0 { max } else { u64::MAX };
+                let limit = file_max.min(PATCH_HOLDS.saturating_sub(held + before.len() as u64));
                 let (new_text, matches) = apply_hunks(
                     text,
                     hunks,
@@ -406,7 +406,22 @@ fn plan(
                     &shown,
                     limit.saturating_sub(bom.len() as u64),
                     &|| ctx.check(),
-                )?;
+                )
+                .map_err(|e| {
+                    // The patch's own total, not the file's size, is what ran out: say so.
+                    if e.code == ErrorCode::FileTooLarge && limit < file_max {
+                        ToolError::new(
+                            ErrorCode::FileTooLarge,
+                            format!(
+                                "change {n} ({shown}): the patch would hold more than {} of files at once; nothing was changed",
+                                human_size(PATCH_HOLDS)
+                            ),
+                        )
+                        .with_hint("split it into smaller patches (fewer or smaller files each)")
+                    } else {
+                        e
+                    }
+                })?;
                 let after =
                     super::edit::encode_change(codec, bom, &before, text, &new_text, &shown)
                         .map_err(at_change)?;
