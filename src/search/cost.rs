@@ -473,7 +473,9 @@ pub fn hold(weight: u64, what: &str, control: &Control) -> ToolResult<Permit<'st
     use std::sync::atomic::Ordering;
     let mine = control.spent.clone();
     let already = mine.held.load(Ordering::SeqCst);
-    if already.saturating_add(weight) > ceiling {
+    // (A single hold over the ceiling is cut to it, as `take_within` does: one call
+    // alone may always run.)
+    if already > 0 && already.saturating_add(weight.min(ceiling)) > ceiling {
         let mib = |b: u64| b.div_ceil(1 << 20);
         return Err(ToolError::new(
             ErrorCode::FileTooLarge,

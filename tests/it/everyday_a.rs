@@ -158,7 +158,8 @@ fn an_answer_is_charged_once_for_what_the_model_receives() {
         let out = f
             .call(&s, tool, args.clone(), CallOptions::default())
             .unwrap_or_else(|e| panic!("{tool} {args}: {e:?}"));
-        let text = out.text.len() as u64;
+        // Both as they go on the wire: the text as a JSON string (its quotes aside).
+        let text = serde_json::to_string(&out.text).unwrap().len() as u64 - 2;
         let json = serde_json::to_string(&out.structured).unwrap().len() as u64;
         let entry = f.audit().entries_for_session("charge").pop().unwrap();
         assert_eq!(entry.bytes_sent, text.max(json), "{tool} {args}");
@@ -227,7 +228,7 @@ fn an_early_refusal_asks_the_principals_budget() {
     write(&root, "a.txt", "0123456789\n".repeat(500));
     let mut c = Config::defaults(Mode::Server);
     c.roots = vec![root.clone()];
-    c.max_bytes_per_round = 10_000;
+    c.max_bytes_per_round = 12_000;
     let f = Ferret::new(c).unwrap();
     let one = Session::new("conn-1", "a").with_budget("http-token");
     let two = Session::new("conn-2", "b").with_budget("http-token");
