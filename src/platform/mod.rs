@@ -19,7 +19,13 @@
 //!   `mallopt`, macOS's `malloc_zone_pressure_relief`.
 //! - **The watcher** ([`DirWatch`], [`watcher`]): one OS-free event stream of hints
 //!   (names changed in a directory, a file written, events lost) that the live index
-//!   turns into stamped rescans.
+//!   turns into stamped rescans. Linux: inotify, one watch per directory walked; macOS
+//!   and portable mode: `notify` ([`notify_watch`]: FSEvents, or notify's inotify
+//!   backend) with a cookie flush barrier at every search; the polling watcher of
+//!   [`portable`] where neither can start.
+//! - **Case and normalisation** ([`same_entry_by_another_name`]): whether a second
+//!   name is the same entry on a volume that folds case or Unicode normalisation, so
+//!   `move a A` renames.
 //! - **Names shown** ([`describe`]): which resolver, watcher and trash are in use, for
 //!   `ferret config`.
 //!

@@ -395,6 +395,59 @@ impl DirWatch for NotifyWatch {
 mod tests {
     use super::*;
 
+    fn events(w: &dyn DirWatch) -> Vec<WatchEvent> {
+        let mut v = Vec::new();
+        w.drain(&mut |e| v.push(e)).unwrap();
+        v
+    }
+
+    /// Every drain holds what changed before it (its barrier), placed by directory,
+    /// only for directories the walk entered; an event on the root itself is lost
+    /// events; the cookies are removed.
+    #[test]
+    fn a_drain_holds_every_change_made_before_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let base = t.path().canonicalize().unwrap();
+        let (root, cookies) = (base.join("root"), base.join("cookies"));
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        std::fs::create_dir_all(&cookies).unwrap();
+        let w = start(std::slice::from_ref(&root), &cookies).unwrap();
+        let fd = std::fs::File::open(&root).unwrap();
+        use rustix::fd::AsFd;
+        w.add(fd.as_fd(), (0, PathBuf::new())).unwrap();
+        w.add(fd.as_fd(), (0, PathBuf::from("d"))).unwrap();
+        for i in 0..50 {
+            let name = format!("n{i}");
+            std::fs::write(root.join("d").join(&name), "x").unwrap();
+            let ev = events(&*w);
+            assert!(
+                ev.contains(&WatchEvent::Names((0, "d".into()), name.clone().into())),
+                "{i}: {ev:?}"
+            );
+            std::fs::write(root.join("d").join(&name), "y").unwrap();
+            let ev = events(&*w);
+            assert!(
+                ev.contains(&WatchEvent::Written((0, "d".into()), name.into())),
+                "{i}: {ev:?}"
+            );
+        }
+        // A directory the walk never entered: its name change is reported by its
+        // parent, what happens inside it is not.
+        std::fs::create_dir(root.join("skipped")).unwrap();
+        std::fs::write(root.join("skipped/x"), "x").unwrap();
+        let ev = events(&*w);
+        assert!(ev.contains(&WatchEvent::Names((0, PathBuf::new()), "skipped".into())));
+        assert!(
+            !ev.iter().any(|e| matches!(e, WatchEvent::Names((_, d), _) | WatchEvent::Written((_, d), _) if d == Path::new("skipped"))),
+            "{ev:?}"
+        );
+        // The root itself.
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o750)).unwrap();
+        assert!(events(&*w).contains(&WatchEvent::Lost));
+        assert_eq!(std::fs::read_dir(&cookies).unwrap().count(), 0);
+    }
+
     #[test]
     fn paths_are_placed_under_a_root_in_any_spelling_the_volume_folds() {
         let base = Path::new("/v/Caf\u{e9}/ws");

@@ -27,6 +27,15 @@
 //! would queue 78 000 events of its own and overflow the queue, and it watches
 //! directories a walk never enters.
 //!
+//! On macOS (and on Linux under `FERRET_PORTABLE=1`, so CI runs the same logic) the
+//! watcher is `notify`'s (FSEvents there, its inotify backend here): one recursive watch
+//! per root and a cookie directory beside the stored index, in one stream. FSEvents
+//! delivers after the write returned, so each search's drain first writes a cookie and
+//! waits for its event (a flush barrier, [`crate::platform::notify_watch`]); a barrier
+//! that times out, dropped events or a notify error count as lost events (a full
+//! stamped rescan) or blind the index (searches walk), never a stale answer. Without a
+//! state directory for the cookies, the polling watcher stands in.
+//!
 //! Not covered: ignore files above a root (read by the walk, not watched), and
 //! `.git/info/exclude` (inside `.git`, which walks skip); a change to them is seen at
 //! the next restart.
