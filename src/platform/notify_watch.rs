@@ -152,7 +152,24 @@ fn on_event(inner: &Inner, roots: &[PathBuf], cookie_dir: &Path, res: notify::Re
     match res {
         Err(e) => failed = Some(format!("the watcher failed ({e})")),
         Ok(ev) => {
+            // Opens and reads (notify's inotify backend reports every one, the index's
+            // own included): only a cookie's counts, and the volume spells those paths
+            // exactly as they were watched. Kept cheap: the queue must not overflow.
+            if matches!(ev.kind, EventKind::Access(_))
+                && !matches!(
+                    ev.kind,
+                    EventKind::Access(AccessKind::Close(AccessMode::Write))
+                )
+                && !ev.need_rescan()
+                && !ev.paths.iter().any(|p| p.starts_with(cookie_dir))
+            {
+                return;
+            }
             if ev.need_rescan() {
+                tracing::debug!(
+                    "watcher: events were dropped ({:?}); a full rescan",
+                    ev.info()
+                );
                 rescan = true;
                 hints.push(Hint::Lost);
             }
@@ -182,10 +199,20 @@ fn on_event(inner: &Inner, roots: &[PathBuf], cookie_dir: &Path, res: notify::Re
                             Hint::Written(i, dir.to_path_buf(), name.to_os_string())
                         }),
                         // The root itself: moved, deleted, its permissions.
-                        _ => hints.push(Hint::Lost),
+                        _ => {
+                            tracing::debug!(
+                                "watcher: {:?} on a root itself; a full rescan",
+                                ev.kind
+                            );
+                            hints.push(Hint::Lost)
+                        }
                     }
                 }
                 if !placed {
+                    tracing::debug!(
+                        "watcher: {} is under no root; a full rescan",
+                        path.display()
+                    );
                     hints.push(Hint::Lost);
                 }
             }
@@ -365,6 +392,7 @@ impl DirWatch for NotifyWatch {
         if came {
             self.timeouts.store(0, Ordering::Relaxed);
         } else {
+            tracing::debug!("watcher: the cookie did not come back in time; a full rescan");
             sink(WatchEvent::Lost);
             if self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_TIMEOUTS {
                 return Err(format!(
