@@ -12,6 +12,8 @@ use std::time::Duration;
 
 pub const RESOLVER: &str = "openat2 (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)";
 pub const WATCHER: &str = "inotify (one watch per directory walked)";
+/// inotify is used directly (the notify watcher only under `FERRET_PORTABLE=1`).
+pub const NOTIFY_WATCHER: bool = false;
 pub const TRASH: &str = "freedesktop home trash (~/.local/share/Trash), else ferret's own";
 
 /// No OS trash behind a path API: the freedesktop home trash is used by handle.

@@ -14,10 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub const RESOLVER: &str =
     "openat O_NOFOLLOW_ANY (plain names only), else component walk (openat O_NOFOLLOW per name)";
-/// FSEvents is not wired in (see `watcher`): the portable polling watcher stands in.
+/// The polling watcher: only where the notify watcher (FSEvents with a flush barrier,
+/// [`super::notify_watch`]) cannot start.
 pub const WATCHER: &str = super::portable::WATCHER;
 pub const TRASH: &str = "the user's Trash (NSFileManager trashItemAtURL, from a staging directory ferret made), \
 else ferret's own";
+pub const NOTIFY_WATCHER: bool = true;
 pub const FREEDESKTOP_TRASH: bool = false;
 pub const SKIPPED_NAMES: &[&str] = &[".DS_Store"];
 
@@ -112,11 +114,11 @@ pub fn protected_in_home(home: &Path) -> Vec<PathBuf> {
     ]
 }
 
-/// The polling watcher. FSEvents (the `notify` crate's backend) delivers its events
-/// from a thread of its own, after the write that caused them returned; a search could
-/// drain before they arrive and answer from a stale list. Until a flush barrier
-/// (`FSEventStreamFlushSync`) is wired in, the portable watcher, which looks when the
-/// search asks, keeps the index's "never stale" promise.
+/// The polling watcher, the fallback when FSEvents cannot be used: FSEvents delivers
+/// its events from a thread of its own, after the write that caused them returned, so
+/// it is used only with its flush barrier ([`super::notify_watch`]), which needs a
+/// cookie directory; without one the portable watcher, which looks when the search
+/// asks, keeps the index's "never stale" promise.
 pub fn watcher() -> Result<Box<dyn DirWatch>, String> {
     Ok(super::portable::poll_watcher())
 }

@@ -19,10 +19,16 @@
 //!   `mallopt`, macOS's `malloc_zone_pressure_relief`.
 //! - **The watcher** ([`DirWatch`], [`watcher`]): one OS-free event stream of hints
 //!   (names changed in a directory, a file written, events lost) that the live index
-//!   turns into stamped rescans.
+//!   turns into stamped rescans. Linux: inotify, one watch per directory walked; macOS
+//!   and portable mode: `notify` ([`notify_watch`]: FSEvents, or notify's inotify
+//!   backend) with a cookie flush barrier at every search; the polling watcher of
+//!   [`portable`] where neither can start.
 //! - **The OS trash** ([`OsTrash`], [`os_trash`]): macOS's Trash through
 //!   `NSFileManager`, given only a path ferret staged the object at; a fake twin under
 //!   `FERRET_PORTABLE=1`.
+//! - **Case and normalisation** ([`same_entry_by_another_name`]): whether a second
+//!   name is the same entry on a volume that folds case or Unicode normalisation, so
+//!   `move a A` renames.
 //! - **Names shown** ([`describe`]): which resolver, watcher and trash are in use, for
 //!   `ferret config`.
 //!
@@ -38,6 +44,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+pub mod notify_watch;
 pub mod portable;
 
 #[cfg(target_os = "linux")]
@@ -341,27 +348,129 @@ pub trait DirWatch: Send + Sync {
     /// Watches the directory open as `dir` (opened beneath its root by the caller).
     /// `Err` says why the watcher can no longer vouch for the tree (a limit reached).
     fn add(&self, dir: BorrowedFd<'_>, key: WatchKey) -> Result<(), String>;
-    /// Hands every event queued so far to `sink`; `Err` when the watcher failed.
+    /// Hands every event queued so far to `sink`; `Err` when the watcher failed. A
+    /// watcher whose events come after the change returned (FSEvents) first makes sure
+    /// every change made before the call is among them (a flush barrier).
     fn drain(&self, sink: &mut dyn FnMut(WatchEvent)) -> Result<(), String>;
+    /// Hands over what has arrived, with no barrier (the background reader, which only
+    /// keeps the queue short; a search calls [`DirWatch::drain`]).
+    fn drain_queued(&self, sink: &mut dyn FnMut(WatchEvent)) -> Result<(), String> {
+        self.drain(sink)
+    }
     /// Waits up to `timeout` for events to be queued (returns early when some are).
     fn wait(&self, timeout: Duration);
 }
 
-/// The platform's directory watcher; `Err` says why there is none (searches then walk).
-pub fn watcher() -> Result<Box<dyn DirWatch>, String> {
-    if portable() {
-        return Ok(portable::poll_watcher());
+/// The platform's directory watcher for `roots` (their canonical paths, from the
+/// configuration); `cookie_dir` is a real directory of ferret's outside every root (in
+/// the state directory) where the notify watcher writes its flush cookies. `Err` says
+/// why there is none (searches then walk).
+///
+/// macOS, and Linux under `FERRET_PORTABLE=1`: the notify watcher with its barrier
+/// ([`notify_watch`]); when it cannot start (no cookie directory, a watch limit) the
+/// polling watcher stands in, and the log and [`watcher_name`] say so. Linux: inotify,
+/// one watch per directory walked.
+pub fn watcher(roots: &[PathBuf], cookie_dir: Option<&Path>) -> Result<Box<dyn DirWatch>, String> {
+    if !(portable() || os::NOTIFY_WATCHER) {
+        return os::watcher();
     }
-    os::watcher()
+    let why = match cookie_dir {
+        None => "no state directory for its cookies".to_string(),
+        Some(dir) => match notify_watch::start(roots, dir) {
+            Ok(w) => {
+                let _ = WATCHER_IN_USE.set(notify_watch::NAME);
+                return Ok(w);
+            }
+            Err(why) => why,
+        },
+    };
+    tracing::warn!("watcher: the notify watcher is not used ({why}); polling instead");
+    let _ = WATCHER_IN_USE.set(POLL_FALLBACK);
+    Ok(portable::poll_watcher())
 }
 
-/// Which watcher [`watcher`] gives, for `ferret config`.
+static WATCHER_IN_USE: OnceLock<&'static str> = OnceLock::new();
+
+const POLL_FALLBACK: &str = "polling (the notify watcher could not start; each watched directory re-read through its handle at every search; at most 512)";
+
+/// Which watcher [`watcher`] gives (or gave, once an index started in this process),
+/// for `ferret config`.
 pub fn watcher_name() -> &'static str {
-    if portable() {
-        portable::WATCHER
+    if let Some(w) = WATCHER_IN_USE.get() {
+        return w;
+    }
+    if portable() || os::NOTIFY_WATCHER {
+        NOTIFY_OR_POLL
     } else {
         os::WATCHER
     }
+}
+
+#[cfg(target_os = "macos")]
+const NOTIFY_OR_POLL: &str = "FSEvents (notify: one recursive stream on each root and a cookie directory; each search flushes it with a cookie), else polling when it cannot start";
+#[cfg(not(target_os = "macos"))]
+const NOTIFY_OR_POLL: &str = "notify's inotify backend (portable mode: recursive; each search flushes it with a cookie), else polling when it cannot start";
+
+/// Whether `to_name` in `to_dir` is the very entry `from_name` in `from_dir` under
+/// another spelling, so that renaming one to the other is a rename, not a replacement:
+/// a volume folding case or Unicode normalisation (macOS's APFS and HFS+ by default, a
+/// case-folding Linux directory) finds `a` when asked for `A`. True only when the two
+/// directories are one, both names reach the same object (device and inode), the names
+/// are equal once case-folded and in NFC, and the directory's listing does not hold
+/// `to_name` as stored: two hard links `a` and `A` on a case-sensitive volume are two
+/// entries, both listed, and stay a refused "exists".
+pub fn same_entry_by_another_name(
+    from_dir: BorrowedFd<'_>,
+    from_name: &OsStr,
+    to_dir: BorrowedFd<'_>,
+    to_name: &OsStr,
+) -> bool {
+    use rustix::fs::AtFlags;
+    if from_name == to_name {
+        return false;
+    }
+    let fold = |n: &OsStr| -> String {
+        use unicode_normalization::UnicodeNormalization;
+        n.to_string_lossy()
+            .nfc()
+            .flat_map(char::to_lowercase)
+            .nfc()
+            .collect()
+    };
+    if fold(from_name) != fold(to_name) {
+        return false;
+    }
+    let id = |d: BorrowedFd<'_>, n: &OsStr| {
+        rustix::fs::statat(d, n, AtFlags::SYMLINK_NOFOLLOW)
+            .ok()
+            .map(|st| file_id(&st))
+    };
+    let dir_id = |d: BorrowedFd<'_>| rustix::fs::fstat(d).ok().map(|st| file_id(&st));
+    let (Some(a), Some(b)) = (id(from_dir, from_name), id(to_dir, to_name)) else {
+        return false;
+    };
+    if a != b || dir_id(from_dir).is_none() || dir_id(from_dir) != dir_id(to_dir) {
+        return false;
+    }
+    // The names as stored: `to_name` must not be an entry of its own.
+    let Ok(listing) = rustix::fs::openat(
+        from_dir,
+        ".",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) else {
+        return false;
+    };
+    let Ok(mut dir) = rustix::fs::Dir::new(listing) else {
+        return false;
+    };
+    while let Some(e) = dir.read() {
+        let Ok(e) = e else { return false };
+        if e.file_name().to_bytes() == to_name.as_encoded_bytes() {
+            return false;
+        }
+    }
+    true
 }
 
 /// Reads a directory's names through its handle, a batch at a time: Linux's

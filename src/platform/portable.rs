@@ -405,6 +405,7 @@ pub mod other {
 
     pub const RESOLVER: &str = super::RESOLVER;
     pub const WATCHER: &str = super::WATCHER;
+    pub const NOTIFY_WATCHER: bool = false;
     pub const TRASH: &str = "ferret's own (in the state directory)";
     pub const FREEDESKTOP_TRASH: bool = true;
     pub fn os_trash() -> Option<Box<dyn super::super::OsTrash>> {

@@ -27,6 +27,15 @@
 //! would queue 78 000 events of its own and overflow the queue, and it watches
 //! directories a walk never enters.
 //!
+//! On macOS (and on Linux under `FERRET_PORTABLE=1`, so CI runs the same logic) the
+//! watcher is `notify`'s (FSEvents there, its inotify backend here): one recursive watch
+//! per root and a cookie directory beside the stored index, in one stream. FSEvents
+//! delivers after the write returned, so each search's drain first writes a cookie and
+//! waits for its event (a flush barrier, [`crate::platform::notify_watch`]); a barrier
+//! that times out, dropped events or a notify error count as lost events (a full
+//! stamped rescan) or blind the index (searches walk), never a stale answer. Without a
+//! state directory for the cookies, the polling watcher stands in.
+//!
 //! Not covered: ignore files above a root (read by the walk, not watched), and
 //! `.git/info/exclude` (inside `.git`, which walks skip); a change to them is seen at
 //! the next restart.
@@ -260,7 +269,7 @@ impl Live {
         let (watcher, blind) = if !watch {
             (None, Some("the watcher is off".to_string()))
         } else {
-            match watch::Watcher::new() {
+            match watch::Watcher::new(&env.workspace.canonical_roots(), persist) {
                 Ok(w) => (Some(w), None),
                 Err(why) => (None, Some(why)),
             }
@@ -341,11 +350,18 @@ impl Live {
             if st.fresh {
                 return Ok(()); // another search refreshed it while this one waited
             }
-            // Writes seen so far are read again by this walk; later ones stay marked.
-            st.dirty.clear();
             st.refreshes += 1;
             let dirs = std::mem::take(&mut st.dirty_dirs);
             let scope = (!std::mem::take(&mut st.full)).then_some(dirs);
+            // Writes seen so far are read again by this walk where it walks; later ones,
+            // and those outside the subtrees a partial refresh walks, stay marked (a file
+            // rewritten in `a/` while names changed in `b/` keeps being read).
+            match &scope {
+                None => st.dirty.clear(),
+                Some(dirs) => st.dirty.retain(|(root, rel)| {
+                    !dirs.iter().any(|(r, d)| r == root && rel.starts_with(d))
+                }),
+            }
             (st.stale_events, scope)
         };
         let bases = match &scope {
@@ -632,6 +648,8 @@ where
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let take = |rel: &Path, l: &Listed, r: &Path, brel: &Path, ov: &ignore::overrides::Override| {
+        // Globs are in NFC (see `overrides`): so is the path they are matched to.
+        let r = &*crate::workspace::patterns::nfc_cow(r);
         if positive {
             // The file must match; its directory must be one the walk enters (no
             // directory is named by a positive glob: checked above).
@@ -717,18 +735,29 @@ where
 /// The live index's side of the platform's watcher ([`crate::platform::DirWatch`]):
 /// its events are hints, each turned into a stale mark for what it names.
 mod watch {
-    use super::Live;
+    use super::{Live, Persist};
     use crate::platform::{DirWatch, WatchEvent};
     use crate::workspace::Workspace;
     use std::os::fd::AsFd;
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
     use std::sync::{Arc, Weak};
 
     pub struct Watcher(Arc<dyn DirWatch>);
 
     impl Watcher {
-        pub fn new() -> Result<Watcher, String> {
-            crate::platform::watcher().map(|w| Watcher(Arc::from(w)))
+        /// The platform's watcher for `roots` (canonical, from the configuration). Its
+        /// flush cookies, where it uses them, go in `watch/` beside the stored index: a
+        /// real directory of ferret's in the state directory, outside every root.
+        pub fn new(roots: &[PathBuf], persist: Option<&Persist>) -> Result<Watcher, String> {
+            let cookies = persist
+                .and_then(|p| p.path.parent())
+                .map(|d| d.join("watch"))
+                .filter(|d| {
+                    d.parent()
+                        .is_some_and(|p| crate::history::safe::ensure_dir(p).is_ok())
+                        && crate::history::safe::ensure_dir(d).is_ok()
+                });
+            crate::platform::watcher(roots, cookies.as_deref()).map(|w| Watcher(Arc::from(w)))
         }
 
         /// Watches a directory the index walk entered, through a handle opened beneath
@@ -767,8 +796,10 @@ mod watch {
                         }
                         watch.wait(std::time::Duration::from_millis(500));
                         let Some(l) = live.upgrade() else { return };
-                        if let Some(w) = &l.watch {
-                            w.drain(&l);
+                        if let Some(w) = &l.watch
+                            && let Err(e) = w.0.drain_queued(&mut |ev| apply(&l, ev))
+                        {
+                            l.blind(e);
                         }
                     }
                 });

@@ -247,10 +247,12 @@ fn overrides(globs: &[String]) -> ToolResult<Override> {
     cost::check_globs(globs)?;
     let mut b = OverrideBuilder::new(".");
     for g in globs {
-        b.add(g).map_err(|e| {
-            ToolError::new(ErrorCode::InvalidGlob, format!("invalid glob {g:?}: {e}"))
-                .with_hint("globs look like *.rs, src/**, {a,b}.txt, !*.min.js")
-        })?;
+        // In NFC, as the names are when matched: `café` finds an NFD `café` on disk.
+        b.add(&crate::workspace::patterns::nfc_str(g))
+            .map_err(|e| {
+                ToolError::new(ErrorCode::InvalidGlob, format!("invalid glob {g:?}: {e}"))
+                    .with_hint("globs look like *.rs, src/**, {a,b}.txt, !*.min.js")
+            })?;
     }
     b.build()
         .map_err(|e| ToolError::new(ErrorCode::InvalidGlob, e.to_string()))

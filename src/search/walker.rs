@@ -413,7 +413,9 @@ impl Walker<'_> {
         is_dir: bool,
     ) -> bool {
         if !self.overrides.is_empty() {
-            let m = self.overrides.matched(rel_to_base, is_dir);
+            // Globs are in NFC (see `overrides`): so is the name they are matched to.
+            let rel_to_base = crate::workspace::patterns::nfc_cow(rel_to_base);
+            let m = self.overrides.matched(&rel_to_base, is_dir);
             if !m.is_none() {
                 return !m.is_ignore();
             }

@@ -191,6 +191,10 @@ impl Tool for Glob {
             search::cost::weight(0, pattern.len(), 1) + held,
             ctx.control(),
         )?;
+        // In NFC, as names are brought to when matched (an NFD name from a Mac is found
+        // by the pattern typed in NFC, and reported as it is on disk).
+        let normal = crate::workspace::patterns::nfc_str(pattern);
+        let pattern: &str = &normal;
         // `**/X` with no other `/` is X at any depth: match names, which is cheaper.
         let pattern = match pattern.strip_prefix("**/") {
             Some(rest) if !rest.contains('/') && !rest.is_empty() => rest,
@@ -253,11 +257,14 @@ impl Tool for Glob {
                     return true;
                 }
                 mine.visited += 1;
-                let hit = if by_name {
-                    matcher.is_match(name(f.rel_to_base))
+                let subject = if by_name {
+                    std::path::Path::new(name(f.rel_to_base))
                 } else {
-                    matcher.is_match(f.rel_to_base)
+                    f.rel_to_base
                 };
+                let hit = matcher.is_match(subject)
+                    || crate::workspace::patterns::nfc(subject)
+                        .is_some_and(|n| matcher.is_match(n));
                 if !hit {
                     return true;
                 }

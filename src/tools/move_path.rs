@@ -15,6 +15,7 @@ use crate::workspace::EntryType;
 use crate::workspace::shown;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::os::fd::AsFd;
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -176,8 +177,23 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
                 shown(&inside)
             ))
         };
+        // `move a A` on a volume that folds case or Unicode normalisation (macOS): `A`
+        // is `a` itself, found by another spelling: a rename, not a replacement.
+        let respelled = to.meta.is_some()
+            && match (&from.parent, from.name(), &to.parent, to.name()) {
+                (Some(fd), Some(fname), Some(td), Some(tname)) => {
+                    crate::platform::same_entry_by_another_name(
+                        fd.as_fd(),
+                        fname,
+                        td.as_fd(),
+                        tname,
+                    )
+                }
+                _ => false,
+            };
         let replacing = match &to.meta {
             None => false,
+            Some(_) if respelled => false,
             Some(m) if m.is_dir() => return Err(into()),
             Some(_) if !p.overwrite => {
                 return Err(ToolError::new(
@@ -288,7 +304,9 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
             from_name,
             to_dir,
             to_name,
-            replacing,
+            // A respelling renames over the entry's own other name: a plain rename (the
+            // object arriving is checked to be the one recorded).
+            replacing || respelled,
             entry,
             |_| Ok(()),
         )?);

@@ -4,10 +4,18 @@
 //! on macOS and Windows volumes (and case-folding Linux directories) `.ENV`, `KEY.PEM`
 //! and `id_RSA` are the same files as `.env`, `key.pem` and `id_rsa`, and even where they
 //! are not, a secret by another case is still a secret. Skip rules keep their case.
+//!
+//! Every set, and the glob filters of `glob` and `grep`, matches names whatever their
+//! Unicode normalisation ([`nfc`]): HFS+ stores names decomposed (NFD), APFS keeps the
+//! form they were made in and finds either, and a folder copied from a Mac to Linux
+//! keeps its NFD names; `sécret/` typed in NFC is the same folder as its NFD spelling on
+//! disk. Patterns and names are both brought to NFC before matching; the name reported
+//! is always the one on disk.
 
 use crate::error::{ErrorCode, ToolError};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use std::path::Path;
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
 
 /// A compiled list of gitignore-style patterns.
 #[derive(Clone, Debug)]
@@ -130,6 +138,59 @@ fn fold(rel: &Path) -> Option<std::path::PathBuf> {
     }
 }
 
+/// `s` in Unicode NFC (a pattern or glob as typed).
+pub fn nfc_str(s: &str) -> Cow<'_, str> {
+    use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
+    if s.is_ascii() || is_nfc_quick(s.chars()) == IsNormalized::Yes {
+        Cow::Borrowed(s)
+    } else {
+        Cow::Owned(s.nfc().collect())
+    }
+}
+
+/// `rel` with its UTF-8 parts in Unicode NFC (bytes that are not UTF-8 kept as they
+/// are); `None` when that changes nothing (every ASCII path, at the cost of one scan).
+pub fn nfc(rel: &Path) -> Option<PathBuf> {
+    use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
+    let bytes = rel.as_os_str().as_encoded_bytes();
+    if bytes.is_ascii() {
+        return None;
+    }
+    let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
+    let mut changed = false;
+    for chunk in bytes.utf8_chunks() {
+        let v = chunk.valid();
+        if is_nfc_quick(v.chars()) == IsNormalized::Yes {
+            out.extend_from_slice(v.as_bytes());
+        } else {
+            let n: String = v.nfc().collect();
+            changed |= n != v;
+            out.extend_from_slice(n.as_bytes());
+        }
+        out.extend_from_slice(chunk.invalid());
+    }
+    if !changed {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStringExt;
+        Some(std::ffi::OsString::from_vec(out).into())
+    }
+    #[cfg(not(unix))]
+    {
+        Some(String::from_utf8_lossy(&out).into_owned().into())
+    }
+}
+
+/// `rel` in NFC, borrowed when it already is.
+pub fn nfc_cow(rel: &Path) -> Cow<'_, Path> {
+    match nfc(rel) {
+        Some(n) => Cow::Owned(n),
+        None => Cow::Borrowed(rel),
+    }
+}
+
 impl PatternSet {
     /// Case-sensitive patterns (skip rules).
     pub fn new<'a>(patterns: impl IntoIterator<Item = &'a str>) -> Result<Self, ToolError> {
@@ -161,15 +222,18 @@ impl PatternSet {
         // A lowered prefilter is still a necessary condition for case-sensitive
         // patterns: one prefilter for both.
         prefilter.caseless = !caseless.is_empty();
+        // Patterns in NFC, as names are brought to before matching.
         for p in sensitive {
-            prefilter.add(p);
-            add(&mut b, p)?;
+            let p = nfc_str(p);
+            prefilter.add(&p);
+            add(&mut b, &p)?;
         }
         b.case_insensitive(true)
             .map_err(|e| ToolError::new(ErrorCode::InvalidGlob, e.to_string()))?;
         for p in caseless {
-            prefilter.add(p);
-            add(&mut b, p)?;
+            let p = nfc_str(p);
+            prefilter.add(&p);
+            add(&mut b, &p)?;
         }
         let matcher = b
             .build()
@@ -194,11 +258,18 @@ impl PatternSet {
         if self.matches_below_as_is(rel, base, is_dir) {
             return true;
         }
+        // The name in NFC, as the patterns are: `sécret` decomposed on disk.
+        let (rel, base) = (nfc_cow(rel), nfc_cow(base));
+        if matches!(rel, Cow::Owned(_)) && self.matches_below_as_is(&rel, &base, is_dir) {
+            return true;
+        }
         // Caseless beyond ASCII: `id_rſa` and `x.Key` (a Kelvin sign) are `id_rsa` and
         // `x.key` once folded, as APFS and NTFS fold them.
-        match (self.prefilter.caseless, fold(rel)) {
+        match (self.prefilter.caseless, fold(&rel)) {
             (true, Some(folded)) => {
-                let base = fold(base).unwrap_or_else(|| base.to_path_buf());
+                let folded = nfc(&folded).unwrap_or(folded);
+                let base = fold(&base).unwrap_or_else(|| base.to_path_buf());
+                let base = nfc(&base).unwrap_or(base);
                 self.matches_below_as_is(&folded, &base, is_dir)
             }
             _ => false,
@@ -224,8 +295,18 @@ impl PatternSet {
         let leaf = |rel: &Path| {
             self.prefilter.may_match(rel) && self.matcher.matched(rel, is_dir).is_ignore()
         };
-        !self.matcher.is_empty()
-            && (leaf(rel) || (self.prefilter.caseless && fold(rel).is_some_and(|f| leaf(&f))))
+        if self.matcher.is_empty() {
+            return false;
+        }
+        if leaf(rel) {
+            return true;
+        }
+        let n = nfc(rel);
+        if n.as_deref().is_some_and(leaf) {
+            return true;
+        }
+        let rel = n.as_deref().unwrap_or(rel);
+        self.prefilter.caseless && fold(rel).is_some_and(|f| leaf(&nfc(&f).unwrap_or(f)))
     }
 
     /// For a name whose type is not known yet: matched as a file or as a directory.
@@ -330,6 +411,47 @@ mod tests {
             let rel = Path::new(&rel);
             proptest::prop_assert_eq!(set.matches_leaf(rel, is_dir), set.matcher.matched(rel, is_dir).is_ignore());
         }
+    }
+
+    #[test]
+    fn names_match_in_either_unicode_normal_form() {
+        let (nfc_e, nfd_e) = ("\u{e9}", "e\u{301}");
+        for (pat, name) in [
+            (nfc_e, nfd_e),
+            (nfd_e, nfc_e),
+            (nfc_e, nfc_e),
+            (nfd_e, nfd_e),
+        ] {
+            for set in [
+                PatternSet::new([
+                    format!("s{pat}cret/**").as_str(),
+                    format!("r{pat}sum{pat}.txt").as_str(),
+                ])
+                .unwrap(),
+                PatternSet::new_caseless([
+                    format!("s{pat}cret/**").as_str(),
+                    format!("r{pat}sum{pat}.txt").as_str(),
+                ])
+                .unwrap(),
+            ] {
+                let deep = format!("s{name}cret/a/b.txt");
+                assert!(set.matches(Path::new(&deep), false), "{deep:?}");
+                let leaf = format!("x/r{name}sum{name}.txt");
+                assert!(set.matches(Path::new(&leaf), false), "{leaf:?}");
+                assert!(set.matches_leaf(Path::new(&leaf), false), "{leaf:?}");
+                assert!(!set.matches(Path::new("secret/a.txt"), false));
+            }
+            // Caseless and normalisation-less at once: `SÉCRET` decomposed.
+            let set = PatternSet::new_caseless([format!("s{pat}cret/").as_str()]).unwrap();
+            let upper = if name == nfd_e { "E\u{301}" } else { "\u{c9}" };
+            let p = format!("S{upper}CRET/k");
+            assert!(set.matches(Path::new(&p), false), "{p:?}");
+        }
+        assert_eq!(nfc(Path::new("plain/ascii")), None);
+        assert_eq!(
+            nfc(Path::new("caf\u{65}\u{301}")),
+            Some(PathBuf::from("caf\u{e9}"))
+        );
     }
 
     #[test]

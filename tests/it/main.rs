@@ -41,4 +41,5 @@ mod undo_r3;
 mod undo_r4;
 mod util;
 mod walker;
+mod watch_r6;
 mod wide_r4;
