@@ -106,12 +106,33 @@ fn binary_magic(bytes: &[u8]) -> bool {
     MAGIC.iter().any(|m| bytes.starts_with(m))
 }
 
+/// Whether `bytes` (known not to be all UTF-8) read as UTF-8 with a few stray bytes:
+/// many more valid multi-byte UTF-8 characters than invalid sequences. Legacy text makes
+/// valid UTF-8 pairs only by chance (a Shift_JIS lead byte is mostly a UTF-8 continuation
+/// byte), so its invalid sequences outnumber them.
+fn utf8_with_errors(bytes: &[u8]) -> bool {
+    let (mut multi, mut invalid) = (0usize, 0usize);
+    for c in bytes.utf8_chunks() {
+        multi += c.valid().chars().filter(|ch| !ch.is_ascii()).count();
+        invalid += usize::from(!c.invalid().is_empty());
+    }
+    multi > 4 * invalid
+}
+
 /// The legacy encoding of a file that is not UTF-8 and has no BOM, from its first
 /// bytes (`prefix`, at most [`DETECT_MAX`]; `whole`: the prefix is the whole file). None:
 /// binary (a NUL or many control bytes in the prefix, or no ASCII-compatible guess).
 pub fn detect_legacy(prefix: &[u8], whole: bool) -> Option<&'static Encoding> {
     let prefix = &prefix[..prefix.len().min(DETECT_MAX)];
     if memchr::memchr(0, prefix).is_some() || control_heavy(prefix) || binary_magic(prefix) {
+        return None;
+    }
+    // No evidence, or evidence of UTF-8: a prefix with no byte past ASCII says nothing of
+    // the bytes after it (the detector would guess windows-1252 from nothing), and one
+    // holding valid multi-byte UTF-8 is UTF-8 with a stray byte, not a legacy file (read
+    // as windows-1252 it would show "MÃ¼ller" and miss every "Müller"). Both are left to
+    // be searched as bytes, as ripgrep does, and are binary to the tools that decode.
+    if prefix.is_ascii() || utf8_with_errors(prefix) {
         return None;
     }
     let mut d = chardetng::EncodingDetector::new(chardetng::Iso2022JpDetection::Deny);

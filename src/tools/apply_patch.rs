@@ -220,6 +220,7 @@ fn structured(n: usize, c: Change) -> ToolResult<FileChange> {
                     old: e.old_string,
                     new: e.new_string,
                     replace_all: e.replace_all,
+                    whole_lines: false,
                 })
                 .collect(),
             move_to: c.move_to,
@@ -685,6 +686,31 @@ pub fn apply_hunks(
                 .unwrap_or_else(|| at(super::edit::miss(m, shown))),
             m => at(super::edit::miss(m, shown)),
         })?;
+        // A hunk's lines are whole lines: `-ROOT = False` must not change the end of
+        // `ALLOW_ROOT = False`. A place that begins or ends inside a line is refused.
+        let here = &text.as_bytes()[start..];
+        let whole = |r: &std::ops::Range<usize>| {
+            let starts = r.start == 0 || here[r.start - 1] == b'\n';
+            let ends = r.end == here.len()
+                || r.end == 0
+                || here[r.end - 1] == b'\n'
+                || matches!(here[r.end], b'\n' | b'\r');
+            starts && ends
+        };
+        if let Some(p) = found
+            .places
+            .iter()
+            .find(|p| hunk.whole_lines && !whole(&p.range))
+        {
+            let line = locate::line_of(&text, start + p.range.start);
+            return Err(at(ToolError::new(
+                ErrorCode::NoMatch,
+                format!(
+                    "its lines are in {shown} only as parts of longer lines (line {line}); a hunk's lines are whole lines"
+                ),
+            )
+            .with_hint("copy the whole lines from the file, as they are")));
+        }
         let mut shifted = found.clone();
         for p in &mut shifted.places {
             p.range = p.range.start + start..p.range.end + start;

@@ -35,6 +35,9 @@ pub struct Hunk {
     pub new: String,
     /// Every occurrence (structured edits' replace_all); text hunks change one place.
     pub replace_all: bool,
+    /// The hunk's lines are whole lines of the file (a `*** Begin Patch` hunk); a
+    /// structured edit's old_string may be any part of the text.
+    pub whole_lines: bool,
 }
 
 /// What a patch does to one file.
@@ -320,6 +323,7 @@ fn hunks(lines: &[&str], mut i: usize) -> Result<(Vec<Hunk>, usize), String> {
                 old: join(&old),
                 new: join(&new),
                 replace_all: false,
+                whole_lines: true,
             });
         }
     };

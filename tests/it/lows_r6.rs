@@ -650,3 +650,72 @@ fn a_workspace_file_does_not_lift_calls_output_budget() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(o.stdout.len() < 100_000, "{} bytes", o.stdout.len());
 }
+
+/// A `*** Begin Patch` hunk's lines are whole lines: `-ROOT = False` does not change the
+/// end of `ALLOW_ROOT = False` (nothing changes, and the miss says why); the same line
+/// standing whole is changed. A structured edit's old_string may still be any part.
+#[test]
+fn a_patch_hunk_never_changes_part_of_a_line() {
+    let ws = Ws::new();
+    write(
+        &ws.root,
+        "settings.py",
+        "ALLOW_ROOT = False\nDEBUG = False\n",
+    );
+    let patch = |old: &str, new: &str| {
+        json!({"patch": format!(
+            "*** Begin Patch\n*** Update File: settings.py\n@@\n-{old}\n+{new}\n*** End Patch"
+        )})
+        .to_string()
+    };
+    let o = ws.person(&["call", "apply_patch", &patch("ROOT = False", "ROOT = True")]);
+    assert!(stdout(&o).contains("NO_MATCH"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("parts of longer lines"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(
+        ws.read("settings.py").as_deref(),
+        Some("ALLOW_ROOT = False\nDEBUG = False\n")
+    );
+    let o = ws.person(&[
+        "call",
+        "apply_patch",
+        &patch("DEBUG = False", "DEBUG = True"),
+    ]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert_eq!(
+        ws.read("settings.py").as_deref(),
+        Some("ALLOW_ROOT = False\nDEBUG = True\n")
+    );
+    let o = ws.person(&[
+        "call",
+        "apply_patch",
+        r#"{"changes":[{"path":"settings.py","edits":[{"old_string":"ROOT = False","new_string":"ROOT = On"}]}]}"#,
+    ]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert_eq!(
+        ws.read("settings.py").as_deref(),
+        Some("ALLOW_ROOT = On\nDEBUG = True\n")
+    );
+}
+
+/// A UTF-8 file with one stray byte is not taken for a legacy encoding: grep finds its
+/// UTF-8 words (as rg does), and the decoding tools refuse it as not text rather than
+/// show mojibake or write another encoding's bytes into it.
+#[test]
+fn a_utf8_file_with_a_stray_byte_is_not_read_as_a_legacy_encoding() {
+    let ws = Ws::new();
+    let mut bytes = "name = \"Müller\"\ngreeting = \"Grüße\"\n"
+        .repeat(300)
+        .into_bytes();
+    bytes.extend_from_slice(b"# legacy byte \xa0 here\n");
+    std::fs::write(ws.root.join("src.py"), &bytes).unwrap();
+    let o = ws.cli(&["grep", "-c", "Müller", "src.py"]);
+    assert_eq!(stdout(&o).trim(), "300", "{}", stderr(&o));
+    let o = ws.person(&["edit", "src.py", "--old", "legacy byte", "--new", "note ü"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("BINARY_FILE"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(ws.root.join("src.py")).unwrap(), bytes);
+}
