@@ -621,11 +621,18 @@ fn a_path_past_the_systems_limit_is_said_not_silently_missed() {
         ("glob", json!({"pattern": "**/needle*"})),
     ] {
         let (v, _) = crate::util::ok(&f, tool, args);
+        // The component-walk resolver (FERRET_PORTABLE=1) opens one name at a time and
+        // reaches every file; openat2 cannot name the deepest and must say so.
+        let found = v["file_count"]
+            .as_u64()
+            .or_else(|| v["count"].as_u64())
+            .unwrap_or(0);
         assert!(
-            v["warnings"]
-                .to_string()
-                .contains("longer than the system's limit"),
-            "{tool}: {}",
+            found == 19
+                || v["warnings"]
+                    .to_string()
+                    .contains("longer than the system's limit"),
+            "{tool}: {found} found, warnings {}",
             v["warnings"]
         );
     }
