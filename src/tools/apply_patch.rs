@@ -108,7 +108,7 @@ impl Tool for ApplyPatch {
             title: "Change many files at once",
             description: "Change several files all-or-nothing; undo reverts all; dry_run previews. changes: [{path, \
 edits: [{old_string, new_string, replace_all}]} | {path, create} | {path, delete: true} | {path, \
-move_to}], or patch: \"*** Begin Patch\" text (Add File / Delete File / Update File with @@ hunks, \
+move_to}], or patch: \"*** Begin Patch\" text (Add/Delete/Update File with @@ hunks, \
 Move to, End Patch).",
             annotations: Annotations::WRITE,
             served_by_default: true,

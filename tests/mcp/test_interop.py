@@ -1664,6 +1664,10 @@ async def test_patches_as_models_write_them_apply_and_results_match_their_schema
         jsonschema.validate(r.structured_content, tools["edit"].output_schema)
         assert r.structured_content["match"] == "punctuation"
         assert (root / "q.txt").read_bytes() == b"say bye\n"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
 async def test_file_delete_goes_through_the_os_trash_and_undo_brings_it_back_portable(ws, tmp_path, mode):
     """FERRET_PORTABLE=1: file_delete stages the entry by handle and hands it to the fake OS
     trash ($XDG_DATA_HOME/ferret-os-trash); the structured result names that trash (schema
