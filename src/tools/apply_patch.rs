@@ -771,7 +771,10 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
         let (at, created_dirs, old) = match op.old {
             Some((file, at)) => (at, Vec::new(), Some(file)),
             None => {
-                let (at, created) = ws.make_parents(&op.wp)?;
+                // Where the name leads at the write, by the walk that opens its
+                // directory: one on the way may have been swapped for a link since the
+                // question was settled.
+                let (at, created) = ws.make_parents(&op.wp, &ws.unasked(asked, &op.wp))?;
                 if at.meta.is_some() {
                     return Err(ToolError::new(
                         ErrorCode::AlreadyExists,
@@ -781,19 +784,6 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
                         ),
                     )
                     .with_hint("read it, then make the patch update it instead of adding it"));
-                }
-                // Where the name leads now: a directory on the way may have been swapped
-                // for a link (by another process) since the question was settled.
-                if !asked && ws.needs_confirmation(&at.real, false) {
-                    return Err(ToolError::new(
-                        ErrorCode::Conflict,
-                        format!(
-                            "{} now leads to {}, which is on the confirm list (a directory on the way changed during the call); nothing was changed",
-                            ws.display(&op.wp),
-                            crate::workspace::shown_in_prose(&ws.display(&at.real))
-                        ),
-                    )
-                    .with_hint("call again: the change will be asked about"));
                 }
                 (at, created, None)
             }

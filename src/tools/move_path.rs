@@ -191,6 +191,24 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
                 }
                 _ => false,
             };
+        // Two hard links of one file: a rename between them does nothing (POSIX), so a
+        // "move" would report a change that never happened.
+        if to.meta.is_some()
+            && !respelled
+            && let (Some(fd), Some(fname), Some(td), Some(tname)) =
+                (&from.parent, from.name(), &to.parent, to.name())
+            && let (Ok(a), Ok(b)) = (
+                rustix::fs::statat(fd, fname, rustix::fs::AtFlags::SYMLINK_NOFOLLOW),
+                rustix::fs::statat(td, tname, rustix::fs::AtFlags::SYMLINK_NOFOLLOW),
+            )
+            && crate::platform::file_id(&a) == crate::platform::file_id(&b)
+        {
+            return Err(ToolError::new(
+                ErrorCode::AlreadyExists,
+                format!("{src_said} and {dst_said} are hard links of one file; nothing was moved"),
+            )
+            .with_hint("to keep one name only, delete the other with file_delete"));
+        }
         let replacing = match &to.meta {
             None => false,
             Some(_) if respelled => false,
@@ -222,16 +240,20 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
             would_ask: None,
             dry_run,
         };
+        // The real names, and the destination as spelled (`.github` may be a link
+        // elsewhere), as write_file and apply_patch ask.
         let confirm_listed = ws.needs_confirmation(&from.real, meta.is_dir())
             || ws.needs_confirmation(&to.real, meta.is_dir())
+            || ws.needs_confirmation(&dst, meta.is_dir())
             || (meta.is_dir() && ws.move_holds_confirm_listed(&from, &to.real, &|| ctx.check())?);
         let mut asked = Ok(());
         if confirm_listed {
             asked = ctx.confirm(
                 &format!(
-                    "moving {} to {} (on the confirm list)",
+                    "moving {} to {}{} (on the confirm list)",
                     crate::workspace::shown_in_prose(&ws.display(&from.real)),
-                    crate::workspace::shown_in_prose(&ws.display(&to.real))
+                    crate::workspace::shown_in_prose(&ws.display(&to.real)),
+                    super::write_file::through(ws, &dst, &to.real)
                 ),
                 false,
             );
@@ -251,7 +273,22 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
         }
         asked?;
         let history = ctx.history()?;
-        let (to, created) = ws.make_parents(&dst)?;
+        // Where the destination leads at the rename, by the walk that opens its
+        // directory: one on the way may have been swapped for a link since the question
+        // was settled (by another process, or by another of the agent's own calls).
+        let unasked = ws.unasked(confirm_listed, &dst);
+        let settle = |real: &crate::workspace::WsPath| -> ToolResult<()> {
+            unasked(real)?;
+            ws.check_new(real, meta.is_dir())?;
+            if !confirm_listed
+                && meta.is_dir()
+                && ws.move_holds_confirm_listed(&from, real, &|| ctx.check())?
+            {
+                return unasked_holds(ws, &dst, real);
+            }
+            Ok(())
+        };
+        let (to, created) = ws.make_parents(&dst, &settle)?;
         out.created_dirs = created
             .iter()
             .map(|rel| ws.display(&ws.root_path(dst.root_index()).join(rel)))
@@ -364,6 +401,24 @@ fn leads_inside(link: &std::path::Path, target: &std::path::Path) -> Option<bool
         }
     }
     Some(true)
+}
+
+/// The refusal of a directory move whose destination changed during the call so that it
+/// would now put a confirm-listed name in place unasked.
+fn unasked_holds(
+    ws: &crate::workspace::Workspace,
+    dst: &crate::workspace::WsPath,
+    real: &crate::workspace::WsPath,
+) -> ToolResult<()> {
+    Err(ToolError::new(
+        ErrorCode::Conflict,
+        format!(
+            "{} now leads to {}, where the directory would put a name on the confirm list (a directory on the way changed during the call); nothing was changed",
+            ws.shown_name(dst),
+            crate::workspace::shown_in_prose(&ws.display(real))
+        ),
+    )
+    .with_hint("call again: the change will be asked about"))
 }
 
 #[cfg(test)]

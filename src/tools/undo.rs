@@ -581,7 +581,19 @@ fn undo_group(
             3,
         ));
         let at = if kind == OpKind::Create {
-            ws.make_parents(&wp)?.0
+            // The recorded place itself, by the walk that opens its directory: a
+            // directory on the way made a link since the check above is refused too.
+            let recorded = |real: &crate::workspace::WsPath| {
+                if real.rel() == op.rel {
+                    Ok(())
+                } else {
+                    Err(conflict(format!(
+                        "a directory on the way to {} is now a symbolic link; nothing was undone",
+                        op.path
+                    )))
+                }
+            };
+            ws.make_parents(&wp, &recorded)?.0
         } else {
             at
         };

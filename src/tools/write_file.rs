@@ -231,8 +231,9 @@ fn create(
     let asked = if listed {
         ctx.confirm(
             &format!(
-                "creating {} (on the confirm list)",
-                crate::workspace::shown_in_prose(&ws.display(real))
+                "creating {}{} (on the confirm list)",
+                crate::workspace::shown_in_prose(&ws.display(real)),
+                through(ws, wp, real)
             ),
             false,
         )
@@ -245,19 +246,9 @@ fn create(
     }
     asked?;
     let history = ctx.history()?;
-    let (at, created) = ws.make_parents(wp)?;
-    // Where the name leads now, at the write: a directory on the way may have been
-    // swapped for a link (by another process) since the question was settled.
-    if !listed && ws.needs_confirmation(&at.real, false) {
-        return Err(ToolError::new(
-            ErrorCode::Conflict,
-            format!(
-                "{shown} now leads to {}, which is on the confirm list (a directory on the way changed during the call); nothing was written",
-                crate::workspace::shown_in_prose(&ws.display(&at.real))
-            ),
-        )
-        .with_hint("call again: the change will be asked about"));
-    }
+    // Where the name leads at the write, by the walk that opens its directory: one on
+    // the way may have been swapped for a link since the question was settled.
+    let (at, created) = ws.make_parents(wp, &ws.unasked(listed, wp))?;
     out.created_dirs = created
         .iter()
         .map(|rel| ws.display(&ws.root_path(wp.root_index()).join(rel)))
@@ -284,6 +275,26 @@ fn create(
     entry.created_dirs = created;
     out.change_id = Some(history.create(dir, name, content, entry)?);
     Ok(out)
+}
+
+/// ", through NAME" when the name as spelled is what put a change on the confirm list
+/// (`.github` a link elsewhere): the question then names what the person knows.
+pub(super) fn through(
+    ws: &crate::workspace::Workspace,
+    spelled: &crate::workspace::WsPath,
+    real: &crate::workspace::WsPath,
+) -> String {
+    if real != spelled
+        && !ws.needs_confirmation(real, false)
+        && ws.needs_confirmation(spelled, false)
+    {
+        format!(
+            ", through {}",
+            crate::workspace::shown_in_prose(&ws.display(spelled))
+        )
+    } else {
+        String::new()
+    }
 }
 
 /// Text written over an existing text file, with no encoding given, in the file's

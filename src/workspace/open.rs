@@ -294,10 +294,21 @@ impl Workspace {
     /// in between is refused, not followed). Every new name is checked against the rules
     /// before it is made. Returns the resolution of `p` (its `parent` is the directory)
     /// and the directories created, outermost first, relative to the root.
-    pub fn make_parents(&self, p: &WsPath) -> ToolResult<(Resolved, Vec<std::path::PathBuf>)> {
+    ///
+    /// `settle` is called with the real name `p` will have, resolved by the same walk
+    /// that opened the directory it will go in, before anything is made: a caller
+    /// refuses there what the rules would have asked about had that name been seen when
+    /// the question was settled (a directory on the way may have been swapped for a
+    /// link since), so a refused change leaves no new directory behind either.
+    pub fn make_parents(
+        &self,
+        p: &WsPath,
+        settle: &dyn Fn(&WsPath) -> ToolResult<()>,
+    ) -> ToolResult<(Resolved, Vec<std::path::PathBuf>)> {
         let shown = self.shown_name(p);
         let r = self.entry(p, true)?;
         if r.parent.is_some() {
+            settle(&r.real)?;
             return Ok((r, Vec::new()));
         }
         // The nearest ancestor that exists, as it really is.
@@ -314,7 +325,20 @@ impl Workspace {
             };
             let up = self.entry(&at, true)?;
             match &up.meta {
-                Some(m) if m.is_dir() => break (up.real.clone(), self.open_dir(&at)?),
+                // Opened from the handle of the same walk that named it (a second walk
+                // by name could be led elsewhere by a link swapped in between, and the
+                // real name would then not be where the directories are made).
+                Some(m) if m.is_dir() => {
+                    let here = self.shown_name(&at);
+                    let dir = match (&up.parent, up.real.rel.file_name()) {
+                        (Some(d), Some(name)) => d
+                            .open_dir_nofollow(name)
+                            .map_err(|e| raced_or_io(&here, &e))?,
+                        (Some(d), None) => d.try_clone().map_err(|e| ToolError::io(&here, &e))?,
+                        (None, _) => return Err(not_found(&here)),
+                    };
+                    break (up.real.clone(), dir);
+                }
                 Some(_) => {
                     return Err(ToolError::new(
                         ErrorCode::NotADirectory,
@@ -325,13 +349,20 @@ impl Workspace {
             }
         };
         // `missing` holds the final name first; create the others, outermost first.
+        let mut whole = base_real.clone();
+        for name in missing.iter().rev() {
+            whole = whole.join(name);
+        }
+        settle(&whole)?;
         let mut created = Vec::new();
         let mut real = base_real;
         while missing.len() > 1 {
             let Some(name) = missing.pop() else { break };
             real = real.join(&name);
+            // The rules a new directory's name meets, the way to ferret's own places
+            // included (a `.local` made here would be on the way to `.local/state`).
+            self.check_new(&real, true)?;
             let here = self.shown_name(&real);
-            self.check_name(&real, &here, Some(true))?;
             match rustix::fs::mkdirat(&dir, &name, rustix::fs::Mode::from_raw_mode(0o755)) {
                 Ok(()) => created.push(real.rel.clone()),
                 // Made by someone else meanwhile: used if it is a real directory.

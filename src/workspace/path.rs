@@ -119,6 +119,32 @@ impl Workspace {
         self.check_name(real, &shown, Some(is_dir))
     }
 
+    /// The `settle` of [`Workspace::make_parents`] for a change that was (`asked`) or was
+    /// not asked about: the place it really goes, named by the walk that opened it, must
+    /// need no question the change did not ask. Otherwise `CONFLICT` and nothing made:
+    /// a directory on the way turned into a link to a confirm-listed place during the
+    /// call (another process, or another of the agent's own calls).
+    pub fn unasked<'a>(
+        &'a self,
+        asked: bool,
+        spelled: &'a WsPath,
+    ) -> impl Fn(&WsPath) -> ToolResult<()> + 'a {
+        move |real| {
+            if asked || !self.needs_confirmation(real, false) {
+                return Ok(());
+            }
+            Err(ToolError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "{} now leads to {}, which is on the confirm list (a directory on the way changed during the call); nothing was changed",
+                    self.shown_name(spelled),
+                    super::shown_in_prose(&self.display(real))
+                ),
+            )
+            .with_hint("call again: the change will be asked about"))
+        }
+    }
+
     pub(super) fn check_name(
         &self,
         p: &WsPath,

@@ -30,6 +30,7 @@ mod names_r3;
 mod names_r4;
 mod ostrash_r6;
 mod platform;
+mod race_r7;
 mod safety;
 mod sandbox;
 mod search;
