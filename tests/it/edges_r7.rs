@@ -1,0 +1,421 @@
+//! Round 7's edges (issue #25): every stdio request line is answered; moving a directory
+//! never makes a link inside it lead outside; a killed `rm` leaves no `.trashinfo`
+//! litter; the search modes agree about what was searched.
+
+use crate::util::*;
+use serde_json::{Value, json};
+use std::io::{BufRead, Write};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+/// `ferret serve` over a pipe, written to in raw bytes.
+struct Raw {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+}
+
+impl Raw {
+    fn spawn(root: &std::path::Path) -> Raw {
+        let mut child = bin()
+            .arg("--root")
+            .arg(root)
+            .arg("serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.split(b'\n') {
+                let Ok(line) = line else { break };
+                // Every line out must be one whole JSON value.
+                let v: Value = serde_json::from_slice(&line).unwrap_or_else(|e| {
+                    json!({"UNPARSABLE": e.to_string(),
+                           "head": String::from_utf8_lossy(&line[..line.len().min(200)])})
+                });
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut r = Raw {
+            child,
+            stdin,
+            lines,
+        };
+        r.line(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#);
+        assert_eq!(r.next()["id"], 0);
+        r.line(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        r
+    }
+
+    fn line(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(bytes).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn next(&self) -> Value {
+        let v = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("an answer within a minute");
+        assert!(v.get("UNPARSABLE").is_none(), "a torn line on stdout: {v}");
+        v
+    }
+
+    /// Nothing more arrives within `ms`.
+    fn quiet(&self, ms: u64) -> bool {
+        self.lines.recv_timeout(Duration::from_millis(ms)).is_err()
+    }
+
+    fn ping(&mut self, id: u64) {
+        self.line(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#).as_bytes());
+        let v = self.next();
+        assert_eq!(v["id"], id, "the ping after is answered next: {v}");
+        assert!(v.get("result").is_some(), "{v}");
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+fn call_line(id: &str, path: &[u8]) -> Vec<u8> {
+    let mut l = format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":""#
+    )
+    .into_bytes();
+    l.extend_from_slice(path);
+    l.extend_from_slice(br#""}}}"#);
+    l
+}
+
+fn assert_error(v: &Value, id: Value, code: i64) {
+    assert_eq!(v["id"], id, "{v}");
+    assert_eq!(v["error"]["code"], code, "{v}");
+    let data = &v["error"]["data"];
+    assert!(
+        data["hint"].as_str().is_some_and(|h| h.len() > 20),
+        "a hint says what to do: {v}"
+    );
+    assert!(data["code"].is_string(), "{v}");
+}
+
+#[test]
+fn every_unparsable_stdio_line_is_answered_with_its_id_and_the_next_request_too() {
+    let (_t, root) = tempdir();
+    write(&root, "a.txt", "hello\n");
+    let mut s = Raw::spawn(&root);
+    // Lone surrogates: leading, trailing, at the end, in a key, in the method, reversed pair.
+    let shapes: [&[u8]; 7] = [
+        br"\ud800",
+        br"\udc00",
+        br"a.txt\ud83d",
+        br"\ud800\ud800",
+        br"\udc00\ud800",
+        br"\uD800x",
+        br"\ud800\u0041",
+    ];
+    let mut n = 10;
+    for shape in shapes {
+        s.line(&call_line(&n.to_string(), shape));
+        let v = s.next();
+        assert_error(&v, json!(n), -32700);
+        assert!(
+            v["error"]["data"]["hint"]
+                .as_str()
+                .unwrap()
+                .contains("surrogate"),
+            "{v}"
+        );
+        s.ping(n + 1);
+        n += 2;
+    }
+    // A string id survives, and a surrogate in a key, in the method and in params' head.
+    for line in [
+        &br#"{"jsonrpc":"2.0","id":"s-1","method":"tools/call","params":{"name":"read_file","arguments":{"\udfff":1}}}"#[..],
+        br#"{"jsonrpc":"2.0","id":"s-1","method":"tools/\ud800call"}"#,
+        br#"{"params":{"x":"\ud800"},"jsonrpc":"2.0","id":"s-1","method":"ping"}"#,
+    ] {
+        s.line(line);
+        assert_error(&s.next(), json!("s-1"), -32700);
+        s.ping(100);
+    }
+    // Invalid UTF-8 in a string, in a key, and as the first byte.
+    s.line(&call_line("200", b"\xff\xfe.txt"));
+    assert_error(&s.next(), json!(200), -32700);
+    s.ping(201);
+    s.line(b"{\"jsonrpc\":\"2.0\",\"id\":202,\"method\":\"ping\",\"\xc3\":1}");
+    assert_error(&s.next(), json!(202), -32700);
+    s.ping(203);
+    s.line(b"\xff{\"jsonrpc\":\"2.0\",\"id\":204,\"method\":\"ping\"}");
+    assert_error(&s.next(), Value::Null, -32700);
+    s.ping(205);
+    // Truncated JSON: the id before the cut is kept; a cut inside the id is null.
+    s.line(br#"{"jsonrpc":"2.0","id":300,"method":"tools/call","params":{"name":"read_f"#);
+    assert_error(&s.next(), json!(300), -32700);
+    s.ping(301);
+    s.line(br#"{"jsonrpc":"2.0","id":30"#);
+    assert_error(&s.next(), Value::Null, -32700);
+    s.ping(302);
+    s.line(br#"{"jsonrpc":"2.0","method":"ping","#);
+    assert_error(&s.next(), Value::Null, -32700);
+    s.ping(303);
+    // Not JSON at all.
+    s.line(b"hello");
+    assert_error(&s.next(), Value::Null, -32700);
+    s.ping(304);
+    // A broken id (a float, an object, null, a string with a lone surrogate) is null.
+    for id in ["1.5", r#"{"a":1}"#, "null", r#""\ud800""#] {
+        s.line(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#).as_bytes());
+        let v = s.next();
+        assert_eq!(v["id"], Value::Null, "{v}");
+        assert!(
+            v["error"]["code"] == -32600 || v["error"]["code"] == -32700,
+            "{v}"
+        );
+        s.ping(305);
+    }
+    // The server still works.
+    let v = {
+        s.line(&call_line("400", b"a.txt"));
+        s.next()
+    };
+    assert_eq!(v["id"], 400);
+    assert!(v["result"].to_string().contains("hello"), "{v}");
+}
+
+#[test]
+fn json_that_is_no_json_rpc_request_is_answered_invalid_request_with_its_id() {
+    let (_t, root) = tempdir();
+    let mut s = Raw::spawn(&root);
+    for (i, line) in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":"x"}"#,
+        r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+        r#"{"id":1,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let line = line.replace("\"id\":1", &format!("\"id\":{}", 10 + i));
+        s.line(line.as_bytes());
+        let v = s.next();
+        assert_eq!(v["id"], 10 + i, "{line}: {v}");
+        assert!(
+            v.get("error").is_some() || v.get("result").is_some(),
+            "{line}: {v}"
+        );
+        s.ping(50 + i as u64);
+    }
+    for line in ["42", r#""text""#, "null", "{}"] {
+        s.line(line.as_bytes());
+        assert_error(&s.next(), Value::Null, -32600);
+        s.ping(60);
+    }
+}
+
+#[test]
+fn notifications_and_responses_that_cannot_be_read_get_no_answer() {
+    let (_t, root) = tempdir();
+    let mut s = Raw::spawn(&root);
+    for line in [
+        &br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"reason":"\ud800"}}"#[..],
+        br#"{"jsonrpc":"2.0","method":"notifications/x","params":"\xff"}"#,
+        br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":7}"#,
+        br#"{"jsonrpc":"2.0","id":99,"result":{"x":"\ud800"}}"#,
+        br#"{"jsonrpc":"2.0","id":98,"error":{"code":1,"message":"\udc00"}}"#,
+        b"",
+        b"   ",
+    ] {
+        s.line(line);
+        s.ping(7);
+    }
+    assert!(s.quiet(300), "nothing more was said");
+}
+
+#[test]
+fn batch_arrays_are_answered_per_request_never_dropped() {
+    let (_t, root) = tempdir();
+    let mut s = Raw::spawn(&root);
+    s.line(b"[]");
+    assert_error(&s.next(), Value::Null, -32600);
+    s.ping(1);
+    s.line(
+        br#"[{"jsonrpc":"2.0","id":5,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":"b","method":"tools/list"},3]"#,
+    );
+    let v = s.next();
+    let answers = v.as_array().expect("an array answers a batch");
+    let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+    assert_eq!(ids, [&json!(5), &json!("b"), &Value::Null], "{v}");
+    for a in answers {
+        assert_eq!(a["error"]["code"], -32600, "{v}");
+    }
+    s.ping(2);
+    // A batch of notifications only gets nothing; a broken batch gets a parse error.
+    s.line(br#"[{"jsonrpc":"2.0","method":"notifications/x"}]"#);
+    s.ping(3);
+    s.line(br#"[{"jsonrpc":"2.0","id":6,"method":"ping"},"\ud800"]"#);
+    assert_error(&s.next(), Value::Null, -32700);
+    s.ping(4);
+}
+
+#[test]
+fn a_line_over_16_mib_is_answered_too_large_and_never_held_whole() {
+    let (_t, root) = tempdir();
+    let mut s = Raw::spawn(&root);
+    let pid = s.child.id();
+    let mut big = br#"{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"write_file","arguments":{"path":"x","content":""#.to_vec();
+    big.resize(big.len() + (17 << 20), b'a');
+    big.extend_from_slice(br#""}}}"#);
+    s.line(&big);
+    let v = s.next();
+    assert_error(&v, json!("big"), -32600);
+    assert_eq!(v["error"]["data"]["limit_bytes"], 16 << 20, "{v}");
+    s.ping(1);
+    assert!(!root.join("x").exists());
+    // Without an id in its head, and with no newline for long (sent in pieces).
+    let mut big = br#"{"jsonrpc":"2.0","params":{"content":""#.to_vec();
+    big.resize(big.len() + (20 << 20), b'\\');
+    {
+        let stdin = s.stdin.as_mut().unwrap();
+        for chunk in big.chunks(1 << 20) {
+            stdin.write_all(chunk).unwrap();
+        }
+    }
+    s.line(br#""},"id":3,"method":"ping"}"#);
+    assert_error(&s.next(), Value::Null, -32600);
+    s.ping(2);
+    // A notification that large is unanswered (its head says so only if it is whole:
+    // here the head is cut, so it is answered null, which a client can ignore).
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let peak_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    eprintln!("peak {peak_kb} kB");
+    assert!(
+        peak_kb < 64 * 1024,
+        "17-20 MiB lines are discarded as they come, not buffered: peak {peak_kb} kB"
+    );
+}
+
+#[test]
+fn eof_and_a_closed_stdout_still_end_the_stdio_server() {
+    let (_t, root) = tempdir();
+    // EOF right after a bad line: the answer is still written, then the server ends.
+    let mut child = bin()
+        .arg("--root")
+        .arg(&root)
+        .arg("serve")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#)
+        .unwrap();
+    stdin
+        .write_all(b"\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\\ud800\"}\n")
+        .unwrap();
+    drop(stdin);
+    let out = wait_output(child, 20);
+    let lines: Vec<Value> = out
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[1]["id"], 1);
+    // stdout closed by the client: the server ends once it has something to say.
+    let mut child = bin()
+        .arg("--root")
+        .arg(&root)
+        .arg("serve")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#);
+    let _ = stdin.write_all(b"\nnot json\n");
+    let _ = stdin.flush();
+    let start = std::time::Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the server outlived its client's stdout"
+        );
+        let _ = stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}\n");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The child's stdout once it exits (killed after `secs`: a hang fails the test).
+fn wait_output(mut child: Child, secs: u64) -> Vec<u8> {
+    use std::io::Read;
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stdout.read_to_end(&mut buf);
+        buf
+    });
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(secs) {
+            let _ = child.kill();
+            panic!("the server did not end at EOF");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    reader.join().unwrap()
+}
+
+#[test]
+fn answers_to_bad_lines_never_tear_the_server_s_own_lines() {
+    let (_t, root) = tempdir();
+    let body = "x".repeat(200_000);
+    for i in 0..20 {
+        write(&root, &format!("f{i}.txt"), &body);
+    }
+    let mut s = Raw::spawn(&root);
+    // Large answers in flight while bad lines are answered: every line out parses.
+    for i in 0..20 {
+        s.line(&call_line(
+            &format!("{}", 1000 + i),
+            format!("f{i}.txt").as_bytes(),
+        ));
+        s.line(
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{},"method":"x\ud800"}}"#,
+                2000 + i
+            )
+            .as_bytes(),
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        let v = s.next();
+        seen.insert(v["id"].as_u64().unwrap());
+    }
+    assert_eq!(seen.len(), 40);
+}
