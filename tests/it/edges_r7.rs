@@ -3,6 +3,7 @@
 //! litter; the search modes agree about what was searched.
 
 use crate::util::*;
+use ferret::ErrorCode;
 use serde_json::{Value, json};
 use std::io::{BufRead, Write};
 use std::process::{Child, ChildStdin, Stdio};
@@ -418,4 +419,141 @@ fn answers_to_bad_lines_never_tear_the_server_s_own_lines() {
         seen.insert(v["id"].as_u64().unwrap());
     }
     assert_eq!(seen.len(), 40);
+}
+
+// ---- 2. Moving a directory never makes a link inside it lead outside. ----
+
+fn link(root: &std::path::Path, rel: &str, target: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(target, p).unwrap();
+}
+
+#[test]
+fn moving_a_directory_shallower_refuses_when_a_link_inside_would_lead_outside() {
+    // (where the tree is, the link inside it, its words, where the tree goes)
+    let cases = [
+        ("a/d", "sub/l", "../../../x", "d"),
+        ("a/b/c/d", "sub/deeper/l", "../../../../../../x.txt", "d"),
+        ("a/b/d", "l", "../../../etc/passwd", "d"),
+        ("a/b/d", "s/t/u/l", "../../../../../x/../y", "c/d"),
+        ("a/b/c/d", "l", "./../../../x", "e/d"),
+        // Into another tree at a shallower depth, a chain of `..` only.
+        ("p/q/r/d", "m/n/l", "../../../../../..", "z/d"),
+    ];
+    for (tree, inside, words, to) in cases {
+        let w = Ws::new();
+        write(&w.root, &format!("{tree}/keep.txt"), "k");
+        link(&w.root, &format!("{tree}/{inside}"), words);
+        let f = w.ferret();
+        let before = snapshot(&w.root);
+        let Err(e) = call(&f, "move", json!({"source": tree, "destination": to})) else {
+            panic!("{tree} -> {to} with {inside} -> {words} was moved");
+        };
+        assert_eq!(e.code, ErrorCode::PathEscape, "{tree} -> {to}: {e:?}");
+        let name = inside.rsplit('/').next().unwrap();
+        assert!(
+            e.message.contains(name) && e.message.contains(words),
+            "the message names the link: {}",
+            e.message
+        );
+        assert!(e.hint.as_deref().is_some_and(|h| !h.is_empty()));
+        assert_eq!(snapshot(&w.root), before, "nothing moved");
+        // A dry run says the same.
+        let e = call(
+            &f,
+            "move",
+            json!({"source": tree, "destination": to, "dry_run": true}),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::PathEscape);
+    }
+}
+
+#[test]
+fn moves_that_keep_every_link_inside_or_as_it_was_go_ahead() {
+    let w = Ws::new();
+    let f = w.ferret();
+    // Deeper: a link's `..`s climb less than they may.
+    link(&w.root, "d/sub/l", "../../x");
+    link(&w.root, "d/abs", "/etc/passwd");
+    link(&w.root, "d/plain", "sub/l");
+    write(&w.root, "x", "x");
+    ok(&f, "move", json!({"source": "d", "destination": "a/b/d"}));
+    assert!(std::fs::symlink_metadata(w.root.join("a/b/d/sub/l")).is_ok());
+    // Sideways at the same depth, and a rename in place.
+    ok(
+        &f,
+        "move",
+        json!({"source": "a/b/d", "destination": "a/c/d"}),
+    );
+    ok(
+        &f,
+        "move",
+        json!({"source": "a/c/d", "destination": "a/c/e"}),
+    );
+    // A link already outside where it is (a hostile repository's) may move with its tree.
+    let w = Ws::new();
+    let f = w.ferret();
+    link(&w.root, "d/out", "../../../../../../../../etc");
+    ok(&f, "move", json!({"source": "d", "destination": "e"}));
+}
+
+#[test]
+fn undo_of_a_directory_move_is_checked_as_a_move() {
+    let w = Ws::new();
+    let f = w.ferret();
+    write(&w.root, "d/keep.txt", "k");
+    link(&w.root, "l", "../../../x");
+    // d goes deeper; then a link that is inside only at that depth is moved into it.
+    let (first, _) = ok(&f, "move", json!({"source": "d", "destination": "a/b/d"}));
+    // From a/b/d/l, ../../../x is root/x: inside. At l (the root) it was outside already.
+    ok(&f, "move", json!({"source": "l", "destination": "a/b/d/l"}));
+    let before = snapshot(&w.root);
+    let e = call(&f, "undo", json!({"id": first["change_id"]})).unwrap_err();
+    assert_eq!(e.code, ErrorCode::PathEscape, "{e:?}");
+    assert!(e.message.contains("../../../x"), "{}", e.message);
+    assert_eq!(snapshot(&w.root), before, "nothing moved back");
+    // Once the link is gone, undo goes ahead.
+    std::fs::remove_file(w.root.join("a/b/d/l")).unwrap();
+    ok(&f, "undo", json!({"id": first["change_id"]}));
+    assert!(w.root.join("d/keep.txt").exists());
+}
+
+#[test]
+fn a_directory_swapped_while_a_move_checks_it_never_lands_with_an_escaping_link() {
+    let w = Ws::new();
+    write(&w.root, "a/b/d/keep.txt", "k");
+    write(&w.root, "a/b/bad/keep.txt", "k");
+    link(&w.root, "a/b/bad/l", "../../../x");
+    let f = w.ferret();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let root = w.root.clone();
+    let s2 = stop.clone();
+    let swapper = std::thread::spawn(move || {
+        let (d, bad, tmp) = (
+            root.join("a/b/d"),
+            root.join("a/b/bad"),
+            root.join("a/b/tmp"),
+        );
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+            let _ = std::fs::rename(&d, &tmp);
+            let _ = std::fs::rename(&bad, &d);
+            let _ = std::fs::rename(&tmp, &bad);
+        }
+    });
+    let mut moved = 0;
+    for _ in 0..300 {
+        if call(&f, "move", json!({"source": "a/b/d", "destination": "d"})).is_ok() {
+            moved += 1;
+            assert!(
+                std::fs::symlink_metadata(w.root.join("d/l")).is_err(),
+                "the tree with the escaping link was moved up"
+            );
+            let _ = std::fs::rename(w.root.join("d"), w.root.join("a/b/d"));
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    eprintln!("{moved} of 300 moves went ahead");
 }
