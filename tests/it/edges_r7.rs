@@ -557,3 +557,92 @@ fn a_directory_swapped_while_a_move_checks_it_never_lands_with_an_escaping_link(
     swapper.join().unwrap();
     eprintln!("{moved} of 300 moves went ahead");
 }
+
+// ---- 3. A killed `rm` leaves no `.trashinfo` litter. ----
+
+/// `ferret --allow-write rm PATH` on the freedesktop home trash (`base/data/Trash`),
+/// killed (abort) after the `.trashinfo` is written when `die`.
+fn rm_home(w: &Ws, path: &str, die: bool) -> std::process::Output {
+    let mut c = w.cmd(&["--allow-write", "rm", path]);
+    c.env_remove("FERRET_PORTABLE");
+    if die {
+        c.env("FERRET_TEST_DIE_AFTER_STAGED", "trashinfo");
+    }
+    c.output().unwrap()
+}
+
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_rm_killed_after_its_trashinfo_leaves_none_once_the_next_command_recovers() {
+    let w = Ws::new();
+    let trash = w.base.join("data/Trash");
+    write(&w.root, "a.txt", "one");
+    write(&w.root, "d/in.txt", "two");
+    write(&w.root, "keep.txt", "k");
+    // An earlier deletion of another a.txt holds the plain name: the killed one takes a.txt.2.
+    write(&w.root, "old/a.txt", "old");
+    assert!(rm_home(&w, "old/a.txt", false).status.success());
+    assert_eq!(names_in(&trash.join("files")), ["a.txt"]);
+    // Another program's .trashinfo with no item: not ferret's, never touched.
+    std::fs::write(
+        trash.join("info/foreign.trashinfo"),
+        "[Trash Info]\nPath=/x/foreign\nDeletionDate=2020-01-01T00:00:00\n",
+    )
+    .unwrap();
+    for (path, info) in [("a.txt", "a.txt.2.trashinfo"), ("d", "d.trashinfo")] {
+        let out = rm_home(&w, path, true);
+        assert!(!out.status.success(), "the kill hook fired");
+        assert!(
+            trash.join("info").join(info).exists(),
+            "the kill came after the .trashinfo was written: {:?}",
+            names_in(&trash.join("info"))
+        );
+        assert!(w.root.join(path).exists(), "not moved");
+    }
+    // The next write-capable command recovers: the orphans go, nothing else does.
+    assert!(rm_home(&w, "keep.txt", false).status.success());
+    assert_eq!(
+        names_in(&trash.join("info")),
+        ["a.txt.trashinfo", "foreign.trashinfo", "keep.txt.trashinfo"]
+    );
+    assert_eq!(names_in(&trash.join("files")), ["a.txt", "keep.txt"]);
+    assert_eq!(w.read("a.txt").as_deref(), Some("one"));
+    assert_eq!(w.read("d/in.txt").as_deref(), Some("two"));
+    // And the killed deletions can be done again, under their first free names.
+    assert!(rm_home(&w, "a.txt", false).status.success());
+    assert!(trash.join("files/a.txt.2").exists());
+    assert!(trash.join("info/a.txt.2.trashinfo").exists());
+}
+
+#[test]
+fn recovery_leaves_a_trashinfo_that_another_deletion_made_at_the_same_name() {
+    let w = Ws::new();
+    let trash = w.base.join("data/Trash");
+    write(&w.root, "a.txt", "one");
+    assert!(!rm_home(&w, "a.txt", true).status.success());
+    // Before recovery runs, another program trashes its own a.txt at that name (its
+    // .trashinfo replaced by its own, and its item in files/).
+    std::fs::remove_file(trash.join("info/a.txt.trashinfo")).unwrap();
+    std::fs::write(
+        trash.join("info/a.txt.trashinfo"),
+        "[Trash Info]\nPath=/elsewhere/a.txt\nDeletionDate=2020-01-01T00:00:00\n",
+    )
+    .unwrap();
+    write(&w.root, "other.txt", "o");
+    assert!(rm_home(&w, "other.txt", false).status.success());
+    assert!(
+        trash.join("info/a.txt.trashinfo").exists(),
+        "not what ferret wrote: left"
+    );
+}
