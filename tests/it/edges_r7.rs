@@ -646,3 +646,100 @@ fn recovery_leaves_a_trashinfo_that_another_deletion_made_at_the_same_name() {
         "not what ferret wrote: left"
     );
 }
+
+// ---- 4. The search modes agree about what was searched. ----
+
+/// A tree with files over a 1 MiB search_max_file_size whose match comes first (in the
+/// searcher's first buffer), one under it, and one over it with no match at all.
+fn oversize_tree(root: &std::path::Path) {
+    let mut big = String::from("needle here\n");
+    while big.len() < 3 << 20 {
+        big.push_str("filler line without the word\n");
+    }
+    write(root, "big.txt", &big);
+    write(root, "sub/deep_big.txt", &big);
+    write(root, "quiet_big.txt", big.replace("needle", "hay"));
+    write(root, "small.txt", "a needle\n");
+}
+
+#[track_caller]
+fn agrees(what: &str, out: &Value) {
+    let warnings = out["warnings"].to_string();
+    for name in ["big.txt", "deep_big.txt", "quiet_big.txt"] {
+        assert!(
+            warnings.contains(&format!("{name}: not searched")),
+            "{what}: {name} is named as not searched: {out}"
+        );
+    }
+    let mut rest = out.clone();
+    rest.as_object_mut().unwrap().remove("warnings");
+    let rest = rest.to_string();
+    assert!(
+        !rest.contains("big.txt"),
+        "{what}: listed as searched: {rest}"
+    );
+    assert!(rest.contains("small.txt"), "{what}: {rest}");
+}
+
+#[test]
+fn every_search_mode_and_tool_passes_over_an_oversize_file_and_names_it() {
+    let (_t, root) = tempdir();
+    oversize_tree(&root);
+    let mut c = ferret::config::Config::defaults(ferret::config::Mode::Server);
+    c.roots = vec![root.clone()];
+    c.search_max_file_size = 1 << 20;
+    let f = ferret::Ferret::new(c).unwrap();
+    for mode in ["files_with_matches", "content", "count"] {
+        let (out, _) = ok(
+            &f,
+            "grep",
+            json!({"pattern": "needle", "output_mode": mode}),
+        );
+        agrees(&format!("grep {mode}"), &out);
+        let (out, _) = ok(
+            &f,
+            "grep",
+            json!({"pattern": "nee+dle", "output_mode": mode, "path": "."}),
+        );
+        agrees(&format!("grep regex {mode}"), &out);
+    }
+    let (out, _) = ok(&f, "search_files", json!({"pattern": "needle"}));
+    agrees("search_files", &out);
+    let (out, _) = ok(&f, "file_search", json!({"query": "needle"}));
+    agrees("file_search", &out);
+}
+
+#[test]
+fn the_cli_with_and_without_an_index_passes_over_an_oversize_file_and_names_it() {
+    let w = Ws::new();
+    oversize_tree(&w.root);
+    write(&w.root, "ferret.toml", "search_max_file_size = 1048576\n");
+    let check = |what: &str| {
+        for args in [
+            &["grep", "-l", "needle"][..],
+            &["grep", "-c", "needle"],
+            &["grep", "needle"],
+            &["grep", "--json", "-l", "needle"],
+        ] {
+            let o = w.cli(args);
+            let stdout = String::from_utf8_lossy(&o.stdout);
+            let all = format!("{stdout}{}", String::from_utf8_lossy(&o.stderr));
+            for name in ["big.txt", "deep_big.txt", "quiet_big.txt"] {
+                assert!(
+                    all.contains(&format!("{name}: not searched")),
+                    "{what} {args:?}: {name} named: {all}"
+                );
+            }
+            let listed: Vec<&str> = stdout
+                .lines()
+                .filter(|l| l.contains("big.txt") && !l.contains("not searched"))
+                .collect();
+            assert!(listed.is_empty(), "{what} {args:?}: listed {listed:?}");
+            assert!(stdout.contains("small.txt"), "{what} {args:?}: {all}");
+        }
+    };
+    check("scan");
+    let o = w.cli(&["index"]);
+    assert!(o.status.success(), "{o:?}");
+    check("index");
+}
