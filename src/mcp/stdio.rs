@@ -233,6 +233,28 @@ pub fn channel() -> (mpsc::Sender<Vec<u8>>, mpsc::Receiver<Vec<u8>>) {
     mpsc::channel(QUEUE)
 }
 
+/// What stdio would answer to `body` as a line: for HTTP, which rmcp answers with a
+/// bare 415 when a body is not a JSON-RPC message. `None`: a notification or a
+/// response, which get no answer.
+pub fn answer_to(body: &[u8]) -> Option<Vec<u8>> {
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+    match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(body) {
+        Err(e) => refusal(body, &e),
+        Ok(_) => {
+            let head = scan(body);
+            answer_head(&head).then(|| {
+                error_line(
+                    head.id,
+                    INVALID_REQUEST,
+                    "Invalid request: the body could not be taken as a JSON-RPC message".into(),
+                    json!({"code": "INVALID_REQUEST",
+                           "hint": "Send one JSON-RPC 2.0 request object per POST."}),
+                )
+            })
+        }
+    }
+}
+
 /// The answer to a line rmcp cannot take (None: a notification or a response, which
 /// get none).
 fn refusal(line: &[u8], e: &serde_json::Error) -> Option<Vec<u8>> {

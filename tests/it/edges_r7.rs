@@ -743,3 +743,81 @@ fn the_cli_with_and_without_an_index_passes_over_an_oversize_file_and_names_it()
     assert!(o.status.success(), "{o:?}");
     check("index");
 }
+
+// ---- 5. Over HTTP the same bodies get a JSON-RPC answer, not a bare 415. ----
+
+fn post(port: u16, session: Option<&str>, body: &[u8]) -> (u16, String) {
+    let mut req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n\
+Connection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    )
+    .into_bytes();
+    if let Some(s) = session {
+        req.extend_from_slice(format!("Mcp-Session-Id: {s}\r\n").as_bytes());
+    }
+    req.extend_from_slice(b"\r\n");
+    req.extend_from_slice(body);
+    http_exchange(port, &req)
+}
+
+#[test]
+fn over_http_unreadable_bodies_get_a_json_rpc_error_with_their_id() {
+    let (_t, root) = tempdir();
+    let mut cmd = bin();
+    cmd.arg("--root")
+        .arg(&root)
+        .args(["serve", "--http", "127.0.0.1:0"]);
+    let s = HttpServer::spawn(cmd);
+    let (code, text) = post(
+        s.port,
+        None,
+        br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}"#,
+    );
+    assert_eq!(code, 200, "{text}");
+    let sid = text
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("mcp-session-id:")
+                .map(|v| v.trim().to_string())
+        })
+        .expect("a session");
+    let body_json = |text: &str| -> Value {
+        let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
+        serde_json::from_str(body.trim()).unwrap_or_else(|_| panic!("a JSON body: {text}"))
+    };
+    for (body, id, code) in [
+        (&br#"{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"\ud800"}}"#[..], json!(5), -32700),
+        (br#"{"jsonrpc":"2.0","id":"q","method":"tools/call","params":{"name":"read_file","arguments":{"path":"\udc00"}}}"#, json!("q"), -32700),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}", json!(6), -32700),
+        (br#"{"jsonrpc":"2.0","id":7,"method":"tools/ca"#, json!(7), -32700),
+        (br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":"x"}"#, json!(8), -32600),
+    ] {
+        let (status, text) = post(s.port, Some(&sid), body);
+        assert_eq!(status, 400, "{text}");
+        let v = body_json(&text);
+        assert_error(&v, id, code);
+    }
+    let (status, text) = post(
+        s.port,
+        Some(&sid),
+        br#"[{"jsonrpc":"2.0","id":9,"method":"ping"}]"#,
+    );
+    assert_eq!(status, 400, "{text}");
+    assert_eq!(body_json(&text)[0]["id"], 9);
+    // A notification that cannot be read is accepted, unanswered.
+    let (status, text) = post(
+        s.port,
+        Some(&sid),
+        br#"{"jsonrpc":"2.0","method":"notifications/x","params":"\ud800"}"#,
+    );
+    assert_eq!(status, 202, "{text}");
+    // A body that is not JSON by its type is still 415.
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n\
+Accept: application/json, text/event-stream\r\nMcp-Session-Id: {sid}\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{{}}"
+    );
+    assert_eq!(http_exchange(s.port, req.as_bytes()).0, 415);
+}
