@@ -318,7 +318,7 @@ fn answer_head(head: &Head) -> bool {
 /// The answer to a batch array (MCP sends one message per line since 2025-06-18): an
 /// error for each request in it, none for its notifications and responses.
 fn batch(line: &[u8]) -> Option<Vec<u8>> {
-    let hint = "Batches are not supported: send each JSON-RPC message as its own line.";
+    let hint = "Batches are not supported: send each JSON-RPC message on its own (one line over stdio, one POST over HTTP).";
     let Ok(items) = serde_json::from_slice::<Vec<Value>>(line) else {
         return Some(error_line(
             None,
