@@ -260,22 +260,50 @@ impl History {
         let mut last_err = None;
         for trash in trashes {
             let abs = ws.abs_path(real);
-            let tname = trash.reserve(name, &abs, &stamp())?;
-            let mut entry =
-                Entry::new(Action::Delete, shown.clone(), real.root_index(), real.rel());
-            entry.trash = Some(TrashRecord {
-                kind: trash.kind,
-                dir: match trash.kind {
-                    Kind::Home | Kind::Os => trash.base.clone(),
-                    Kind::Ferret => std::path::PathBuf::new(),
-                },
-                name: tname.clone(),
-                dev: crate::platform::file_id(&st).0,
-                ino: crate::platform::file_id(&st).1,
-                sha256: hash.clone(),
-                is_dir,
-            });
-            let id = self.write_journal(|j| j.begin(entry, self.lease()))?;
+            let stamp = stamp();
+            // The journal records the name before the trash's `.trashinfo` is made, so a
+            // process killed in between leaves nothing recovery does not clear.
+            let mut claimed = None;
+            for n in 1..10_000u32 {
+                let Some(tname) = trash.candidate(name, &stamp, n) else {
+                    continue;
+                };
+                let mut entry =
+                    Entry::new(Action::Delete, shown.clone(), real.root_index(), real.rel());
+                entry.trash = Some(TrashRecord {
+                    kind: trash.kind,
+                    dir: match trash.kind {
+                        Kind::Home | Kind::Os => trash.base.clone(),
+                        Kind::Ferret => std::path::PathBuf::new(),
+                    },
+                    name: tname.clone(),
+                    dev: crate::platform::file_id(&st).0,
+                    ino: crate::platform::file_id(&st).1,
+                    sha256: hash.clone(),
+                    is_dir,
+                });
+                let id = self.write_journal(|j| j.begin(entry, self.lease()))?;
+                match trash.claim(&tname, &abs) {
+                    Ok(true) => {
+                        claimed = Some((tname, id));
+                        break;
+                    }
+                    Ok(false) => {
+                        self.settle(id, Outcome::Aborted, Some("trash name taken".into()))?;
+                    }
+                    Err(e) => {
+                        self.settle(id, Outcome::Aborted, Some(e.message.clone()))?;
+                        return Err(e);
+                    }
+                }
+            }
+            let Some((tname, id)) = claimed else {
+                return Err(ToolError::new(
+                    ErrorCode::IoError,
+                    "no free name in the trash",
+                ));
+            };
+            die_after_trashinfo_in_tests();
             match write::move_noreplace(dir, name, &trash.files, OsStr::new(&tname)) {
                 Ok(()) => {}
                 Err(e) => {
@@ -737,7 +765,9 @@ fn find_by_identity(dir: &Dir, want: (u64, u64), fits: impl Fn(&str) -> bool) ->
 /// before it lands (recovery tests). Only the environment ferret was started with sets
 /// it; nothing an agent sends does.
 pub(super) fn die_here_in_tests() {
-    if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED").is_some_and(|v| v != "put") {
+    if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED")
+        .is_some_and(|v| v != "put" && v != "trashinfo")
+    {
         std::process::abort();
     }
 }
@@ -747,6 +777,14 @@ pub(super) fn die_here_in_tests() {
 /// the journal says where it went.
 fn die_after_put_in_tests() {
     if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED").is_some_and(|v| v == "put") {
+        std::process::abort();
+    }
+}
+
+/// Test hook: with `FERRET_TEST_DIE_AFTER_STAGED=trashinfo`, dies once a delete has
+/// written its `.trashinfo` in the freedesktop trash and before the object is moved.
+fn die_after_trashinfo_in_tests() {
+    if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED").is_some_and(|v| v == "trashinfo") {
         std::process::abort();
     }
 }
@@ -913,7 +951,7 @@ fn settle_single_inner(
                 )
             } else {
                 if let Some(t) = trash {
-                    t.forget(&rec.name);
+                    t.forget_orphan(&rec.name, &ws.abs_path(&ws.root_path(e.root).join(&e.rel)));
                 }
                 if rec.kind == Kind::Os {
                     // Not where it was being staged: either it never left the

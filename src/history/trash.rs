@@ -20,7 +20,7 @@
 //! - `ferret`: `trash/` in ferret's state directory, for everything else.
 
 use super::journal::io_err;
-use crate::error::{ErrorCode, ToolError, ToolResult};
+use crate::error::ToolResult;
 use cap_std::fs::Dir;
 use rustix::fs::{AtFlags, Mode, OFlags};
 use std::ffi::OsStr;
@@ -139,58 +139,91 @@ impl Trash {
         })
     }
 
-    /// Reserves a name for `original` (its file name) that nothing in the trash has.
-    /// The home trash reserves it by creating its `.trashinfo` exclusively, as the spec
-    /// says; ferret's trash makes it unique with the change's stamp.
-    pub fn reserve(
-        &self,
-        original: &OsStr,
-        abs_original: &Path,
-        stamp: &str,
-    ) -> ToolResult<String> {
+    /// The `n`th name (from 1) to try for `original` (its file name), or `None` when that
+    /// one is in use. The home trash uses the name itself, then `name.2`, ...; ferret's
+    /// trash makes it unique with the change's stamp. A name is only taken by
+    /// [`Trash::claim`], after the journal records it: a process killed in between
+    /// leaves a `.trashinfo` that recovery knows to be its own.
+    pub fn candidate(&self, original: &OsStr, stamp: &str, n: u32) -> Option<String> {
         let base = original
             .to_str()
             .filter(|s| !s.is_empty())
             .unwrap_or("item")
             .to_string();
         let Some(info) = &self.info else {
-            return Ok(format!("{stamp}_{base}"));
+            return Some(if n == 1 {
+                format!("{stamp}_{base}")
+            } else {
+                format!("{stamp}_{n}_{base}")
+            });
+        };
+        let name = if n == 1 { base } else { format!("{base}.{n}") };
+        let used = |d: &Dir, n: &str| rustix::fs::statat(d, n, AtFlags::SYMLINK_NOFOLLOW).is_ok();
+        (!used(&self.files, &name) && !used(info, &format!("{name}.trashinfo"))).then_some(name)
+    }
+
+    /// Takes `name` for `abs_original`: the home trash creates its `.trashinfo`
+    /// exclusively, as the spec says (`Ok(false)`: another process took it first).
+    pub fn claim(&self, name: &str, abs_original: &Path) -> ToolResult<bool> {
+        let Some(info) = &self.info else {
+            return Ok(true);
         };
         let body = format!(
             "[Trash Info]\nPath={}\nDeletionDate={}\n",
             percent_encode(abs_original),
             deletion_date()
         );
-        for n in 1..10_000u32 {
-            let name = if n == 1 {
-                base.clone()
-            } else {
-                format!("{base}.{n}")
-            };
-            if rustix::fs::statat(&self.files, name.as_str(), AtFlags::SYMLINK_NOFOLLOW).is_ok() {
-                continue;
+        match rustix::fs::openat(
+            info,
+            format!("{name}.trashinfo").as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        ) {
+            Ok(fd) => {
+                let mut f = std::fs::File::from(fd);
+                f.write_all(body.as_bytes())
+                    .and_then(|()| f.sync_all())
+                    .map_err(|e| io_err("trash info", &e))?;
+                Ok(true)
             }
-            match rustix::fs::openat(
-                info,
-                format!("{name}.trashinfo").as_str(),
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::from_raw_mode(0o600),
-            ) {
-                Ok(fd) => {
-                    let mut f = std::fs::File::from(fd);
-                    f.write_all(body.as_bytes())
-                        .and_then(|()| f.sync_all())
-                        .map_err(|e| io_err("trash info", &e))?;
-                    return Ok(name);
-                }
-                Err(e) if e == rustix::io::Errno::EXIST => continue,
-                Err(e) => return Err(io_err("trash info", &e.into())),
-            }
+            Err(e) if e == rustix::io::Errno::EXIST => Ok(false),
+            Err(e) => Err(io_err("trash info", &e.into())),
         }
-        Err(ToolError::new(
-            ErrorCode::IoError,
-            "no free name in the trash",
-        ))
+    }
+
+    /// Recovery of a delete whose process died before its object reached `files/`:
+    /// drops `name.trashinfo` if it is what that change wrote (a regular file naming
+    /// `abs_original`) and `files/` holds nothing by that name. Anything else is left.
+    pub fn forget_orphan(&self, name: &str, abs_original: &Path) {
+        let Some(info) = &self.info else {
+            return;
+        };
+        if rustix::fs::statat(&self.files, name, AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+            return;
+        }
+        let file = format!("{name}.trashinfo");
+        let Ok(fd) = rustix::fs::openat(
+            info,
+            file.as_str(),
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return;
+        };
+        let regular = rustix::fs::fstat(&fd)
+            .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_file());
+        if !regular {
+            return;
+        }
+        let mut body = Vec::new();
+        let _ = std::io::Read::read_to_end(
+            &mut std::io::Read::take(std::fs::File::from(fd), 64 * 1024),
+            &mut body,
+        );
+        let want = format!("\nPath={}\n", percent_encode(abs_original));
+        if String::from_utf8_lossy(&body).contains(&want) {
+            let _ = rustix::fs::unlinkat(info, file.as_str(), AtFlags::empty());
+        }
     }
 
     /// Drops the `.trashinfo` of `name` (after a restore, or when a move did not happen).

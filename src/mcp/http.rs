@@ -893,9 +893,11 @@ impl Gate {
         if let Some(s) = &in_session {
             parts.extensions.insert(s.0.clone());
         }
+        let kept = bytes.clone();
         let r = next
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;
+        let r = answer_unreadable(r, &kept).await;
         match in_session {
             Some(s) => r.map(|b| Body::new(Guarded(b, s))),
             None => r,
@@ -1722,6 +1724,31 @@ async fn shutdown_signal() {
         () = term => {},
     }
     eprintln!("ferret: shutting down");
+}
+
+/// rmcp answers a body it cannot take as a JSON-RPC message (not JSON, a lone surrogate
+/// escape, a batch, a wrong shape) with a bare 415, "fail to deserialize request body":
+/// answered instead as stdio answers such a line (`stdio::answer_to`), 400 with a
+/// JSON-RPC error carrying the request's id when its head names one, or 202 for a
+/// notification or response. Only that answer is read again; every other passes as is.
+async fn answer_unreadable(r: Response, body: &[u8]) -> Response {
+    if r.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return r;
+    }
+    let (parts, b) = r.into_parts();
+    let text = axum::body::to_bytes(b, 64 * 1024).await.unwrap_or_default();
+    if !text.starts_with(b"fail to deserialize") {
+        return Response::from_parts(parts, Body::from(text));
+    }
+    match super::stdio::answer_to(body) {
+        Some(line) => (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "application/json")],
+            line,
+        )
+            .into_response(),
+        None => StatusCode::ACCEPTED.into_response(),
+    }
 }
 
 #[cfg(test)]

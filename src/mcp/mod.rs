@@ -9,6 +9,7 @@
 //! the hint, never a protocol error, so the agent can read it and recover.
 
 pub mod http;
+pub mod stdio;
 
 use crate::context::{CallOptions, Ferret, Session};
 use crate::control::{CancelToken, Progress, ProgressSink};
@@ -821,10 +822,21 @@ fn error_result(code: ErrorCode, message: &str, hint: Option<&str>) -> CallToolR
 pub async fn serve_stdio(ferret: Arc<Ferret>, questions: Questions) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
     let shared = Shared::with_questions(ferret, false, questions)?;
+    // ferret's own framing (stdio.rs): every request line is answered, and every line
+    // out is written whole by one writer.
+    // When both are pipes (as MCP clients start servers) they are read and written on
+    // the reactor, not a blocking thread: a read never left waiting keeps the runtime
+    // from ending once the client hangs up.
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    let (out, queue) = stdio::channel();
+    let writer = tokio::spawn(stdio::write_out(stdout, queue));
+    let transport = stdio::Framed::new(stdin, out);
     let server = FerretServer::new(shared)
-        .serve(rmcp::transport::stdio())
+        .serve(transport)
         .await
         .map_err(|e| anyhow::anyhow!("MCP handshake failed: {e}"))?;
     server.waiting().await?;
+    // The transport is gone: the writer drains what is queued, then ends.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), writer).await;
     Ok(())
 }

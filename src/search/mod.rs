@@ -87,6 +87,14 @@ pub struct WalkOptions {
     pub types: Vec<String>,
 }
 
+/// The warning for a file over `search_max_file_size`: named, not searched, in every mode.
+fn over_size(shown: &str, max_size: u64) -> String {
+    format!(
+        "{shown}: not searched: over search_max_file_size ({max_size} bytes); read it with read_file \
+and an offset, or the person raises search_max_file_size"
+    )
+}
+
 /// A regular file met by a walk (or, when asked, a directory it entered).
 pub struct Found<'a> {
     pub root: usize,
@@ -586,6 +594,16 @@ pub fn grep(
                 }
             };
             let n = searched.fetch_add(1, Ordering::Relaxed) + 1;
+            let size = file.metadata().map_or(0, |m| m.len());
+            // A file over the size limit is not searched, in every mode alike: a
+            // files_with_matches search stops at its first match and would never read far
+            // enough to find it over the limit, so it is judged by its size first (one
+            // that grows past the limit while read is caught by the guarded reader below).
+            if max_size > 0 && size > max_size {
+                env.control
+                    .warn(over_size(&ws.shown_name(&found.ws_path(ws)), max_size));
+                return !stop.is_cancelled();
+            }
             // The index knows this very content holds no match: counted, not read.
             if let (Some(v), Some(c)) = (view, candidates)
                 && index::rules_out(&v.files, c, found, &file)
@@ -594,7 +612,6 @@ pub fn grep(
             }
             // A file big enough to hold a long line (or, multiline, held whole) first
             // takes what its search may hold from the pool all searches share.
-            let size = file.metadata().map_or(0, |m| m.len());
             // One buffer the fast engine gives up on is searched by a slow one that
             // cannot be stopped: past 1 MiB of non-ASCII text it is not searched, and
             // the result says so and how to search it.
@@ -679,11 +696,8 @@ boundaries, or search a smaller file",
             if let Err(e) = &result
                 && e.to_string().contains("search size limit")
             {
-                env.control.warn(format!(
-                    "{}: not searched: over search_max_file_size ({max_size} bytes); read it with read_file \
-and an offset, or the person raises search_max_file_size",
-                    ws.shown_name(&found.ws_path(ws)),
-                ));
+                env.control
+                    .warn(over_size(&ws.shown_name(&found.ws_path(ws)), max_size));
             }
             if let Err(e) = &result
                 && e.to_string().contains("allocation limit")

@@ -130,36 +130,9 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
             )));
         }
         // A relative link means something else where it lands: a move must not make one
-        // lead out of the workspace (an escape the person's own tools would follow).
-        if meta.is_symlink()
-            && let (Some(dir), Some(name)) = (&from.parent, from.name())
-        {
-            let target = dir
-                .read_link_contents(name)
-                .map_err(|e| ToolError::io(&src_said, &e))?;
-            // By its words alone when its `..`s all come first (the real place of the
-            // link is known, so they climb real directories); a `..` after a name climbs
-            // from wherever that name leads, so such a link moves only within its folder.
-            let (was, would) = (
-                leads_inside(from.real.rel(), &target),
-                leads_inside(to.real.rel(), &target),
-            );
-            let same_folder = from.real.rel().parent() == to.real.rel().parent();
-            let escapes = match would {
-                Some(inside) => !inside && was != Some(false),
-                None => !same_folder,
-            };
-            if escapes {
-                return Err(ToolError::new(
-                    ErrorCode::PathEscape,
-                    format!(
-                        "{src_said} is a link to {}, which from {dst_said} would lead outside the workspace; nothing was moved",
-                        crate::workspace::shown_in_prose(&target.to_string_lossy())
-                    ),
-                )
-                .with_hint("move it to a place at the same depth, or make a new link with the target you mean"));
-            }
-        }
+        // lead out of the workspace (an escape the person's own tools would follow),
+        // neither the entry moved nor any link inside a moved directory.
+        let walked = links_stay_inside(ctx, &from, &src_said, &to.real, &dst_said)?;
         // `mv a.txt docs/` habits: a destination that is a directory is not where a
         // move goes into; say the path that would do it.
         let into = || {
@@ -307,6 +280,15 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
         };
         let st = rustix::fs::statat(from_dir, from_name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| ToolError::io(&src_said, &e.into()))?;
+        // The directory moved is the one whose links were checked (the rename moves the
+        // object recorded here, and fails if another took its name).
+        if walked.is_some_and(|id| id != crate::platform::file_id(&st)) {
+            return Err(ToolError::new(
+                ErrorCode::Conflict,
+                format!("{src_said} was replaced while it was being checked; nothing was moved"),
+            )
+            .with_hint("retry the move"));
+        }
         let mut entry = Entry::new(
             Action::Move,
             ws.display(&from.real),
@@ -375,6 +357,125 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
         }
         s
     }
+}
+
+/// Refuses a move of `from` to `to` that would make a symbolic link lead outside the
+/// root, or to a name the deny rules match, that did not before: `from` itself if it is
+/// a link, or every link at any depth inside it if it is a directory (walked through
+/// handles, never following a link, within the call's deadline; a walk that cannot
+/// finish refuses). Each link is judged by its words at its new place against its old
+/// one. Returns the walked directory's identity, for the caller to check it is what
+/// moves. Undo's move back is checked the same way.
+pub(crate) fn links_stay_inside(
+    ctx: &Ctx,
+    from: &crate::workspace::Resolved,
+    from_said: &str,
+    to: &crate::workspace::WsPath,
+    to_said: &str,
+) -> ToolResult<Option<(u64, u64)>> {
+    use std::path::Path;
+    let ws = ctx.workspace();
+    let Some(meta) = &from.meta else {
+        return Ok(None);
+    };
+    let old_base = from.real.rel();
+    let new_base = to.rel();
+    let root = to.root_index();
+    let judge = |here: &Path, target: &Path| -> ToolResult<()> {
+        let (old, new) = if here.as_os_str().is_empty() {
+            (old_base.to_path_buf(), new_base.to_path_buf())
+        } else {
+            (old_base.join(here), new_base.join(here))
+        };
+        let link_said = if here.as_os_str().is_empty() {
+            from_said.to_string()
+        } else {
+            crate::workspace::shown_in_prose(&format!(
+                "{}/{}",
+                from_said.trim_end_matches('/'),
+                here.to_string_lossy()
+            ))
+            .into_owned()
+        };
+        let target_said = crate::workspace::shown_in_prose(&target.to_string_lossy()).into_owned();
+        // By its words alone when its `..`s all come first (the real place of the link is
+        // known, so they climb real directories); a `..` after a name climbs from
+        // wherever that name leads, so such a link moves only within its folder.
+        let (was, would) = (leads_inside(&old, target), leads_inside(&new, target));
+        let escapes = match would {
+            Some(inside) => !inside && was != Some(false),
+            None => old.parent() != new.parent(),
+        };
+        if escapes {
+            return Err(ToolError::new(
+                ErrorCode::PathEscape,
+                format!(
+                    "{link_said} is a link to {target_said}, which from {to_said} would lead outside the workspace; nothing was moved"
+                ),
+            )
+            .with_hint(if here.as_os_str().is_empty() {
+                "move it to a place at the same depth, or make a new link with the target you mean"
+            } else {
+                "move the directory to a place at the same depth, or first delete or move that link (or make it absolute)"
+            }));
+        }
+        // Where it leads, by its words, must not become a secret's name.
+        let denied = |root: usize, link: &Path| {
+            lands_at(link, target).is_some_and(|rel| {
+                let p = ws.root_path(root).join(rel);
+                ws.is_denied(&p, false) || ws.is_denied(&p, true)
+            })
+        };
+        if denied(root, &new) && !denied(from.real.root_index(), &old) {
+            return Err(ToolError::new(
+                ErrorCode::DeniedPattern,
+                format!(
+                    "{link_said} is a link to {target_said}, which from {to_said} would lead to a name ferret keeps private; nothing was moved"
+                ),
+            )
+            .with_hint("first delete that link or make it lead elsewhere"));
+        }
+        Ok(())
+    };
+    if meta.is_symlink() {
+        let (Some(dir), Some(name)) = (&from.parent, from.name()) else {
+            return Ok(None);
+        };
+        let target = dir
+            .read_link_contents(name)
+            .map_err(|e| ToolError::io(from_said, &e))?;
+        judge(Path::new(""), &target)?;
+        return Ok(None);
+    }
+    if !meta.is_dir() {
+        return Ok(None);
+    }
+    ws.for_each_link_below(from, &|| ctx.check(), &mut |here, target| {
+        judge(here, target)
+    })
+}
+
+/// Where a link at `link` with target `target` leads, relative to the root, by its
+/// words, when they lead inside ([`leads_inside`] is `Some(true)`).
+fn lands_at(link: &std::path::Path, target: &std::path::Path) -> Option<std::path::PathBuf> {
+    use std::path::Component;
+    if leads_inside(link, target) != Some(true) {
+        return None;
+    }
+    let mut at: Vec<&std::ffi::OsStr> = link
+        .parent()
+        .map(|p| p.iter().collect())
+        .unwrap_or_default();
+    for c in target.components() {
+        match c {
+            Component::Normal(n) => at.push(n),
+            Component::ParentDir => {
+                at.pop()?;
+            }
+            _ => {}
+        }
+    }
+    Some(at.iter().collect())
 }
 
 /// Whether a link at `link` (its real place, relative to its root) whose target is

@@ -427,6 +427,20 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         ))
         .with_hint("move or delete what is there first, then undo again"));
     }
+    // Moving back is a move: no link in what moves may come to lead outside.
+    let walked = super::move_path::links_stay_inside(
+        ctx,
+        &to,
+        &crate::workspace::shown_in_prose(&m.to_path),
+        &from.real,
+        &crate::workspace::shown_in_prose(&target.path),
+    )?;
+    if walked.is_some_and(|id| id != (m.dev, m.ino)) {
+        return Err(conflict(format!(
+            "{} was replaced while it was being checked; nothing was moved back",
+            m.to_path
+        )));
+    }
     let (Some(from_dir), Some(from_name)) = (&from.parent, from.name()) else {
         return Err(
             conflict(format!("the directory that held {} is gone", target.path))

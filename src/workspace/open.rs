@@ -251,6 +251,64 @@ impl Workspace {
         Ok(false)
     }
 
+    /// Calls `each(place, target)` for every symbolic link at any depth in the directory
+    /// `at` (from [`Workspace::entry`]): `place` relative to `at`, `target` the link's
+    /// words. Walks handles, never following a link; `check` is called per directory (the
+    /// call's deadline). A tree deeper than `max_path_depth` cannot be walked and is an
+    /// error, as is anything that stops the walk: a caller refuses rather than guess.
+    /// Returns the walked directory's (device, inode), for the caller to check that what
+    /// it then changes is what was walked; `None` if `at` has no parent (a root).
+    pub fn for_each_link_below(
+        &self,
+        at: &Resolved,
+        check: &dyn Fn() -> ToolResult<()>,
+        each: &mut dyn FnMut(&std::path::Path, &std::path::Path) -> ToolResult<()>,
+    ) -> ToolResult<Option<(u64, u64)>> {
+        let shown = self.shown_name(&at.real);
+        let (Some(parent), Some(name)) = (&at.parent, at.name()) else {
+            return Ok(None);
+        };
+        let dir = parent
+            .open_dir_nofollow(name)
+            .map_err(|e| raced_or_io(&shown, &e))?;
+        let id = rustix::fs::fstat(&dir)
+            .map(|st| crate::platform::file_id(&st))
+            .map_err(|e| ToolError::io(&shown, &e.into()))?;
+        let base = at.real.rel.components().count();
+        let limit = self.max_path_depth();
+        let mut stack = vec![(dir, std::path::PathBuf::new())];
+        while let Some((dir, rel)) = stack.pop() {
+            check()?;
+            let entries = dir.entries().map_err(|e| ToolError::io(&shown, &e))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| ToolError::io(&shown, &e))?;
+                let ft = entry.file_type().map_err(|e| ToolError::io(&shown, &e))?;
+                let here = rel.join(entry.file_name());
+                if limit > 0 && base + here.components().count() > limit {
+                    return Err(ToolError::new(
+                        ErrorCode::PathTooDeep,
+                        format!(
+                            "{shown} holds entries deeper than {limit} levels below the root: ferret cannot check what they are"
+                        ),
+                    )
+                    .with_hint("move it outside ferret, or raise max_path_depth"));
+                }
+                if ft.is_symlink() {
+                    let target = dir
+                        .read_link_contents(entry.file_name())
+                        .map_err(|e| raced_or_io(&shown, &e))?;
+                    each(&here, &target)?;
+                } else if ft.is_dir() {
+                    let sub = dir
+                        .open_dir_nofollow(entry.file_name())
+                        .map_err(|e| raced_or_io(&shown, &e))?;
+                    stack.push((sub, here));
+                }
+            }
+        }
+        Ok(Some(id))
+    }
+
     /// Opens a directory for listing.
     pub fn open_dir(&self, p: &WsPath) -> ToolResult<Dir> {
         Ok(self.open_dir_real(p)?.0)

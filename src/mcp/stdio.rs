@@ -1,0 +1,545 @@
+//! ferret's own stdio framing in front of rmcp: every request line gets an answer.
+//!
+//! rmcp's stdio transport drops, without a word, a line over 16 MiB and a line that is not
+//! valid JSON (invalid UTF-8, a truncated object, a lone surrogate escape such as
+//! `"\ud800"`): the client waits for its own timeout. [`Framed`] is an rmcp
+//! [`Transport`] that reads stdin itself, one line at a time with a hard cap (a longer
+//! line is discarded up to its newline, only its first [`HEAD`] bytes kept to find its
+//! id), hands every line that parses as a JSON-RPC message to rmcp exactly as rmcp's own
+//! transport would (one parse, no copy: the normal path costs nothing more), and answers
+//! every other line itself: `-32700` for one that is not JSON, `-32600` for one too large,
+//! a batch array, or JSON that is no JSON-RPC message, with the request's id when its head
+//! names one (read without decoding any other string, so a bad string elsewhere does not
+//! hide it), else `null`. A notification (a method, no id) and a response are never
+//! answered, per JSON-RPC.
+//!
+//! Everything written to stdout, rmcp's messages and these answers alike, goes as whole
+//! lines through one channel to one writer task, so an answer never lands inside another
+//! message. EOF on stdin ends the server; a closed stdout ends it too (the writer stops,
+//! so every send and the next receive fail).
+
+use rmcp::RoleServer;
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+/// The longest line read: rmcp's own cap, and what HTTP accepts by default.
+pub const MAX_LINE: usize = 16 * 1024 * 1024;
+/// How much of an oversized line is kept to find its id.
+pub const HEAD: usize = 4096;
+/// Lines waiting for stdout, at most.
+const QUEUE: usize = 64;
+
+/// JSON-RPC's parse error.
+const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC's invalid request.
+const INVALID_REQUEST: i64 = -32600;
+
+/// The stdio transport: `read` is stdin, every outgoing line goes to `out`.
+pub struct Framed<R> {
+    read: BufReader<R>,
+    line: Vec<u8>,
+    max: usize,
+    /// Set once the line being read went over `max`, until its newline: the rest is
+    /// dropped as it arrives. On the struct because `receive` can be cancelled mid-line.
+    discarding: bool,
+    out: mpsc::Sender<Vec<u8>>,
+    /// An answer of ours not yet queued (kept here so a cancelled `receive` loses none).
+    pending: Option<Vec<u8>>,
+}
+
+/// What one bounded read found.
+enum LineRead {
+    Line,
+    /// A line over the cap, ended; `line` holds its head.
+    Oversized,
+    Eof,
+}
+
+impl<R: AsyncRead + Unpin + Send> Framed<R> {
+    pub fn new(read: R, out: mpsc::Sender<Vec<u8>>) -> Framed<R> {
+        Framed::with_max(read, out, MAX_LINE)
+    }
+
+    pub fn with_max(read: R, out: mpsc::Sender<Vec<u8>>, max: usize) -> Framed<R> {
+        Framed {
+            read: BufReader::with_capacity(64 * 1024, read),
+            line: Vec::new(),
+            max: max.max(HEAD),
+            discarding: false,
+            out,
+            pending: None,
+        }
+    }
+
+    /// Reads one `\n`-ended line into `self.line`, never holding more than `max` bytes.
+    /// Cancel-safe: bytes are consumed from the reader only as they are copied (or
+    /// dropped) with no await between, so a cancelled read resumes where it stopped.
+    async fn read_line(&mut self) -> std::io::Result<LineRead> {
+        loop {
+            let available = self.read.fill_buf().await?;
+            if available.is_empty() {
+                return Ok(LineRead::Eof);
+            }
+            let newline = available.iter().position(|b| *b == b'\n');
+            let take = newline.map_or(available.len(), |i| i + 1);
+            if self.discarding {
+                // Only the head is kept (already in `line`); the rest goes.
+            } else if self.line.len().saturating_add(take) > self.max {
+                let room = HEAD.saturating_sub(self.line.len());
+                let keep = room.min(take);
+                self.line.extend_from_slice(&available[..keep]);
+                self.line.truncate(HEAD);
+                self.line.shrink_to(HEAD);
+                self.discarding = true;
+            } else {
+                self.line.extend_from_slice(&available[..take]);
+            }
+            self.read.consume(take);
+            if newline.is_some() {
+                if self.discarding {
+                    self.discarding = false;
+                    return Ok(LineRead::Oversized);
+                }
+                return Ok(LineRead::Line);
+            }
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let out = self.out.clone();
+        let line = serde_json::to_vec(&item).map(|mut l| {
+            l.push(b'\n');
+            l
+        });
+        async move {
+            let line = line.map_err(std::io::Error::other)?;
+            out.send(line)
+                .await
+                .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdout closed"))
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            if self.pending.is_some() {
+                // A closed channel means stdout is gone: the server ends.
+                let permit = self.out.reserve().await.ok()?;
+                if let Some(answer) = self.pending.take() {
+                    permit.send(answer);
+                }
+            }
+            let read = match self.read_line().await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!("reading stdin: {e}");
+                    return None;
+                }
+            };
+            match read {
+                LineRead::Eof => return None,
+                LineRead::Oversized => {
+                    let head = scan(&self.line);
+                    self.line.clear();
+                    tracing::warn!(
+                        limit = self.max,
+                        "a request line over the limit was discarded"
+                    );
+                    self.pending = answer_head(&head).then(|| {
+                        error_line(
+                            head.id.clone(),
+                            INVALID_REQUEST,
+                            format!(
+                                "Request too large: the line is over {} bytes ({} MiB) and was discarded unread",
+                                self.max,
+                                self.max / (1024 * 1024)
+                            ),
+                            json!({
+                                "code": "REQUEST_TOO_LARGE",
+                                "limit_bytes": self.max,
+                                "hint": "Send less in one request: write a large file in parts \
+                                         (write_file, then edit or append to it), or read and \
+                                         search with narrower arguments."
+                            }),
+                        )
+                    });
+                    continue;
+                }
+                LineRead::Line => {}
+            }
+            let parsed = {
+                let mut line = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
+                line = line.strip_suffix(b"\r").unwrap_or(line);
+                line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    None
+                } else {
+                    Some(
+                        serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line)
+                            .map_err(|e| refusal(line, &e)),
+                    )
+                }
+            };
+            self.line.clear();
+            // Keep a huge line's buffer from staying allocated after it.
+            if self.line.capacity() > 1024 * 1024 {
+                self.line = Vec::new();
+            }
+            match parsed {
+                None => continue,
+                Some(Ok(msg)) => return Some(msg),
+                Some(Err(answer)) => {
+                    self.pending = answer;
+                    continue;
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// Writes every queued line to `w` whole, flushing when the queue runs dry. Ends when
+/// every sender is gone (all written) or `w` fails (the client hung up).
+pub async fn write_out<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Vec<u8>>) {
+    while let Some(first) = rx.recv().await {
+        if w.write_all(&first).await.is_err() {
+            return;
+        }
+        while let Ok(more) = rx.try_recv() {
+            if w.write_all(&more).await.is_err() {
+                return;
+            }
+        }
+        if w.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The channel and writer for [`Framed`].
+pub fn channel() -> (mpsc::Sender<Vec<u8>>, mpsc::Receiver<Vec<u8>>) {
+    mpsc::channel(QUEUE)
+}
+
+/// What stdio would answer to `body` as a line: for HTTP, which rmcp answers with a
+/// bare 415 when a body is not a JSON-RPC message. `None`: a notification or a
+/// response, which get no answer.
+pub fn answer_to(body: &[u8]) -> Option<Vec<u8>> {
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+    match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(body) {
+        Err(e) => refusal(body, &e),
+        Ok(_) => {
+            let head = scan(body);
+            answer_head(&head).then(|| {
+                error_line(
+                    head.id,
+                    INVALID_REQUEST,
+                    "Invalid request: the body could not be taken as a JSON-RPC message".into(),
+                    json!({"code": "INVALID_REQUEST",
+                           "hint": "Send one JSON-RPC 2.0 request object per POST."}),
+                )
+            })
+        }
+    }
+}
+
+/// The answer to a line rmcp cannot take (None: a notification or a response, which
+/// get none).
+fn refusal(line: &[u8], e: &serde_json::Error) -> Option<Vec<u8>> {
+    let head = scan(line);
+    if head.array {
+        return batch(line);
+    }
+    let syntax = matches!(
+        e.classify(),
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof
+    );
+    if !answer_head(&head) {
+        tracing::debug!("an unreadable notification or response was dropped: {e}");
+        return None;
+    }
+    let column = e.column();
+    Some(if syntax {
+        let text = e.to_string();
+        let surrogate = text.contains("surrogate") || text.contains("escape");
+        error_line(
+            head.id,
+            PARSE_ERROR,
+            format!("Parse error: the line is not valid JSON ({e})"),
+            json!({
+                "code": "PARSE_ERROR",
+                "column": column,
+                "hint": if surrogate {
+                    "A JSON string may hold only valid escapes, and no lone surrogate such as \
+                     \\ud800: escape a character outside the BMP as a surrogate pair (or \
+                     send it as UTF-8), drop a lone one, and send the request again."
+                } else {
+                    "Send each JSON-RPC message as one line of complete, valid UTF-8 JSON, \
+                     ended by a newline, and send the request again."
+                }
+            }),
+        )
+    } else {
+        error_line(
+            head.id,
+            INVALID_REQUEST,
+            format!("Invalid request: the line is JSON but not a JSON-RPC 2.0 message ({e})"),
+            json!({
+                "code": "INVALID_REQUEST",
+                "column": column,
+                "hint": "Send an object with \"jsonrpc\": \"2.0\", an integer or string \
+                         \"id\", a \"method\" string and, if any, object \"params\"."
+            }),
+        )
+    })
+}
+
+/// Whether a refused line is answered: not when it is a response, nor when it is known
+/// to be a notification (a whole object with a method and no id).
+fn answer_head(head: &Head) -> bool {
+    if head.response && !head.method {
+        return false;
+    }
+    !(head.complete && head.method && !head.has_id)
+}
+
+/// The answer to a batch array (MCP sends one message per line since 2025-06-18): an
+/// error for each request in it, none for its notifications and responses.
+fn batch(line: &[u8]) -> Option<Vec<u8>> {
+    let hint = "Batches are not supported: send each JSON-RPC message on its own (one line over stdio, one POST over HTTP).";
+    let Ok(items) = serde_json::from_slice::<Vec<Value>>(line) else {
+        return Some(error_line(
+            None,
+            PARSE_ERROR,
+            "Parse error: the batch array is not valid JSON".to_string(),
+            json!({"code": "PARSE_ERROR", "hint": hint}),
+        ));
+    };
+    let one = |id: Option<Value>| {
+        json!({"jsonrpc": "2.0", "id": id, "error": {
+            "code": INVALID_REQUEST,
+            "message": "Invalid request: JSON-RPC batches are not supported by MCP",
+            "data": {"code": "INVALID_REQUEST", "hint": hint}}})
+    };
+    if items.is_empty() {
+        return Some(line_of(&one(None)));
+    }
+    let answers: Vec<Value> = items
+        .iter()
+        .filter_map(|item| {
+            let Some(obj) = item.as_object() else {
+                return Some(one(None));
+            };
+            let method = obj.contains_key("method");
+            if !method && (obj.contains_key("result") || obj.contains_key("error")) {
+                return None;
+            }
+            match obj.get("id") {
+                None if method => None,
+                None => Some(one(None)),
+                Some(id) => Some(one(valid_id(id.clone()))),
+            }
+        })
+        .collect();
+    if answers.is_empty() {
+        return None;
+    }
+    Some(line_of(&Value::Array(answers)))
+}
+
+fn error_line(id: Option<Value>, code: i64, message: String, data: Value) -> Vec<u8> {
+    line_of(&json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": code, "message": message, "data": data}
+    }))
+}
+
+fn line_of(v: &Value) -> Vec<u8> {
+    let mut l = v.to_string().into_bytes();
+    l.push(b'\n');
+    l
+}
+
+/// An id JSON-RPC allows: a string or an integer.
+fn valid_id(v: Value) -> Option<Value> {
+    match &v {
+        Value::String(_) => Some(v),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Some(v),
+        _ => None,
+    }
+}
+
+/// What the top level of a line says, read without decoding any string but the id.
+#[derive(Debug, Default, PartialEq)]
+pub struct Head {
+    pub id: Option<Value>,
+    pub has_id: bool,
+    pub method: bool,
+    pub response: bool,
+    /// The object's closing brace was reached.
+    pub complete: bool,
+    pub array: bool,
+}
+
+/// Reads the top-level keys of a JSON object as far as the bytes allow: which of `id`,
+/// `method`, `result` and `error` it has, and the id's value if it is a valid one. Never
+/// fails: where the bytes stop making sense, so does the scan.
+pub fn scan(line: &[u8]) -> Head {
+    let mut h = Head::default();
+    let mut i = skip_ws(line, 0);
+    if line.get(i..i + 3) == Some(b"\xEF\xBB\xBF") {
+        i = skip_ws(line, i + 3);
+    }
+    match line.get(i) {
+        Some(b'[') => {
+            h.array = true;
+            return h;
+        }
+        Some(b'{') => i += 1,
+        _ => return h,
+    }
+    loop {
+        i = skip_ws(line, i);
+        match line.get(i) {
+            Some(b'}') => {
+                h.complete = true;
+                return h;
+            }
+            Some(b'"') => {}
+            _ => return h,
+        }
+        let Some(end) = skip_string(line, i) else {
+            return h;
+        };
+        let key = &line[i + 1..end - 1];
+        i = skip_ws(line, end);
+        if line.get(i) != Some(&b':') {
+            return h;
+        }
+        i = skip_ws(line, i + 1);
+        let start = i;
+        let Some(end) = skip_value(line, i) else {
+            return h;
+        };
+        match key {
+            b"id" if !h.has_id => {
+                h.has_id = true;
+                h.id = serde_json::from_slice::<Value>(&line[start..end])
+                    .ok()
+                    .and_then(valid_id);
+            }
+            b"method" => h.method = true,
+            b"result" | b"error" => h.response = true,
+            _ => {}
+        }
+        i = skip_ws(line, end);
+        match line.get(i) {
+            Some(b',') => i += 1,
+            Some(b'}') => {
+                h.complete = true;
+                return h;
+            }
+            _ => return h,
+        }
+    }
+}
+
+fn skip_ws(line: &[u8], mut i: usize) -> usize {
+    while matches!(line.get(i), Some(b' ' | b'\t' | b'\r' | b'\n')) {
+        i += 1;
+    }
+    i
+}
+
+/// The index just past the string starting at `i` (a `"`), escapes skipped undecoded.
+fn skip_string(line: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        match line.get(j)? {
+            b'"' => return Some(j + 1),
+            b'\\' => j += 2,
+            _ => j += 1,
+        }
+    }
+}
+
+/// The index just past the value starting at `i`: a string, a nested object or array
+/// (brackets counted, strings skipped), or a bare word (number, true, false, null).
+fn skip_value(line: &[u8], i: usize) -> Option<usize> {
+    match line.get(i)? {
+        b'"' => skip_string(line, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match line.get(j)? {
+                    b'"' => {
+                        j = skip_string(line, j)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        _ => {
+            let mut j = i;
+            while let Some(b) = line.get(j) {
+                if matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\r' | b'\n') {
+                    break;
+                }
+                j += 1;
+            }
+            // A bare word cut off by the end of the bytes may be cut short.
+            (j > i && j < line.len()).then_some(j)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_head_scan_finds_the_id_past_bad_strings_and_stops_at_truncation() {
+        let h = scan(br#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":"\ud800"}}"#);
+        assert_eq!(h.id, Some(json!(7)));
+        assert!(h.complete && h.method && h.has_id);
+        let h = scan(br#"{"jsonrpc":"2.0","method":"x","params":{"a":"\ud800"}}"#);
+        assert!(h.complete && h.method && !h.has_id);
+        let h = scan(br#"{"jsonrpc":"2.0","id":"a\"b","method":"tools/ca"#);
+        assert_eq!(h.id, Some(json!("a\"b")));
+        assert!(!h.complete);
+        let h = scan(br#"{"id":12"#);
+        assert_eq!(h.id, None, "a number cut off may be cut short");
+        let h = scan(br#"{"id":"\ud800","method":"x"}"#);
+        assert!(h.has_id && h.id.is_none());
+        let h = scan(br#"{"id":1.5}"#);
+        assert!(h.has_id && h.id.is_none());
+        let h = scan(br#"{"id":{"x":[1,2,"]"]},"method":"m"}"#);
+        assert!(h.has_id && h.id.is_none() && h.complete);
+        assert!(scan(b"[1]").array);
+        assert_eq!(scan(b"\xff\xfe"), Head::default());
+        assert_eq!(scan(b"{\"a\":\"\\"), Head::default());
+    }
+}
