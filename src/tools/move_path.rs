@@ -250,8 +250,20 @@ Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews."
         // directory: one on the way may have been swapped for a link since the question
         // was settled (by another process, or by another of the agent's own calls).
         let unasked = ws.unasked(confirm_listed, &dst);
+        let checked = to.real.clone();
         let settle = |real: &crate::workspace::WsPath| -> ToolResult<()> {
             unasked(real)?;
+            // Every other check (links inside, holds, names) was made on `checked`.
+            if *real != checked {
+                return Err(ToolError::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "{dst_said} now leads to {} (a directory on the way changed during the call); nothing was moved",
+                        crate::workspace::shown_in_prose(&ws.display(real))
+                    ),
+                )
+                .with_hint("call again"));
+            }
             ws.check_new(real, meta.is_dir())?;
             if !confirm_listed
                 && meta.is_dir()
