@@ -199,6 +199,9 @@ pub enum Unwritable {
     Char(char),
     /// The bytes made would not read back as the text (never expected: a safety net).
     NoRoundTrip,
+    /// The bytes made, read back as read_file reads them (the encoding detected anew),
+    /// would be other text: how they would read (None: as binary) and why.
+    Misread(Option<String>, &'static str),
 }
 
 impl Unwritable {
@@ -219,6 +222,11 @@ ferret writes no {} file that would read back differently",
             Unwritable::NoRoundTrip => format!(
                 "the new text would not read back the same in {}, the file's encoding",
                 codec.name()
+            ),
+            Unwritable::Misread(as_, why) => format!(
+                "written in {}, the file would read back as {} ({why}), not as the new text",
+                codec.label().unwrap_or_else(|| codec.name()),
+                as_.as_deref().unwrap_or("binary")
             ),
         }
     }
@@ -262,6 +270,46 @@ fn encode_body(codec: &Codec, text: &str, out: &mut Vec<u8>) -> Result<(), Unwri
             EncoderResult::Unmappable(c) => return Err(Unwritable::Char(c)),
         }
     }
+}
+
+/// Whether `bytes`, read as read_file reads a whole file ([`decode`]: BOM, UTF-8, else
+/// the detected legacy encoding), are `text` (a BOM left out).
+pub fn reads_as(bytes: &[u8], text: &str) -> bool {
+    if bytes == text.as_bytes() {
+        // Plain UTF-8 unless it starts as a BOM does or holds a NUL.
+        return !text.starts_with('\u{FEFF}') && memchr::memchr(0, bytes).is_none();
+    }
+    decode(bytes).is_some_and(|d| d.text == text)
+}
+
+/// The check every write of text makes before anything is changed: the new bytes
+/// `after` must read back (encoding detected anew, as read_file does) as `new`, the text
+/// meant. A file whose old bytes did not read back as its old text either (a UTF-8 file
+/// with a NUL, binary to read_file) is not held to it.
+pub fn check_reads_back(
+    before: Option<(&[u8], &str)>,
+    after: &[u8],
+    new: &str,
+) -> Result<(), Unwritable> {
+    if reads_as(after, new) || before.is_some_and(|(b, old)| !reads_as(b, old)) {
+        return Ok(());
+    }
+    let read = decode(after);
+    let why = if read.is_none() && new.contains('\0') {
+        "a NUL character makes a file binary"
+    } else if read.is_none() {
+        "its bytes do not decode in the encoding detected"
+    } else if new.starts_with('\u{FEFF}') && bom(after).is_some_and(|c| c.encoding == UTF_8) {
+        "a leading U+FEFF reads as a byte-order mark"
+    } else if bom(after).is_some() && !new.starts_with('\u{FEFF}') {
+        "its first bytes read as a byte-order mark"
+    } else {
+        "the encoding is detected from the bytes, and these tip the guess"
+    };
+    Err(Unwritable::Misread(
+        read.map(|d| d.codec.label().unwrap_or_else(|| d.codec.name())),
+        why,
+    ))
 }
 
 /// The lines of a body (no BOM) in `codec`, as byte ranges, each with its line break.

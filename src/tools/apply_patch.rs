@@ -347,7 +347,8 @@ fn plan(
                 if let Some(v) = versions.get(change.path()) {
                     super::edit::check_version(ctx, v, &before, &shown).map_err(at_change)?;
                 }
-                let text = String::from_utf8_lossy(&before).into_owned();
+                // Decoded as read_file reads it (a legacy file's diff is its text).
+                let text = super::diff_text(&before).0.into_owned();
                 keep(
                     &mut out,
                     &mut held,
