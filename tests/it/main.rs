@@ -10,6 +10,7 @@ mod config_r4;
 mod cost_r3;
 mod cost_r4;
 mod crash;
+mod enc_r7;
 mod encoding_r6;
 mod everyday_a;
 mod everyday_b;

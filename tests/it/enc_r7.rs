@@ -1,0 +1,352 @@
+//! Issues 25 and 28 (brief S32A): what a write leaves is what the agent meant. Every
+//! text write (edit, apply_patch, write_file, notebook_edit, each also as a dry run)
+//! reads its new bytes back the way read_file reads a file (the encoding detected anew)
+//! before anything is changed, and refuses with UNREPRESENTABLE when they would read as
+//! other text: bytes that look like a BOM, text that tips the detector's guess, an edit
+//! that makes a legacy file valid UTF-8, a NUL. A content's own leading U+FEFF survives
+//! a round trip; undo's diff of a legacy file is decoded in its charset and names it; a
+//! notebook that is not UTF-8 JSON is refused with the reason.
+
+use crate::util::{Ws, call, ok, snapshot, write};
+use encoding_rs::{
+    Encoding, ISO_8859_2, SHIFT_JIS, UTF_8, UTF_16BE, UTF_16LE, WINDOWS_1250, WINDOWS_1251,
+    WINDOWS_1252,
+};
+use ferret::ErrorCode;
+use ferret::text::{Codec, decode, encode};
+use serde_json::{Value, json};
+
+/// A file's text in `enc` (with its BOM when `bom`).
+fn bytes_of(enc: &'static Encoding, bom: bool, text: &str) -> Vec<u8> {
+    encode(&Codec { encoding: enc, bom }, text, false).expect("fixture representable")
+}
+
+/// One write of one line: the file (its text in an encoding), the line changed and
+/// what it becomes.
+struct Case {
+    what: &'static str,
+    enc: &'static Encoding,
+    bom: bool,
+    text: String,
+    old_line: String,
+    new_line: String,
+}
+
+impl Case {
+    fn new(
+        what: &'static str,
+        enc: &'static Encoding,
+        bom: bool,
+        text: &str,
+        old: &str,
+        new: &str,
+    ) -> Case {
+        Case {
+            what,
+            enc,
+            bom,
+            text: text.to_string(),
+            old_line: old.to_string(),
+            new_line: new.to_string(),
+        }
+    }
+    fn before(&self) -> Vec<u8> {
+        bytes_of(self.enc, self.bom, &self.text)
+    }
+    fn new_text(&self) -> String {
+        self.text.replacen(&self.old_line, &self.new_line, 1)
+    }
+    /// The bytes a write in the file's own encoding makes (every byte outside the line
+    /// as it was: these encodings re-encode the fixtures' text to the same bytes).
+    fn naive(&self) -> Vec<u8> {
+        bytes_of(self.enc, self.bom, &self.new_text())
+    }
+    /// Whether those bytes, read as read_file reads them, are other text.
+    fn misreads(&self) -> bool {
+        decode(&self.naive()).map(|d| d.text) != Some(self.new_text())
+    }
+}
+
+const FRENCH: &str = "Le caf\u{e9} est tr\u{e8}s chaud.\nLa cr\u{e8}me br\u{fb}l\u{e9}e co\u{fb}te cinq euros.\nNous avons visit\u{e9} la fa\u{e7}ade de l'\u{e9}glise.\n";
+/// "Privet mir, eto test, ochen' horoshiy den'" in windows-1251's bytes, as windows-1252
+/// shows them: text that tips chardetng's guess.
+const CYR_AS_1252: &str = "\u{cf}\u{f0}\u{e8}\u{e2}\u{e5}\u{f2} \u{ec}\u{e8}\u{f0}, \u{fd}\u{f2}\u{ee} \u{f2}\u{e5}\u{f1}\u{f2}, \u{ee}\u{f7}\u{e5}\u{ed}\u{fc} \u{f5}\u{ee}\u{f0}\u{ee}\u{f8}\u{e8}\u{e9} \u{e4}\u{e5}\u{ed}\u{fc} \u{e4}\u{eb}\u{ff} \u{e2}\u{f1}\u{e5}\u{f5} \u{eb}\u{fe}\u{e4}\u{e5}\u{e9} \u{ed}\u{e0} \u{e7}\u{e5}\u{ec}\u{eb}\u{e5}";
+const POLISH: &str = "Za\u{17c}\u{f3}\u{142}\u{107} g\u{119}\u{15b}l\u{105} ja\u{17a}\u{144}.\nPchn\u{105}\u{107} w t\u{119} \u{142}\u{f3}d\u{17a} je\u{17c}a.\n\u{141}\u{f3}d\u{17a} p\u{142}ynie po rzece.\n";
+
+/// Writes in many encodings, each of the class: some would read back as other text
+/// (those must be refused), others must land exactly.
+fn cases() -> Vec<Case> {
+    let one_line = "first line\ncaf\u{e9} au lait\nlast line\n";
+    let ascii = "hello\nworld\n";
+    vec![
+        // Bytes that look like a BOM, at the start of a legacy file.
+        Case::new(
+            "1252 + FF FE",
+            WINDOWS_1252,
+            false,
+            FRENCH,
+            "Le caf\u{e9}",
+            "\u{ff}\u{fe}Le caf\u{e9}",
+        ),
+        Case::new(
+            "1252 + FE FF",
+            WINDOWS_1252,
+            false,
+            FRENCH,
+            "Le caf\u{e9}",
+            "\u{fe}\u{ff}Le caf\u{e9}",
+        ),
+        Case::new(
+            "1252 + EF BB BF",
+            WINDOWS_1252,
+            false,
+            FRENCH,
+            "Le caf\u{e9}",
+            "\u{ef}\u{bb}\u{bf}Le caf\u{e9}",
+        ),
+        Case::new(
+            "1250 + FF FE",
+            WINDOWS_1250,
+            false,
+            POLISH,
+            "Za\u{17c}",
+            "\u{2d9}\u{163}Za\u{17c}",
+        ),
+        // An edit of line 2 that leaves a legacy file valid UTF-8 (it would read as "é").
+        Case::new(
+            "1252 line 2 to UTF-8 look-alike",
+            WINDOWS_1252,
+            false,
+            one_line,
+            "caf\u{e9} au lait",
+            "caf\u{c3}\u{a9} au lait",
+        ),
+        // Shift_JIS whose only text becomes UTF-8's bytes for 日本.
+        Case::new(
+            "sjis to UTF-8 look-alike",
+            SHIFT_JIS,
+            false,
+            "a\n\u{65e5}\u{672c}\u{8a9e}\u{306e}\u{6587}\nb\n",
+            "\u{65e5}\u{672c}\u{8a9e}\u{306e}\u{6587}",
+            "\u{8b4c}\u{ff65}\u{8b5b}\u{ff6c}",
+        ),
+        // Text that tips the guess to another single-byte charset.
+        Case::new(
+            "1252 tipped to 1251",
+            WINDOWS_1252,
+            false,
+            one_line,
+            "caf\u{e9} au lait",
+            CYR_AS_1252,
+        ),
+        Case::new(
+            "1252 tipped, line 2 of 3",
+            WINDOWS_1252,
+            false,
+            FRENCH,
+            "La cr\u{e8}me br\u{fb}l\u{e9}e co\u{fb}te cinq euros.",
+            &format!("{CYR_AS_1252} {CYR_AS_1252}"),
+        ),
+        // A NUL makes any file binary.
+        Case::new(
+            "1252 + NUL",
+            WINDOWS_1252,
+            false,
+            FRENCH,
+            "Le caf\u{e9}",
+            "Le\0caf\u{e9}",
+        ),
+        Case::new(
+            "utf-16le + NUL",
+            UTF_16LE,
+            true,
+            "a\r\nb \u{e9}\r\n",
+            "b \u{e9}",
+            "b\0\u{e9}",
+        ),
+        Case::new("utf-8 + NUL", UTF_8, false, ascii, "world", "wor\0ld"),
+        // A leading U+FEFF in a file with no BOM reads as one.
+        Case::new(
+            "utf-8 + leading U+FEFF",
+            UTF_8,
+            false,
+            ascii,
+            "hello",
+            "\u{feff}hello",
+        ),
+        // Controls: these read back as meant and are written.
+        Case::new(
+            "utf-8 BOM + leading U+FEFF",
+            UTF_8,
+            true,
+            ascii,
+            "hello",
+            "\u{feff}hello",
+        ),
+        Case::new(
+            "utf-16be + leading U+FEFF",
+            UTF_16BE,
+            true,
+            "hello\nw\u{f6}rld\n",
+            "hello",
+            "\u{feff}hello",
+        ),
+        Case::new(
+            "utf-16le CRLF + leading U+FEFF",
+            UTF_16LE,
+            true,
+            "hello\r\nw\u{f6}rld\r\n",
+            "hello",
+            "\u{feff}hello",
+        ),
+        Case::new(
+            "1252 plain change",
+            WINDOWS_1252,
+            false,
+            FRENCH,
+            "Le caf\u{e9}",
+            "Le th\u{e9}",
+        ),
+        Case::new(
+            "1252 made ASCII",
+            WINDOWS_1252,
+            false,
+            one_line,
+            "caf\u{e9} au lait",
+            "cafe au lait",
+        ),
+        Case::new(
+            "8859-2 plain change",
+            ISO_8859_2,
+            false,
+            POLISH,
+            "Za\u{17c}\u{f3}\u{142}\u{107}",
+            "\u{17b}\u{f3}\u{142}w",
+        ),
+        Case::new(
+            "1251 plain change",
+            WINDOWS_1251,
+            false,
+            "\u{41f}\u{440}\u{438}\u{432}\u{435}\u{442} \u{43c}\u{438}\u{440}\n\u{43f}\u{43e}\u{43a}\u{430}\n",
+            "\u{43f}\u{43e}\u{43a}\u{430}",
+            "\u{434}\u{43e} \u{441}\u{432}\u{438}\u{434}\u{430}\u{43d}\u{438}\u{44f}",
+        ),
+    ]
+}
+
+/// The calls that write `c`'s change: edit, apply_patch and write_file, each with
+/// `dry_run`.
+fn writes(c: &Case, name: &str, dry_run: bool) -> Vec<(&'static str, Value)> {
+    let patch = format!(
+        "*** Begin Patch\n*** Update File: {name}\n@@\n-{}\n+{}\n*** End Patch\n",
+        c.text
+            .lines()
+            .find(|l| l.contains(&c.old_line))
+            .unwrap()
+            .trim_end_matches('\r'),
+        c.text
+            .lines()
+            .find(|l| l.contains(&c.old_line))
+            .unwrap()
+            .trim_end_matches('\r')
+            .replacen(&c.old_line, &c.new_line, 1)
+    );
+    vec![
+        (
+            "edit",
+            json!({"path": name, "old_string": c.old_line, "new_string": c.new_line, "dry_run": dry_run}),
+        ),
+        ("apply_patch", json!({"patch": patch, "dry_run": dry_run})),
+        (
+            "write_file",
+            json!({"path": name, "content": c.new_text(), "overwrite": true, "dry_run": dry_run}),
+        ),
+    ]
+}
+
+#[test]
+fn a_write_that_would_change_how_the_file_reads_is_refused_by_every_tool() {
+    let ws = Ws::new();
+    let mut refused = Vec::new();
+    for (i, c) in cases().iter().enumerate() {
+        // One client per case: the calls stay under the per-round request limit.
+        let f = ws.ferret();
+        let name = format!("f{i}.txt");
+        write(&ws.root, &name, c.before());
+        // The fixture reads as its text before the change.
+        let (r, _) = ok(&f, "read_file", json!({"path": name}));
+        assert_eq!(r["content"], c.text.as_str(), "{}: {r}", c.what);
+        let misreads = c.misreads();
+        for dry_run in [true, false] {
+            for (tool, args) in writes(c, &name, dry_run) {
+                let before = snapshot(&ws.root);
+                let r = call(&f, tool, args.clone());
+                if misreads {
+                    let e = r.expect_err(&format!("{} {tool} dry_run={dry_run}: written", c.what));
+                    assert_eq!(
+                        e.code,
+                        ErrorCode::Unrepresentable,
+                        "{} {tool}: {e:?}",
+                        c.what
+                    );
+                    assert!(e.message.contains("read back as"), "{e:?}");
+                    assert!(e.message.contains("nothing was"), "{e:?}");
+                    let hint = e.hint.as_deref().unwrap_or_default();
+                    assert!(
+                        hint.contains("write_file") && hint.contains("utf-8"),
+                        "{e:?}"
+                    );
+                    assert_eq!(
+                        snapshot(&ws.root),
+                        before,
+                        "{} {tool}: nothing changed",
+                        c.what
+                    );
+                    continue;
+                }
+                let v = r.unwrap_or_else(|e| panic!("{} {tool} dry_run={dry_run}: {e:?}", c.what));
+                if dry_run {
+                    assert_eq!(snapshot(&ws.root), before, "{} {tool}: a dry run", c.what);
+                    continue;
+                }
+                // Written: every byte outside the change as it was, and it reads back.
+                let after = std::fs::read(ws.root.join(&name)).unwrap();
+                assert_eq!(after, c.naive(), "{} {tool}: {v}", c.what);
+                let (r, _) = ok(&f, "read_file", json!({"path": name}));
+                assert_eq!(r["content"], c.new_text().as_str(), "{} {tool}", c.what);
+                ok(&f, "undo", json!({}));
+                assert_eq!(
+                    std::fs::read(ws.root.join(&name)).unwrap(),
+                    c.before(),
+                    "{}",
+                    c.what
+                );
+            }
+        }
+        if misreads {
+            refused.push(c.what);
+        }
+    }
+    // The class is exercised: BOM look-alikes, a UTF-8 look-alike by line 2, the tipped
+    // guesses, NULs, a leading U+FEFF without a BOM.
+    for must in [
+        "1252 + FF FE",
+        "1252 + FE FF",
+        "1252 + EF BB BF",
+        "1250 + FF FE",
+        "1252 line 2 to UTF-8 look-alike",
+        "sjis to UTF-8 look-alike",
+        "1252 tipped to 1251",
+        "1252 tipped, line 2 of 3",
+        "1252 + NUL",
+        "utf-16le + NUL",
+        "utf-8 + NUL",
+        "utf-8 + leading U+FEFF",
+    ] {
+        assert!(
+            refused.contains(&must),
+            "{must} reads back as meant? refused: {refused:?}"
+        );
+    }
+    assert_eq!(refused.len(), 12, "{refused:?}");
+}
