@@ -350,3 +350,116 @@ fn a_write_that_would_change_how_the_file_reads_is_refused_by_every_tool() {
     }
     assert_eq!(refused.len(), 12, "{refused:?}");
 }
+
+#[test]
+fn a_contents_own_leading_u_feff_survives_every_bom_path() {
+    let ws = Ws::new();
+    let f = ws.ferret();
+    let files: &[(&str, &'static Encoding, bool)] = &[
+        ("le.txt", UTF_16LE, true),
+        ("be.txt", UTF_16BE, true),
+        ("u8.txt", UTF_8, true),
+        ("le_crlf.txt", UTF_16LE, true),
+    ];
+    for (name, enc, bom) in files {
+        let crlf = name.contains("crlf");
+        let nl = if crlf { "\r\n" } else { "\n" };
+        write(
+            &ws.root,
+            name,
+            bytes_of(enc, *bom, &format!("old{nl}text{nl}")),
+        );
+        // The agent's content starts with U+FEFF, and a later line does too.
+        let content = "\u{feff}hello\n\u{feff}second\nthird\n";
+        let (v, _) = ok(
+            &f,
+            "write_file",
+            json!({"path": name, "content": content, "overwrite": true}),
+        );
+        let want = content.replace('\n', nl);
+        // The file's BOM, then the content's own U+FEFF, encoded.
+        assert_eq!(
+            std::fs::read(ws.root.join(name)).unwrap(),
+            bytes_of(enc, *bom, &want),
+            "{name}: {v}"
+        );
+        // Read back whole, and by ranges: each U+FEFF of the text is there once.
+        let (r, _) = ok(&f, "read_file", json!({"path": name}));
+        assert_eq!(r["content"], want.as_str(), "{name}");
+        let (r, _) = ok(&f, "read_file", json!({"path": name, "limit": 1}));
+        assert_eq!(r["content"], format!("\u{feff}hello{nl}"), "{name}: {r}");
+        let (r, _) = ok(
+            &f,
+            "read_file",
+            json!({"path": name, "offset": 2, "limit": 1}),
+        );
+        assert_eq!(r["content"], format!("\u{feff}second{nl}"), "{name}: {r}");
+        // An edit at the start keeps it too.
+        ok(
+            &f,
+            "edit",
+            json!({"path": name, "old_string": "\u{feff}hello", "new_string": "\u{feff}\u{feff}hi"}),
+        );
+        let want = want.replacen("\u{feff}hello", "\u{feff}\u{feff}hi", 1);
+        assert_eq!(
+            std::fs::read(ws.root.join(name)).unwrap(),
+            bytes_of(enc, *bom, &want),
+            "{name}"
+        );
+        let (r, _) = ok(&f, "read_file", json!({"path": name}));
+        assert_eq!(r["content"], want.as_str(), "{name}");
+    }
+    // A new file (no BOM to keep): a leading U+FEFF would be read as a BOM, so the text
+    // write is refused, nothing created; told encoding utf-8, the bytes are written as
+    // given (a UTF-8 file with a BOM).
+    for content in ["\u{feff}new\n", "\u{feff}"] {
+        let before = snapshot(&ws.root);
+        for dry_run in [true, false] {
+            let e = call(
+                &f,
+                "write_file",
+                json!({"path": "new.txt", "content": content, "dry_run": dry_run}),
+            )
+            .unwrap_err();
+            assert_eq!(e.code, ErrorCode::Unrepresentable, "{e:?}");
+            assert!(e.message.contains("byte-order mark"), "{e:?}");
+            assert_eq!(snapshot(&ws.root), before);
+        }
+    }
+    ok(
+        &f,
+        "write_file",
+        json!({"path": "new.txt", "content": "\u{feff}new\n", "encoding": "utf-8"}),
+    );
+    assert_eq!(
+        std::fs::read(ws.root.join("new.txt")).unwrap(),
+        b"\xEF\xBB\xBFnew\n"
+    );
+    let (r, _) = ok(&f, "read_file", json!({"path": "new.txt"}));
+    assert_eq!(r["content"], "new\n");
+    assert_eq!(r["charset"], "utf-8 with BOM");
+    // A file that is only a BOM keeps it, and the content's U+FEFF after it; an empty
+    // file has no BOM, so there the U+FEFF would be read as one: refused, nothing changed.
+    for (name, bytes, enc) in [
+        ("only_bom8.txt", &b"\xEF\xBB\xBF"[..], UTF_8),
+        ("only_bom16.txt", b"\xFF\xFE", UTF_16LE),
+        ("empty.txt", b"", UTF_8),
+    ] {
+        write(&ws.root, name, bytes);
+        let (r, _) = ok(&f, "read_file", json!({"path": name}));
+        assert_eq!(r["content"], "", "{name}");
+        let args = json!({"path": name, "content": "\u{feff}x\n", "overwrite": true});
+        if bytes.is_empty() {
+            let e = call(&f, "write_file", args).unwrap_err();
+            assert_eq!(e.code, ErrorCode::Unrepresentable, "{e:?}");
+            assert_eq!(std::fs::read(ws.root.join(name)).unwrap(), b"");
+            continue;
+        }
+        ok(&f, "write_file", args);
+        let mut want = bytes.to_vec();
+        want.extend(bytes_of(enc, false, "\u{feff}x\n"));
+        assert_eq!(std::fs::read(ws.root.join(name)).unwrap(), want, "{name}");
+        let (r, _) = ok(&f, "read_file", json!({"path": name}));
+        assert_eq!(r["content"], "\u{feff}x\n", "{name}");
+    }
+}
