@@ -463,3 +463,181 @@ fn a_contents_own_leading_u_feff_survives_every_bom_path() {
         assert_eq!(r["content"], "\u{feff}x\n", "{name}");
     }
 }
+
+#[test]
+fn undo_diffs_of_files_in_any_encoding_are_their_text_and_name_the_charset() {
+    let ws = Ws::new();
+    let f = ws.ferret();
+    let jp = "\u{65e5}\u{672c}\u{8a9e}\u{306e}\u{6587}\u{7ae0}\r\n\u{5bff}\u{53f8}\u{3068}\u{5929}\u{3077}\u{3089}\r\n";
+    let files: &[(&str, &'static Encoding, bool, &str, &str, &str, &str)] = &[
+        (
+            "w.txt",
+            WINDOWS_1252,
+            false,
+            FRENCH,
+            "Le caf\u{e9}",
+            "Le th\u{e9} gla\u{e7}\u{e9}",
+            "windows-1252",
+        ),
+        (
+            "j.txt",
+            SHIFT_JIS,
+            false,
+            jp,
+            "\u{5bff}\u{53f8}",
+            "\u{5929}\u{4e3c}",
+            "shift_jis",
+        ),
+        (
+            "u.txt",
+            UTF_16LE,
+            true,
+            "caf\u{e9}\r\nna\u{ef}ve\r\n",
+            "na\u{ef}ve",
+            "r\u{e9}sum\u{e9}",
+            "utf-16le with BOM",
+        ),
+        (
+            "p.txt",
+            ISO_8859_2,
+            false,
+            POLISH,
+            "Pchn\u{105}\u{107}",
+            "P\u{142}yn\u{105}\u{107}",
+            "iso-8859-2",
+        ),
+    ];
+    for (name, enc, bom, text, old, new, charset) in files {
+        let before = bytes_of(enc, *bom, text);
+        write(&ws.root, name, &before);
+        let (r, _) = ok(&f, "read_file", json!({"path": name}));
+        assert_eq!(r["charset"], *charset, "{name}");
+        ok(
+            &f,
+            "edit",
+            json!({"path": name, "old_string": old, "new_string": new}),
+        );
+        let old_line = text
+            .lines()
+            .find(|l| l.contains(old))
+            .unwrap()
+            .trim_end_matches('\r');
+        let new_line = old_line.replacen(old, new, 1);
+        for dry_run in [true, false] {
+            let (v, _) = ok(&f, "undo", json!({"dry_run": dry_run}));
+            let diff = v["diff"].as_str().unwrap();
+            // The lines as the file's text, never U+FFFD for its bytes, and the header
+            // names the charset each side was decoded from.
+            assert!(diff.contains(&format!("-{new_line}")), "{name}: {diff}");
+            assert!(diff.contains(&format!("+{old_line}")), "{name}: {diff}");
+            assert!(!diff.contains('\u{FFFD}'), "{name}: {diff}");
+            assert!(
+                diff.contains(&format!("(now, {charset})")),
+                "{name}: {diff}"
+            );
+            assert!(
+                diff.contains(&format!("(restored, {charset})")),
+                "{name}: {diff}"
+            );
+        }
+        // The bytes restored are the very bytes.
+        assert_eq!(std::fs::read(ws.root.join(name)).unwrap(), before, "{name}");
+    }
+    // A patch that deletes a legacy file shows its text; its undo's diff too.
+    let patch = "*** Begin Patch\n*** Delete File: w.txt\n*** End Patch\n";
+    let (v, _) = ok(&f, "apply_patch", json!({"patch": patch}));
+    let s = v.to_string();
+    assert!(s.contains("-Le caf\u{e9} est tr\u{e8}s chaud."), "{s}");
+    assert!(!s.contains('\u{FFFD}'), "{s}");
+    let (v, _) = ok(&f, "undo", json!({}));
+    let diff = v["diff"].as_str().unwrap();
+    assert!(
+        diff.contains("+Le caf\u{e9} est tr\u{e8}s chaud."),
+        "{diff}"
+    );
+    assert!(diff.contains("(restored, windows-1252)"), "{diff}");
+    assert_eq!(
+        std::fs::read(ws.root.join("w.txt")).unwrap(),
+        bytes_of(WINDOWS_1252, false, FRENCH)
+    );
+    // Undo of a legacy file's creation (written as raw bytes) shows what is removed.
+    let raw = bytes_of(WINDOWS_1252, false, FRENCH);
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&raw);
+    ok(
+        &f,
+        "write_file",
+        json!({"path": "c.txt", "content": b64, "encoding": "base64"}),
+    );
+    let (v, _) = ok(&f, "undo", json!({}));
+    let diff = v["diff"].as_str().unwrap();
+    assert!(
+        diff.contains("-Le caf\u{e9} est tr\u{e8}s chaud."),
+        "{diff}"
+    );
+    assert!(diff.contains("(now, windows-1252)"), "{diff}");
+    assert!(!ws.root.join("c.txt").exists());
+}
+
+/// A small nbformat 4 notebook with a non-ASCII cell.
+const NOTEBOOK: &str = "{\n \"cells\": [\n  {\n   \"cell_type\": \"markdown\",\n   \"id\": \"a1\",\n   \"metadata\": {},\n   \"source\": [\n    \"# Caf\u{e9} cr\u{e8}me\"\n   ]\n  },\n  {\n   \"cell_type\": \"code\",\n   \"execution_count\": null,\n   \"id\": \"b2\",\n   \"metadata\": {},\n   \"outputs\": [],\n   \"source\": [\n    \"print('na\u{ef}ve')\"\n   ]\n  }\n ],\n \"metadata\": {},\n \"nbformat\": 4,\n \"nbformat_minor\": 5\n}\n";
+
+#[test]
+fn a_notebook_that_is_not_utf8_json_is_refused_with_the_reason_and_still_reads() {
+    let ws = Ws::new();
+    let f = ws.ferret();
+    let files: &[(&str, &'static Encoding, bool, &str)] = &[
+        ("w.ipynb", WINDOWS_1252, false, "windows-1252"),
+        ("le.ipynb", UTF_16LE, true, "utf-16le"),
+        ("be.ipynb", UTF_16BE, true, "utf-16be"),
+        ("bom.ipynb", UTF_8, true, "byte-order mark"),
+    ];
+    for (name, enc, bom, why) in files {
+        write(&ws.root, name, bytes_of(enc, *bom, NOTEBOOK));
+        // read_file reads it (as cells or as text): the cell's words are there.
+        let (r, text) = ok(&f, "read_file", json!({"path": name}));
+        assert!(text.contains("na\u{ef}ve"), "{name}: {text}");
+        assert!(!r.to_string().contains('\u{FFFD}'), "{name}: {r}");
+        let before = snapshot(&ws.root);
+        for dry_run in [true, false] {
+            for args in [
+                json!({"path": name, "cell_id": "b2", "new_source": "print(1)", "dry_run": dry_run}),
+                json!({"path": name, "cell_index": 0, "edit_mode": "delete", "dry_run": dry_run}),
+                json!({"path": name, "cell_id": "a1", "edit_mode": "insert", "new_source": "x", "dry_run": dry_run}),
+            ] {
+                let e = call(&f, "notebook_edit", args).unwrap_err();
+                assert_eq!(e.code, ErrorCode::InvalidArgument, "{name}: {e:?}");
+                assert!(e.message.contains(why), "{name}: {e:?}");
+                assert!(e.message.contains("UTF-8 JSON"), "{name}: {e:?}");
+                assert!(e.message.contains("nothing was changed"), "{name}: {e:?}");
+                assert!(
+                    e.hint.as_deref().unwrap_or_default().contains("write_file"),
+                    "{e:?}"
+                );
+                assert_eq!(snapshot(&ws.root), before, "{name}");
+            }
+        }
+        // Its text stays editable with edit, in its own encoding.
+        ok(
+            &f,
+            "edit",
+            json!({"path": name, "old_string": "na\u{ef}ve", "new_string": "r\u{e9}sum\u{e9}"}),
+        );
+        assert_eq!(
+            std::fs::read(ws.root.join(name)).unwrap(),
+            bytes_of(
+                enc,
+                *bom,
+                &NOTEBOOK.replace("na\u{ef}ve", "r\u{e9}sum\u{e9}")
+            ),
+            "{name}"
+        );
+    }
+    // The same notebook in UTF-8 is edited.
+    write(&ws.root, "ok.ipynb", NOTEBOOK);
+    ok(
+        &f,
+        "notebook_edit",
+        json!({"path": "ok.ipynb", "cell_id": "b2", "new_source": "print(1)"}),
+    );
+}
