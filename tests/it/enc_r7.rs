@@ -174,7 +174,34 @@ fn cases() -> Vec<Case> {
             "hello",
             "\u{feff}hello",
         ),
+        // A file that is UTF-8 but for one byte (read as windows-1252): editing that
+        // byte away would leave it UTF-8, reading "café" where "cafÃ©" was written.
+        Case::new(
+            "utf-8 but one byte, the byte edited away",
+            WINDOWS_1252,
+            false,
+            "caf\u{c3}\u{a9} au lait, cr\u{c3}\u{a8}me\nprix: 5 \u{20ac}\n",
+            "5 \u{20ac}",
+            "5 EUR",
+        ),
+        // Mixed line endings in a legacy file: a BOM look-alike on a CRLF line 1.
+        Case::new(
+            "1252 mixed endings + FF FE",
+            WINDOWS_1252,
+            false,
+            "caf\u{e9}\r\nth\u{e9}\nlait\r\n",
+            "caf\u{e9}",
+            "\u{ff}\u{fe}caf\u{e9}",
+        ),
         // Controls: these read back as meant and are written.
+        Case::new(
+            "1252 mixed endings, line 2",
+            WINDOWS_1252,
+            false,
+            "caf\u{e9}\r\nth\u{e9}\nlait\r\n",
+            "th\u{e9}",
+            "tis\u{e2}ne",
+        ),
         Case::new(
             "utf-8 BOM + leading U+FEFF",
             UTF_8,
@@ -342,13 +369,15 @@ fn a_write_that_would_change_how_the_file_reads_is_refused_by_every_tool() {
         "utf-16le + NUL",
         "utf-8 + NUL",
         "utf-8 + leading U+FEFF",
+        "utf-8 but one byte, the byte edited away",
+        "1252 mixed endings + FF FE",
     ] {
         assert!(
             refused.contains(&must),
             "{must} reads back as meant? refused: {refused:?}"
         );
     }
-    assert_eq!(refused.len(), 12, "{refused:?}");
+    assert_eq!(refused.len(), 14, "{refused:?}");
 }
 
 #[test]
@@ -639,5 +668,97 @@ fn a_notebook_that_is_not_utf8_json_is_refused_with_the_reason_and_still_reads()
         &f,
         "notebook_edit",
         json!({"path": "ok.ipynb", "cell_id": "b2", "new_source": "print(1)"}),
+    );
+}
+
+#[test]
+fn edits_racing_a_swap_between_encodings_write_text_read_from_the_bytes_replaced() {
+    let ws = Ws::new();
+    let f = std::sync::Arc::new(ws.ferret());
+    let fr = format!("{FRENCH}marker\n");
+    let jp =
+        "\u{65e5}\u{672c}\u{8a9e}\u{306e}\u{6587}\u{7ae0}\nmarker\n\u{5bff}\u{53f8}\n".to_string();
+    let versions = [
+        (
+            bytes_of(WINDOWS_1252, false, &fr),
+            fr.clone(),
+            "windows-1252",
+        ),
+        (bytes_of(SHIFT_JIS, false, &jp), jp.clone(), "shift_jis"),
+    ];
+    write(&ws.root, "race.txt", &versions[0].0);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Every state the file may be in: a version, or a version with "marker" edited.
+    let allowed: Vec<String> = versions
+        .iter()
+        .flat_map(|(_, t, _)| [t.clone(), t.replace("marker", "marker edited")])
+        .collect();
+    let swapper = {
+        let (root, stop, versions, allowed) = (
+            ws.root.clone(),
+            stop.clone(),
+            versions.clone(),
+            allowed.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut seen = 0;
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // What stands there reads as one of the texts, never a mix.
+                let now = std::fs::read(root.join("race.txt")).unwrap();
+                let d = decode(&now).expect("the file is always text");
+                assert!(
+                    allowed.contains(&d.text),
+                    "{:?} read as {:?}",
+                    d.codec,
+                    d.text
+                );
+                seen += 1;
+                i += 1;
+                let tmp = root.join(format!(".swap{i}"));
+                std::fs::write(&tmp, &versions[i % 2].0).unwrap();
+                std::fs::rename(&tmp, root.join("race.txt")).unwrap();
+                std::thread::sleep(std::time::Duration::from_micros(300));
+            }
+            seen
+        })
+    };
+    let mut landed = 0;
+    for _ in 0..40 {
+        let r = call(
+            &f,
+            "edit",
+            json!({"path": "race.txt", "old_string": "marker\n", "new_string": "marker edited\n"}),
+        );
+        let Ok(v) = r else { continue };
+        landed += 1;
+        // The change was made from, and in, one version's bytes: its diff is that text
+        // and the charset named is that version's.
+        let diff = v["diff"].as_str().unwrap();
+        assert!(!diff.contains('\u{FFFD}'), "{diff}");
+        let (_, _, charset) = if diff.contains("caf\u{e9}") {
+            &versions[0]
+        } else {
+            &versions[1]
+        };
+        if diff.contains("\u{65e5}\u{672c}") || diff.contains("\u{5bff}") {
+            assert_eq!(v["charset"], "shift_jis", "{v}");
+        } else {
+            assert_eq!(v["charset"], *charset, "{v}");
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = swapper.join().unwrap();
+    assert!(seen > 10 && landed > 0, "seen {seen}, landed {landed}");
+    // Once still, an edit lands byte-exact in the version that stands.
+    write(&ws.root, "race.txt", &versions[1].0);
+    ok(
+        &f,
+        "edit",
+        json!({"path": "race.txt", "old_string": "marker\n", "new_string": "marker edited\n"}),
+    );
+    assert_eq!(
+        std::fs::read(ws.root.join("race.txt")).unwrap(),
+        bytes_of(SHIFT_JIS, false, &jp.replace("marker", "marker edited"))
     );
 }
