@@ -762,3 +762,65 @@ fn edits_racing_a_swap_between_encodings_write_text_read_from_the_bytes_replaced
         bytes_of(SHIFT_JIS, false, &jp.replace("marker", "marker edited"))
     );
 }
+
+#[test]
+fn large_legacy_files_around_the_detectors_window_are_checked_the_same_way() {
+    let ws = Ws::new();
+    let f = ws.ferret();
+    let max = ferret::text::DETECT_MAX;
+    for (i, size) in [max - 1, max, max + 1, 3 * max].into_iter().enumerate() {
+        // French lines in windows-1252, padded with ASCII to exactly `size` bytes.
+        let mut text = String::from("HEAD caf\u{e9}\n");
+        while text.len() + FRENCH.len() + 64 < size {
+            text.push_str(FRENCH);
+        }
+        let mut bytes = bytes_of(WINDOWS_1252, false, &text);
+        let pad = size - bytes.len() - 1;
+        text.push_str(&"x".repeat(pad));
+        text.push('\n');
+        bytes = bytes_of(WINDOWS_1252, false, &text);
+        assert_eq!(bytes.len(), size);
+        let name = format!("big{i}.txt");
+        write(&ws.root, &name, &bytes);
+        // A whole read (within read_file's 1 MiB) and ranged ones name the same charset.
+        if size <= max {
+            let (r, _) = ok(&f, "read_file", json!({"path": name}));
+            assert_eq!(r["charset"], "windows-1252", "{size}");
+        }
+        let (r, _) = ok(&f, "read_file", json!({"path": name, "limit": 1}));
+        assert_eq!(r["content"], "HEAD caf\u{e9}\n", "{size}");
+        let (r, _) = ok(
+            &f,
+            "read_file",
+            json!({"path": name, "offset": 2, "limit": 1}),
+        );
+        assert_eq!(r["charset"], "windows-1252", "{size}");
+        // A BOM look-alike at the start is refused, nothing changed.
+        let e = call(
+            &f,
+            "edit",
+            json!({"path": name, "old_string": "HEAD caf\u{e9}", "new_string": "\u{ff}\u{fe}HEAD caf\u{e9}"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unrepresentable, "{size}: {e:?}");
+        assert_eq!(std::fs::read(ws.root.join(&name)).unwrap(), bytes);
+        // A plain change lands, every other byte kept, in reasonable time.
+        let t = std::time::Instant::now();
+        ok(
+            &f,
+            "edit",
+            json!({"path": name, "old_string": "HEAD caf\u{e9}", "new_string": "HEAD th\u{e9}"}),
+        );
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(10),
+            "{size}: {:?}",
+            t.elapsed()
+        );
+        let want = bytes_of(
+            WINDOWS_1252,
+            false,
+            &text.replacen("HEAD caf\u{e9}", "HEAD th\u{e9}", 1),
+        );
+        assert_eq!(std::fs::read(ws.root.join(&name)).unwrap(), want, "{size}");
+    }
+}
