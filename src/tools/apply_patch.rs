@@ -318,6 +318,16 @@ fn plan(
                     .with_hint("update it instead (*** Update File, or edits)"));
                 }
                 check_size(max, content.len(), &shown)?;
+                // Written as UTF-8, it must read back as it (a leading U+FEFF would be
+                // taken for a BOM, a NUL would make it binary).
+                crate::text::check_reads_back(None, content.as_bytes(), content).map_err(|u| {
+                    at_change(super::edit::unwritable(
+                        &shown,
+                        &u,
+                        &crate::text::Codec::UTF8,
+                        "changed",
+                    ))
+                })?;
                 keep(
                     &mut out,
                     &mut held,

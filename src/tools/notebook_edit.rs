@@ -354,9 +354,9 @@ fn utf8_notebook<'a>(before: &'a [u8], shown: &str) -> ToolResult<&'a str> {
     let decoded = || crate::text::decode(before).and_then(|d| d.codec.label());
     let why = match std::str::from_utf8(before) {
         Ok(t) if !t.starts_with('\u{FEFF}') => return Ok(t),
-        Ok(_) => "starts with a UTF-8 byte-order mark".to_string(),
+        Ok(_) => "starts with a byte-order mark (UTF-8 with BOM)".to_string(),
         Err(_) => match decoded() {
-            Some(label) => format!("is {label} text"),
+            Some(label) => format!("is {label} text, not UTF-8"),
             None => {
                 return Err(ToolError::new(
                     ErrorCode::BinaryFile,

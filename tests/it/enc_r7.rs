@@ -824,3 +824,52 @@ fn large_legacy_files_around_the_detectors_window_are_checked_the_same_way() {
         assert_eq!(std::fs::read(ws.root.join(&name)).unwrap(), want, "{size}");
     }
 }
+
+#[test]
+fn a_patch_adding_a_file_that_would_read_as_other_text_changes_nothing() {
+    let ws = Ws::new();
+    let f = ws.ferret();
+    write(&ws.root, "w.txt", bytes_of(WINDOWS_1252, false, FRENCH));
+    let before = snapshot(&ws.root);
+    for added in ["\u{feff}starts with a BOM", "has a\0NUL", "\u{feff}"] {
+        // With an update of another file first: the patch is all or nothing.
+        let patch = format!(
+            "*** Begin Patch\n*** Update File: w.txt\n@@\n-Le caf\u{e9} est tr\u{e8}s chaud.\n+Le th\u{e9}.\n*** Add File: new.txt\n+{added}\n*** End Patch\n"
+        );
+        for dry_run in [true, false] {
+            let e = call(
+                &f,
+                "apply_patch",
+                json!({"patch": patch, "dry_run": dry_run}),
+            )
+            .unwrap_err();
+            assert_eq!(e.code, ErrorCode::Unrepresentable, "{added:?}: {e:?}");
+            assert!(e.message.contains("read back as"), "{e:?}");
+            assert_eq!(snapshot(&ws.root), before, "{added:?}");
+        }
+    }
+    // Without them the same patch lands.
+    let patch = "*** Begin Patch\n*** Update File: w.txt\n@@\n-Le caf\u{e9} est tr\u{e8}s chaud.\n+Le th\u{e9}.\n*** Add File: new.txt\n+fine \u{e9}\n*** End Patch\n";
+    ok(&f, "apply_patch", json!({"patch": patch}));
+    assert_eq!(
+        std::fs::read(ws.root.join("w.txt")).unwrap(),
+        bytes_of(
+            WINDOWS_1252,
+            false,
+            &FRENCH.replace("Le caf\u{e9} est tr\u{e8}s chaud.", "Le th\u{e9}.")
+        )
+    );
+    assert_eq!(
+        std::fs::read(ws.root.join("new.txt")).unwrap(),
+        "fine \u{e9}\n".as_bytes()
+    );
+    // A notebook that is no text at all is still BINARY_FILE.
+    write(&ws.root, "nul.ipynb", b"{\"cells\": []\x00\x01\xff}");
+    let e = call(
+        &f,
+        "notebook_edit",
+        json!({"path": "nul.ipynb", "cell_index": 0, "edit_mode": "insert", "new_source": "x"}),
+    )
+    .unwrap_err();
+    assert_eq!(e.code, ErrorCode::BinaryFile, "{e:?}");
+}
