@@ -326,7 +326,7 @@ pub fn check_reads_back(
     let why = if read.is_none() && new.contains('\0') {
         "a NUL character makes a file binary"
     } else if read.is_none() {
-        "its bytes do not decode in the encoding detected"
+        "control characters, or bytes that decode in no encoding found, make a file binary"
     } else if new.starts_with('\u{FEFF}') && bom(after).is_some_and(|c| c.encoding == UTF_8) {
         "a leading U+FEFF reads as a byte-order mark"
     } else if bom(after).is_some() && !new.starts_with('\u{FEFF}') {

@@ -165,6 +165,15 @@ fn cases() -> Vec<Case> {
             "b\0\u{e9}",
         ),
         Case::new("utf-8 + NUL", UTF_8, false, ascii, "world", "wor\0ld"),
+        // Control characters make a legacy file binary.
+        Case::new(
+            "1252 + control characters",
+            WINDOWS_1252,
+            false,
+            FRENCH,
+            "Le caf\u{e9}",
+            "Le \u{1}\u{2}\u{3}\u{4} caf\u{e9}",
+        ),
         // A leading U+FEFF in a file with no BOM reads as one.
         Case::new(
             "utf-8 + leading U+FEFF",
@@ -371,13 +380,14 @@ fn a_write_that_would_change_how_the_file_reads_is_refused_by_every_tool() {
         "utf-8 + leading U+FEFF",
         "utf-8 but one byte, the byte edited away",
         "1252 mixed endings + FF FE",
+        "1252 + control characters",
     ] {
         assert!(
             refused.contains(&must),
             "{must} reads back as meant? refused: {refused:?}"
         );
     }
-    assert_eq!(refused.len(), 14, "{refused:?}");
+    assert_eq!(refused.len(), 15, "{refused:?}");
 }
 
 #[test]
