@@ -367,10 +367,12 @@ pub fn check_version(ctx: &Ctx, expected: &str, now: &[u8], shown: &str) -> Tool
     let mut message = format!(
         "{shown} has changed since version {expected} was read (it is now version {current}); nothing was changed"
     );
-    if let (Some(then), Ok(now)) = (ctx.seen().get(expected.trim()), std::str::from_utf8(now)) {
+    // The file's text as read_file shows it (in its charset), not its raw bytes.
+    if let Some(then) = ctx.seen().get(expected.trim()) {
+        let (now, _) = super::diff_text(now);
         let diff = super::unified_diff(
             &then,
-            now,
+            &now,
             &format!("{shown} (version {expected})"),
             &format!("{shown} (now)"),
             2,

@@ -883,3 +883,39 @@ fn a_patch_adding_a_file_that_would_read_as_other_text_changes_nothing() {
     .unwrap_err();
     assert_eq!(e.code, ErrorCode::BinaryFile, "{e:?}");
 }
+
+#[test]
+fn a_conflicts_diff_of_a_legacy_file_is_its_text() {
+    let ws = Ws::new();
+    let f = ws.ferret();
+    for (name, enc, bom) in [("w.txt", WINDOWS_1252, false), ("u.txt", UTF_16LE, true)] {
+        write(&ws.root, name, bytes_of(enc, bom, FRENCH));
+        let (r, _) = ok(&f, "read_file", json!({"path": name}));
+        let version = r["version"].as_str().unwrap().to_string();
+        // Changed behind the agent's back.
+        let changed = FRENCH.replace("Le caf\u{e9}", "Le th\u{e9}");
+        write(&ws.root, name, bytes_of(enc, bom, &changed));
+        let e = call(
+            &f,
+            "edit",
+            json!({"path": name, "old_string": "cr\u{e8}me", "new_string": "glace", "expected_version": version}),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::Conflict, "{e:?}");
+        assert!(
+            e.message.contains("-Le caf\u{e9} est"),
+            "{name}: {}",
+            e.message
+        );
+        assert!(
+            e.message.contains("+Le th\u{e9} est"),
+            "{name}: {}",
+            e.message
+        );
+        assert!(!e.message.contains('\u{FFFD}'), "{}", e.message);
+        assert_eq!(
+            std::fs::read(ws.root.join(name)).unwrap(),
+            bytes_of(enc, bom, &changed)
+        );
+    }
+}
