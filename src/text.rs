@@ -199,6 +199,9 @@ pub enum Unwritable {
     Char(char),
     /// The bytes made would not read back as the text (never expected: a safety net).
     NoRoundTrip,
+    /// The bytes made, read back as read_file reads them (the encoding detected anew),
+    /// would be other text: how they would read (None: as binary) and why.
+    Misread(Option<String>, &'static str),
 }
 
 impl Unwritable {
@@ -219,6 +222,11 @@ ferret writes no {} file that would read back differently",
             Unwritable::NoRoundTrip => format!(
                 "the new text would not read back the same in {}, the file's encoding",
                 codec.name()
+            ),
+            Unwritable::Misread(as_, why) => format!(
+                "written in {}, the file would read back as {} ({why}), not as the new text",
+                codec.label().unwrap_or_else(|| codec.name()),
+                as_.as_deref().unwrap_or("binary")
             ),
         }
     }
@@ -262,6 +270,74 @@ fn encode_body(codec: &Codec, text: &str, out: &mut Vec<u8>) -> Result<(), Unwri
             EncoderResult::Unmappable(c) => return Err(Unwritable::Char(c)),
         }
     }
+}
+
+/// Whether `bytes`, read as read_file reads a whole file ([`decode`]: BOM, UTF-8, else
+/// the detected legacy encoding), are `text` (a BOM left out).
+/// Compared as it is decoded, in blocks: no second copy of a large file is made.
+pub fn reads_as(bytes: &[u8], text: &str) -> bool {
+    if bytes == text.as_bytes() {
+        // Plain UTF-8 unless it starts as a BOM does or holds a NUL.
+        return !text.starts_with('\u{FEFF}') && memchr::memchr(0, bytes).is_none();
+    }
+    // As [`decode`] reads them.
+    let (encoding, body) = match bom(bytes) {
+        Some(c) if !text.contains('\0') => (c.encoding, &bytes[c.bom_bytes().len()..]),
+        Some(_) => return false,
+        None if memchr::memchr(0, bytes).is_some() || std::str::from_utf8(bytes).is_ok() => {
+            return false;
+        }
+        None => match detect_legacy(bytes, bytes.len() <= DETECT_MAX) {
+            Some(e) => (e, bytes),
+            None => return false,
+        },
+    };
+    let mut decoder = encoding.new_decoder_without_bom_handling();
+    let (mut input, mut rest) = (body, text.as_bytes());
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let (r, read, written) = decoder.decode_to_utf8_without_replacement(input, &mut buf, true);
+        match rest.strip_prefix(&buf[..written]) {
+            Some(r) => rest = r,
+            None => return false,
+        }
+        input = &input[read..];
+        match r {
+            DecoderResult::InputEmpty => return rest.is_empty(),
+            DecoderResult::OutputFull => {}
+            DecoderResult::Malformed(..) => return false,
+        }
+    }
+}
+
+/// The check every write of text makes before anything is changed: the new bytes
+/// `after` must read back (encoding detected anew, as read_file does) as `new`, the text
+/// meant. A file whose old bytes did not read back as its old text either (a UTF-8 file
+/// with a NUL, binary to read_file) is not held to it.
+pub fn check_reads_back(
+    before: Option<(&[u8], &str)>,
+    after: &[u8],
+    new: &str,
+) -> Result<(), Unwritable> {
+    if reads_as(after, new) || before.is_some_and(|(b, old)| !reads_as(b, old)) {
+        return Ok(());
+    }
+    let read = decode(after);
+    let why = if read.is_none() && new.contains('\0') {
+        "a NUL character makes a file binary"
+    } else if read.is_none() {
+        "control characters, or bytes that decode in no encoding found, make a file binary"
+    } else if new.starts_with('\u{FEFF}') && bom(after).is_some_and(|c| c.encoding == UTF_8) {
+        "a leading U+FEFF reads as a byte-order mark"
+    } else if bom(after).is_some() && !new.starts_with('\u{FEFF}') {
+        "its first bytes read as a byte-order mark"
+    } else {
+        "the encoding is detected from the bytes, and these tip the guess"
+    };
+    Err(Unwritable::Misread(
+        read.map(|d| d.codec.label().unwrap_or_else(|| d.codec.name())),
+        why,
+    ))
 }
 
 /// The lines of a body (no BOM) in `codec`, as byte ranges, each with its line break.
@@ -674,6 +750,50 @@ mod tests {
                 .collect::<String>();
             let kept = encode(&codec, &same, false).expect("representable");
             assert!(out.starts_with(&kept), "{}: {old:?} -> {new:?}", enc.name());
+        }
+    }
+
+    /// `reads_as` agrees with `decode` (what read_file shows) on every kind of file.
+    #[test]
+    fn reads_as_agrees_with_decode() {
+        let (w, _, _) = encoding_rs::WINDOWS_1252.encode("caf\u{e9} cr\u{e8}me\n");
+        let (j, _, _) = encoding_rs::SHIFT_JIS.encode("\u{65e5}\u{672c}\u{8a9e}\n");
+        let le = encode(
+            &Codec {
+                encoding: UTF_16LE,
+                bom: true,
+            },
+            "\u{feff}a\r\n",
+            false,
+        )
+        .expect("le");
+        let big: Vec<u8> = w.iter().copied().cycle().take(3 * DETECT_MAX + 7).collect();
+        let samples: Vec<&[u8]> = vec![
+            b"",
+            b"abc",
+            b"\xEF\xBB\xBF",
+            b"\xEF\xBB\xBFx",
+            b"\xFF\xFE",
+            b"\xFF\xFEa",
+            b"a\0b",
+            b"\xFF\xFEa\x00\x00\x00",
+            &w,
+            &j,
+            &le,
+            &big,
+            b"caf\xC3\xA9",
+        ];
+        for b in samples {
+            let d = decode(b);
+            if let Some(d) = &d {
+                assert!(reads_as(b, &d.text), "{b:?}");
+                assert!(!reads_as(b, &format!("{}x", d.text)), "{b:?}");
+                assert!(!reads_as(b, &format!("\u{feff}{}", d.text)), "{b:?}");
+            }
+            // As UTF-8 text, it reads as itself only if decode says so.
+            if let Ok(s) = std::str::from_utf8(b) {
+                assert_eq!(reads_as(b, s), d.is_some_and(|d| d.text == s), "{b:?}");
+            }
         }
     }
 

@@ -318,6 +318,16 @@ fn plan(
                     .with_hint("update it instead (*** Update File, or edits)"));
                 }
                 check_size(max, content.len(), &shown)?;
+                // Written as UTF-8, it must read back as it (a leading U+FEFF would be
+                // taken for a BOM, a NUL would make it binary).
+                crate::text::check_reads_back(None, content.as_bytes(), content).map_err(|u| {
+                    at_change(super::edit::unwritable(
+                        &shown,
+                        &u,
+                        &crate::text::Codec::UTF8,
+                        "changed",
+                    ))
+                })?;
                 keep(
                     &mut out,
                     &mut held,
@@ -347,7 +357,8 @@ fn plan(
                 if let Some(v) = versions.get(change.path()) {
                     super::edit::check_version(ctx, v, &before, &shown).map_err(at_change)?;
                 }
-                let text = String::from_utf8_lossy(&before).into_owned();
+                // Decoded as read_file reads it (a legacy file's diff is its text).
+                let text = super::diff_text(&before).0.into_owned();
                 keep(
                     &mut out,
                     &mut held,

@@ -260,23 +260,45 @@ pub fn encode_change(
     new: &str,
     shown: &str,
 ) -> ToolResult<Vec<u8>> {
-    if codec.encoding == encoding_rs::UTF_8 && !codec.bom || bom.len() == 3 {
+    let after = if codec.encoding == encoding_rs::UTF_8 && !codec.bom || bom.len() == 3 {
         let mut after = Vec::with_capacity(bom.len() + new.len());
         after.extend_from_slice(bom);
         after.extend_from_slice(new.as_bytes());
-        return Ok(after);
+        after
+    } else {
+        let deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(2));
+        crate::text::splice(&codec, before, old, new, deadline)
+            .map_err(|u| unwritable(shown, &u, &codec, "changed"))?
+    };
+    // Read back as read_file will read it (the encoding detected anew), it must be the
+    // new text: else the edit would change how the whole file reads.
+    crate::text::check_reads_back(Some((before, old)), &after, new)
+        .map_err(|u| unwritable(shown, &u, &codec, "changed"))?;
+    Ok(after)
+}
+
+/// `UNREPRESENTABLE` for text a file's encoding cannot hold, or bytes that would read
+/// back as other text (then with a hint of its own).
+pub fn unwritable(
+    shown: &str,
+    u: &crate::text::Unwritable,
+    codec: &crate::text::Codec,
+    verb: &str,
+) -> ToolError {
+    let e = ToolError::new(
+        ErrorCode::Unrepresentable,
+        format!(
+            "{}: {}; nothing was {verb}",
+            crate::workspace::shown(shown),
+            u.describe(codec)
+        ),
+    );
+    match u {
+        crate::text::Unwritable::Misread(..) => e.with_hint(
+            "change the text so it reads back as meant, or write the whole file as UTF-8: write_file with encoding utf-8 (exact bytes, no check)",
+        ),
+        _ => e,
     }
-    let deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(2));
-    crate::text::splice(&codec, before, old, new, deadline).map_err(|u| {
-        ToolError::new(
-            ErrorCode::Unrepresentable,
-            format!(
-                "{}: {}; nothing was changed",
-                crate::workspace::shown(shown),
-                u.describe(&codec)
-            ),
-        )
-    })
 }
 
 fn plural(n: usize) -> &'static str {
@@ -345,10 +367,12 @@ pub fn check_version(ctx: &Ctx, expected: &str, now: &[u8], shown: &str) -> Tool
     let mut message = format!(
         "{shown} has changed since version {expected} was read (it is now version {current}); nothing was changed"
     );
-    if let (Some(then), Ok(now)) = (ctx.seen().get(expected.trim()), std::str::from_utf8(now)) {
+    // The file's text as read_file shows it (in its charset), not its raw bytes.
+    if let Some(then) = ctx.seen().get(expected.trim()) {
+        let (now, _) = super::diff_text(now);
         let diff = super::unified_diff(
             &then,
-            now,
+            &now,
             &format!("{shown} (version {expected})"),
             &format!("{shown} (now)"),
             2,

@@ -339,6 +339,31 @@ pub fn render_incomplete(i: &Incomplete) -> String {
 /// holds both texts line by line, and a change may be 64 MiB. Past it a line says so.
 pub const DIFF_MAX_BYTES: usize = 4 << 20;
 
+/// A file's bytes as a diff shows them: UTF-8 as it is; text in another encoding (or
+/// with a BOM) decoded as read_file decodes it, with the charset's name to put in the
+/// diff's header; anything else (binary) lossily.
+pub fn diff_text(bytes: &[u8]) -> (std::borrow::Cow<'_, str>, Option<String>) {
+    if crate::text::bom(bytes).is_none()
+        && let Ok(s) = std::str::from_utf8(bytes)
+    {
+        return (std::borrow::Cow::Borrowed(s), None);
+    }
+    match crate::text::decode(bytes) {
+        Some(d) => (std::borrow::Cow::Owned(d.text), d.codec.label()),
+        None => (String::from_utf8_lossy(bytes), None),
+    }
+}
+
+/// A diff header's name with the charset the side was decoded from, if any:
+/// "a/x.txt (now)" becomes "a/x.txt (now, windows-1252)".
+pub fn with_charset(name: String, charset: Option<&str>) -> String {
+    match (charset, name.strip_suffix(')')) {
+        (None, _) => name,
+        (Some(c), Some(open)) => format!("{open}, {c})"),
+        (Some(c), None) => format!("{name} ({c})"),
+    }
+}
+
 /// The unified diff of a change, bounded in memory and time (one second; similar then
 /// gives a coarser diff, still correct).
 pub fn unified_diff(old: &str, new: &str, a: &str, b: &str, radius: usize) -> String {

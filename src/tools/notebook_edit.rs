@@ -139,13 +139,7 @@ code outputs cleared. undo reverts.",
         if let Some(v) = &p.expected_version {
             super::edit::check_version(ctx, v, &before, &shown)?;
         }
-        let text = std::str::from_utf8(&before).map_err(|_| {
-            ToolError::new(
-                ErrorCode::BinaryFile,
-                format!("{shown} is not UTF-8 text, so not a notebook"),
-            )
-            .with_hint("notebook_edit changes .ipynb notebooks (nbformat 4)")
-        })?;
+        let text = utf8_notebook(&before, &shown)?;
         let nb = notebook::parse(text).ok_or_else(|| notebook::refuse(&shown, text))?;
         let cells = nb["cells"].as_array().map_or(&[][..], Vec::as_slice);
         ctx.check()?;
@@ -187,6 +181,14 @@ code outputs cleared. undo reverts.",
             &format!("b/{}", crate::workspace::shown(&shown)),
             2,
         );
+        // It reads back as the JSON meant (a safety net: JSON escapes NUL, and a
+        // notebook starts with "{").
+        crate::text::check_reads_back(
+            Some((&before, text)),
+            changed.text.as_bytes(),
+            &changed.text,
+        )
+        .map_err(|u| super::edit::unwritable(&shown, &u, &crate::text::Codec::UTF8, "changed"))?;
         let out = |backed_up, change_id, would_ask, dry_run| Output {
             path: shown.clone(),
             edit_mode: p.edit_mode,
@@ -343,4 +345,33 @@ fn fresh_id(cells: &[serde_json::Value], shown: &str, index: usize) -> String {
         })
         .find(|id| !cells.iter().any(|c| c["id"].as_str() == Some(id)))
         .unwrap_or_default()
+}
+
+/// A notebook's text: nbformat stores notebooks as UTF-8 JSON without a byte-order mark,
+/// so a notebook in another encoding (or with a BOM, which Jupyter's JSON reader refuses)
+/// is refused with the reason, never rewritten in UTF-8 or in its own encoding.
+fn utf8_notebook<'a>(before: &'a [u8], shown: &str) -> ToolResult<&'a str> {
+    let decoded = || crate::text::decode(before).and_then(|d| d.codec.label());
+    let why = match std::str::from_utf8(before) {
+        Ok(t) if !t.starts_with('\u{FEFF}') => return Ok(t),
+        Ok(_) => "starts with a byte-order mark (UTF-8 with BOM)".to_string(),
+        Err(_) => match decoded() {
+            Some(label) => format!("is {label} text, not UTF-8"),
+            None => {
+                return Err(ToolError::new(
+                    ErrorCode::BinaryFile,
+                    format!("{shown} is not text, so not a notebook"),
+                )
+                .with_hint("notebook_edit changes .ipynb notebooks (nbformat 4)"));
+            }
+        },
+    };
+    Err(ToolError::new(
+        ErrorCode::InvalidArgument,
+        format!(
+            "{} {why}: a notebook is UTF-8 JSON (nbformat), and Jupyter would not read it as one; nothing was changed",
+            crate::workspace::shown_in_prose(shown)
+        ),
+    )
+    .with_hint("read_file shows it as text; convert it to UTF-8 with write_file (encoding utf-8), then use notebook_edit, or change it with edit"))
 }

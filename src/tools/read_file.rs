@@ -409,17 +409,25 @@ fn ranged_text(
             .map(|s| (s, Codec::UTF8))
             .map_err(|_| binary(shown));
     }
-    let head = &peek(file, crate::text::DETECT_MAX)[..];
+    // One byte past what the detector reads: a file of exactly that size is whole to it,
+    // as it is to a whole read and to grep (the guess may differ with the flag).
+    let head = &peek(file, crate::text::DETECT_MAX + 1)[..];
     if memchr::memchr(0, &bytes).is_some() && crate::text::bom(head).is_none() {
         return Err(binary(shown));
     }
     if let Some(c) = crate::text::bom(head) {
-        let (content, _) = into_text(bytes, shown)?;
-        let content = match content.strip_prefix('\u{FEFF}') {
-            Some(rest) if offset == 1 => rest.to_string(),
-            _ => content,
+        // The file's BOM (on line 1 only) left out, once: a U+FEFF of the text after it,
+        // or at the start of a later line, is text (it was taken for a second BOM).
+        let body = match offset {
+            1 => bytes.get(c.bom_bytes().len()..).unwrap_or_default(),
+            _ => &bytes[..],
         };
-        return Ok((content, c));
+        let content = c
+            .encoding
+            .decode_without_bom_handling_and_without_replacement(body)
+            .filter(|t| !t.contains('\0'))
+            .ok_or_else(|| binary(shown))?;
+        return Ok((content.into_owned(), c));
     }
     if memchr::memchr(0, &bytes).is_none()
         && let Ok(s) = std::str::from_utf8(&bytes)
@@ -430,7 +438,7 @@ fn ranged_text(
             return Ok((s.to_string(), Codec::UTF8));
         }
     }
-    let whole = head.len() < crate::text::DETECT_MAX;
+    let whole = head.len() <= crate::text::DETECT_MAX;
     let encoding = crate::text::detect_legacy(head, whole).ok_or_else(|| binary(shown))?;
     let text = encoding
         .decode_without_bom_handling_and_without_replacement(&bytes)

@@ -366,10 +366,14 @@ fn undo_create(
     // Held (locked) until the file is removed.
     let (_locked, current, at, _held) = super::read_locked(ctx, &wp, &target.path)?;
     // Bounded like every change's diff (a 64 MiB file's lines are not diffed whole).
+    let (now, charset) = super::diff_text(&current);
     out.diff = super::unified_diff(
-        String::from_utf8_lossy(&current).as_ref(),
+        &now,
         "",
-        &format!("a/{} (now)", crate::workspace::shown_in_prose(&target.path)),
+        &super::with_charset(
+            format!("a/{} (now)", crate::workspace::shown_in_prose(&target.path)),
+            charset.as_deref(),
+        ),
         "/dev/null (removed)",
         3,
     );
@@ -587,11 +591,16 @@ fn undo_group(
             (OpKind::Remove, None) => (OpKind::Create, Some(restore(&op.backup_path)?)),
             (OpKind::Remove, Some(_)) => (OpKind::Replace, Some(restore(&op.backup_path)?)),
         };
+        let (now_text, now_cs) = super::diff_text(current.as_deref().unwrap_or_default());
+        let (then, then_cs) = super::diff_text(content.as_deref().unwrap_or_default());
         out.diff.push_str(&super::unified_diff(
-            String::from_utf8_lossy(current.as_deref().unwrap_or_default()).as_ref(),
-            String::from_utf8_lossy(content.as_deref().unwrap_or_default()).as_ref(),
-            &format!("a/{} (now)", shown(&op.path)),
-            &format!("b/{} (restored)", shown(&op.path)),
+            &now_text,
+            &then,
+            &super::with_charset(format!("a/{} (now)", shown(&op.path)), now_cs.as_deref()),
+            &super::with_charset(
+                format!("b/{} (restored)", shown(&op.path)),
+                then_cs.as_deref(),
+            ),
             3,
         ));
         let at = if kind == OpKind::Create {
@@ -749,12 +758,21 @@ fn undo_edit(
         None => (None, probe),
     };
     let current = locked.as_ref().map(|(_, b, _)| b.as_slice());
-    let current_text = current.map(String::from_utf8_lossy).unwrap_or_default();
+    // Each side decoded as read_file reads it, its charset named (the bytes restored
+    // are the backup's, exactly).
+    let (now, now_cs) = super::diff_text(current.unwrap_or_default());
+    let (then, then_cs) = super::diff_text(&restored);
     out.diff = super::unified_diff(
-        current_text.as_ref(),
-        String::from_utf8_lossy(&restored).as_ref(),
-        &format!("a/{} (now)", shown(&target.path)),
-        &format!("b/{} (restored)", shown(&target.path)),
+        &now,
+        &then,
+        &super::with_charset(
+            format!("a/{} (now)", shown(&target.path)),
+            now_cs.as_deref(),
+        ),
+        &super::with_charset(
+            format!("b/{} (restored)", shown(&target.path)),
+            then_cs.as_deref(),
+        ),
         3,
     );
     let what = if current.is_none() {

@@ -150,6 +150,9 @@ file). Atomic; undo reverts; dry_run previews.",
                     .with_hint("leave out expected_version to create it anew"));
                 }
                 ws.check_new(&probe.real, false)?;
+                if as_text && let Ok(text) = std::str::from_utf8(&content) {
+                    check_new_text(text, &shown)?;
+                }
                 create(ctx, &wp, &probe.real, &shown, &content, version, dry_run)
             }
         }
@@ -307,25 +310,27 @@ fn keep_encoding(before: &[u8], content: Vec<u8>, shown: &str) -> ToolResult<Kep
     let new =
         String::from_utf8(content).map_err(|_| ToolError::invalid("content is not UTF-8 text"))?;
     let Some(old) = crate::text::decode(before) else {
+        check_new_text(&new, shown)?;
         return Ok((new.into_bytes(), None, None, false));
     };
     let crlf = !new.contains('\r') && new.contains('\n') && crate::text::dominant_crlf(&old.text);
-    let mut new = if crlf { new.replace('\n', "\r\n") } else { new };
-    if old.codec.bom && new.starts_with('\u{FEFF}') {
-        new.remove(0);
-    }
+    // The content's own leading U+FEFF is text: written after the file's BOM, it reads
+    // back (the BOM is not shown by read_file, so the agent never sends it).
+    let new = if crlf { new.replace('\n', "\r\n") } else { new };
+    let unwritable = |u| super::edit::unwritable(shown, &u, &old.codec, "written");
     let bytes =
-        crate::text::encode(&old.codec, &new, old.text.contains('\u{FFFD}')).map_err(|u| {
-            ToolError::new(
-                ErrorCode::Unrepresentable,
-                format!(
-                    "{}: {}; nothing was written",
-                    crate::workspace::shown(shown),
-                    u.describe(&old.codec)
-                ),
-            )
-        })?;
+        crate::text::encode(&old.codec, &new, old.text.contains('\u{FFFD}')).map_err(unwritable)?;
+    // Read back as read_file will (the encoding detected anew), it must be the content.
+    crate::text::check_reads_back(None, &bytes, &new).map_err(unwritable)?;
     Ok((bytes, Some((old.text, new)), old.codec.label(), crlf))
+}
+
+/// Text written as UTF-8 where no encoding was given (a new file, or over one that is
+/// not text) must read back as it: a leading U+FEFF would be taken for a BOM, a NUL
+/// would make it binary.
+fn check_new_text(new: &str, shown: &str) -> ToolResult<()> {
+    crate::text::check_reads_back(None, new.as_bytes(), new)
+        .map_err(|u| super::edit::unwritable(shown, &u, &crate::text::Codec::UTF8, "written"))
 }
 
 #[allow(clippy::too_many_arguments)] // the replace's parts, each already checked

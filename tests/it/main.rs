@@ -11,6 +11,7 @@ mod cost_r3;
 mod cost_r4;
 mod crash;
 mod edges_r7;
+mod enc_r7;
 mod encoding_r6;
 mod everyday_a;
 mod everyday_b;

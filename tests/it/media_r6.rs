@@ -778,8 +778,9 @@ fn non_notebooks_and_bad_cells_are_refused_with_codes_and_nothing_changes() {
             "not JSON",
         ),
         (
+            // UTF-16 text (read_file reads it), but not a notebook: nbformat is UTF-8.
             json!({"path": "bin.ipynb", "cell_index": 0, "new_source": "x"}),
-            ErrorCode::BinaryFile,
+            ErrorCode::InvalidArgument,
             "not UTF-8",
         ),
         (

@@ -1847,3 +1847,34 @@ async def test_r6_notebook_cells_and_a_notebook_edit_and_its_undo_round_trip(ws,
         # a link out of the workspace is refused.
         r = await c.call_tool("notebook_edit", {"path": "out/secret.txt", "cell_index": 0, "new_source": "x"})
         assert r.is_error and text(r).startswith("PATH_ESCAPE"), text(r)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_s32_a_write_that_would_read_as_other_text_is_refused_and_undo_diffs_name_the_charset(ws, tmp_path, mode):
+    french = "Le café est très chaud.\nLa crème brûlée.\n"
+    path = ws / "w.txt"
+    path.write_bytes(french.encode("cp1252"))
+    async with stdio(ws, "--allow-write", "--state-dir", str(tmp_path / "state"), mode=mode) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        before = path.read_bytes()
+        # Bytes that look like a UTF-16 BOM, or a UTF-8 one (the rest then decodes in nothing).
+        for new in ["\u00ff\u00feLe café", "\u00ef\u00bb\u00bfLe café"]:
+            for dry_run in [True, False]:
+                r = await c.call_tool("edit", {"path": "w.txt", "old_string": "Le café", "new_string": new,
+                                               "dry_run": dry_run})
+                assert r.is_error and text(r).startswith("UNREPRESENTABLE"), text(r)
+                assert "read back as" in text(r) and "write_file" in text(r), text(r)
+                assert path.read_bytes() == before
+        # A plain change lands in windows-1252; undo's diff is the text, its charset named.
+        r = await c.call_tool("edit", {"path": "w.txt", "old_string": "Le café", "new_string": "Le thé"})
+        assert not r.is_error, text(r)
+        jsonschema.validate(r.structured_content, tools["edit"].output_schema)
+        assert path.read_bytes() == french.replace("Le café", "Le thé").encode("cp1252")
+        r = await c.call_tool("undo", {})
+        assert not r.is_error, text(r)
+        jsonschema.validate(r.structured_content, tools["undo"].output_schema)
+        diff = r.structured_content["diff"]
+        assert "-Le thé est très chaud." in diff and "+Le café est très chaud." in diff, diff
+        assert "(restored, windows-1252)" in diff and "\ufffd" not in diff, diff
+        assert path.read_bytes() == before
