@@ -87,6 +87,8 @@ pub struct Output {
 pub struct Image {
     pub data: String,
     pub dimensions: Option<(u32, u32)>,
+    /// The image's memory, taken from the shared budget; the image block keeps it.
+    pub held: crate::tool::Held,
 }
 
 pub struct ReadFile;
@@ -115,6 +117,7 @@ Many: read_files.",
             (Some(i), Some(m)) => vec![crate::tool::Media {
                 mime_type: m.clone(),
                 data: i.data.clone(),
+                held: i.held.clone(),
             }],
             _ => Vec::new(),
         }
@@ -282,7 +285,7 @@ fn read_as(
     let views = views && p.encoding == Encoding::Utf8 && p.offset.is_none() && limit.is_none();
     if views {
         match sniff(&mut file, &shown)? {
-            Sniffed::Image(mime) => return read_image(ctx, file, size, max, shown, mime),
+            Sniffed::Image(mime) => return read_image(ctx, file, size, shown, mime),
             Sniffed::Pdf => {
                 return Err(ToolError::new(
                     ErrorCode::BinaryFile,
@@ -526,27 +529,43 @@ fn sniff(file: &mut cap_std::fs::File, shown: &str) -> ToolResult<Sniffed> {
     })
 }
 
-/// An image, whole, within the size limit: sent as an image block.
+/// An image, whole, within the image limit (`max_image_bytes`, lowered over HTTP to
+/// what fits a result), with a header that parses to a sane size: sent as an image
+/// block, its memory held from the shared budget until the answer is built. One whose
+/// header is malformed or cut is refused as binary (never sent as an image a client
+/// would choke on).
 fn read_image(
     ctx: &Ctx,
     file: cap_std::fs::File,
     size: u64,
-    max: u64,
     shown: String,
     mime: &'static str,
 ) -> ToolResult<Output> {
-    if max > 0 && size > max {
+    if let Some(max) = ctx.image_budget()
+        && size > max
+    {
         return Err(ToolError::new(
             ErrorCode::FileTooLarge,
             format!(
-                "{shown} is an image ({mime}) of {} ({size} bytes), over the {} ({max}-byte) limit for images",
+                "{shown} is an image ({mime}) of {} ({size} bytes), over the {} ({max}-byte) limit for images sent as images",
                 human_size(size),
                 human_size(max)
             ),
         )
-        .with_hint("make a smaller copy (scale it down or crop it) and read that, or ask the user to raise max_file_size"));
+        .with_hint(
+            "make a smaller copy (scale it down, or crop the region you need) and read that, or read its bytes in ranges with encoding base64, offset and limit; the user can raise max_image_bytes (5 MiB, the most Claude's API accepts) or max_bytes_per_round",
+        ));
     }
-    let bytes = read_capped(file, size, max, &shown)?;
+    let held = super::hold_file(ctx, size, crate::search::cost::copies::IMAGE, &shown)?;
+    // At most the size admitted (a file that grew since it was opened is refused).
+    let bytes = read_capped(file, size, size.max(1), &shown)?;
+    let dimensions = super::media::check(&bytes, mime).map_err(|why| {
+        ToolError::new(
+            ErrorCode::BinaryFile,
+            format!("{shown} starts like an image ({mime}) but is not one a client can show: {why}; it was not sent as an image"),
+        )
+        .with_hint("read its bytes with encoding base64 (offset and limit for a range) to look at them")
+    })?;
     let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
     ctx.charge_bytes(data.len() as u64)?;
     Ok(Output {
@@ -563,8 +582,9 @@ fn read_image(
         bom: false,
         mime_type: Some(mime.to_string()),
         image: Some(Image {
-            dimensions: super::media::dimensions(&bytes, mime),
+            dimensions: Some(dimensions),
             data,
+            held: crate::tool::Held(Some(std::sync::Arc::new(held))),
         }),
     })
 }

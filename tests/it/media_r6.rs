@@ -134,10 +134,15 @@ const CELL1_REPLACED: &str = r##"  {
 
 /// A 4x3 PNG (IHDR only matters to ferret; the rest is a valid tiny image).
 fn png(w: u32, h: u32) -> Vec<u8> {
-    let mut v = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
-    v.extend_from_slice(&w.to_be_bytes());
-    v.extend_from_slice(&h.to_be_bytes());
-    v.extend_from_slice(b"\x08\x02\0\0\0\x90\x77\x53\xde\0\0\0\0IEND\xaeB`\x82");
+    let mut ihdr = b"IHDR".to_vec();
+    ihdr.extend_from_slice(&w.to_be_bytes());
+    ihdr.extend_from_slice(&h.to_be_bytes());
+    ihdr.extend_from_slice(b"\x08\x02\0\0\0");
+    let mut v = b"\x89PNG\r\n\x1a\n\0\0\0\x0d".to_vec();
+    v.extend_from_slice(&ihdr);
+    // The header's checksum: ferret sends only images whose header is whole.
+    v.extend_from_slice(&crate::media_r7::crc32(&ihdr).to_be_bytes());
+    v.extend_from_slice(b"\0\0\0\0IEND\xaeB`\x82");
     v
 }
 
@@ -286,7 +291,7 @@ fn an_image_over_the_size_limit_is_refused_with_the_limit_and_a_hint() {
     big.resize(300_000, 0);
     write(&ws.root, "big.png", &big);
     write(&ws.root, "small.png", png(1, 1));
-    let mut s = mcp(&ws, false, &["--set", "max_file_size=100000"]);
+    let mut s = mcp(&ws, false, &["--set", "max_image_bytes=100000"]);
     let r = s.call("read_file", &json!({"path": "big.png"}));
     assert_eq!(r["isError"], json!(true), "{r}");
     let text = r["content"][0]["text"].as_str().unwrap();

@@ -1749,7 +1749,7 @@ async def test_r6_an_image_arrives_as_image_content_and_its_result_validates(ws,
     (ws / "fake.png").write_text("just text\n")
     big = r6_png(600, 600) + os.urandom(200_000)
     (ws / "big.png").write_bytes(big)
-    async with stdio(ws, "--set", "max_file_size=150000", mode=mode) as c:
+    async with stdio(ws, "--set", "max_image_bytes=150000", mode=mode) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
         for name, data, mime, dims in [("shot.png", png, "image/png", "4x3"), ("anim.gif", R6_GIF, "image/gif", "5x7"),
                                        ("renamed.dat", png, "image/png", "4x3")]:
@@ -1781,10 +1781,11 @@ async def test_r6_an_image_arrives_as_image_content_over_http(http_server, ws):
         assert [b.type for b in r.content] == ["text", "image"], text(r)
         assert r.content[1].mime_type == "image/png" and r.content[1].data == base64_of(png)
         jsonschema.validate(r.structured_content, tools["read_file"].output_schema)
-        # Within max_file_size (1 MiB) but over what one HTTP result may carry as base64.
+        # Within max_image_bytes (5 MiB) but over what one HTTP result may carry as base64:
+        # refused by the tool before it is read (round 7: not charged, audited as an error).
         (ws / "wide.png").write_bytes(r6_png(8, 8) + os.urandom(900_000))
         r = await c.call_tool("read_file", {"path": "wide.png"})
-        assert r.is_error and text(r).startswith("RESULT_TOO_LARGE"), text(r)
+        assert r.is_error and text(r).startswith("FILE_TOO_LARGE"), text(r)
         assert "smaller copy" in text(r)
         r = await c.call_tool("read_file", {"path": "shot.png"})
         assert [b.type for b in r.content] == ["text", "image"], "the session goes on"
