@@ -126,18 +126,7 @@ Many: read_files.",
     fn render(&self, o: &Output) -> String {
         if let Some(m) = &o.mime_type {
             if m == super::notebook::MIME {
-                let mut out = o.content.clone();
-                if o.truncated {
-                    out.push_str(
-                        "… more cells follow: read the JSON in parts with offset and limit\n",
-                    );
-                }
-                if let Some(v) = &o.version {
-                    out.push_str(&format!(
-                        "[version {v}; the JSON: read_file with offset 1]\n"
-                    ));
-                }
-                return out;
+                return notebook_render(o);
             }
             let dims = o
                 .image
@@ -282,6 +271,7 @@ fn read_as(
     };
     // Only a whole read with no encoding asked is a view: base64 and ranged reads give
     // the bytes and the lines as they are.
+    let read_file_itself = views;
     let views = views && p.encoding == Encoding::Utf8 && p.offset.is_none() && limit.is_none();
     if views {
         match sniff(&mut file, &shown)? {
@@ -304,6 +294,27 @@ fn read_as(
     if p.offset == Some(0) {
         return Err(ToolError::invalid("offset is 1-based: the first line is 1"));
     }
+    // A notebook (within the whole-read limit) is its cell view, paged by the view's
+    // own numbered lines: offset and limit count those (the raw JSON: read_files).
+    if read_file_itself
+        && p.encoding == Encoding::Utf8
+        && (p.offset.is_some() || limit.is_some())
+        && is_notebook_name(&shown)
+        && (max == 0 || size <= max)
+    {
+        use std::io::{Seek, SeekFrom};
+        let whole = file
+            .try_clone()
+            .map_err(|e| ToolError::io(&shown, &e))
+            .and_then(|f| read_capped(f, size, max, &shown))?;
+        if let Ok(content) = String::from_utf8(whole)
+            && let Some(nb) = super::notebook::parse(&content)
+        {
+            return notebook_view(ctx, &nb, content, size, shown, p.offset, limit, budget);
+        }
+        file.seek(SeekFrom::Start(0))
+            .map_err(|e| ToolError::io(&shown, &e))?;
+    }
     let ranged = p.offset.is_some_and(|o| o > 1) || limit.is_some();
     if head_is_whole && p.offset.is_none() {
         // The size of the file opened (no race with a swap): the same error and hint.
@@ -319,7 +330,7 @@ fn read_as(
             && is_notebook_name(&shown)
             && let Some(nb) = super::notebook::parse(&content)
         {
-            return notebook_view(ctx, &nb, content, size, shown, budget);
+            return notebook_view(ctx, &nb, content, size, shown, None, None, budget);
         }
         ctx.charge_bytes(content.len() as u64)?;
         ctx.seen().remember(&version, &content);
@@ -589,6 +600,43 @@ fn read_image(
     })
 }
 
+/// A notebook view page and what follows it: where to continue, the version, where
+/// the raw JSON is.
+fn notebook_render(o: &Output) -> String {
+    if o.content.is_empty() {
+        return format!(
+            "{}: offset {} is past the end; the notebook's cell view has {} lines\n",
+            shown(&o.path),
+            o.offset,
+            o.total_lines
+        );
+    }
+    let mut out = o.content.clone();
+    // The last numbered line is the page's last (no source line can look numbered
+    // out of place: see notebook::view).
+    let last = o
+        .content
+        .lines()
+        .rev()
+        .find_map(|l| {
+            let (gutter, _) = l.split_once('\t')?;
+            gutter.trim().trim_end_matches('+').parse::<u64>().ok()
+        })
+        .unwrap_or(o.offset);
+    if o.truncated {
+        out.push_str(&format!(
+            "… showing lines {}-{last} of {}; continue with offset {}\n",
+            o.offset,
+            o.total_lines,
+            last + 1
+        ));
+    }
+    if let Some(v) = &o.version {
+        out.push_str(&format!("[version {v}; the raw JSON: read_files]\n"));
+    }
+    out
+}
+
 fn is_notebook_name(shown: &str) -> bool {
     shown
         .rsplit('.')
@@ -596,28 +644,37 @@ fn is_notebook_name(shown: &str) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("ipynb"))
 }
 
-/// A notebook read whole, shown as its cells within `budget`.
+#[allow(clippy::too_many_arguments)] // the read's parts, each already checked
+/// A notebook read whole, shown as its cell view from view line `offset` (at most
+/// `limit` lines) within `budget`.
 fn notebook_view(
     ctx: &Ctx,
     nb: &serde_json::Value,
     content: String,
     size: u64,
     shown: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
     budget: Option<usize>,
 ) -> ToolResult<Output> {
     let version = crate::history::version_of(content.as_bytes());
     ctx.seen().remember(&version, &content);
-    let total = nb["cells"].as_array().map_or(0, Vec::len);
-    let (view, cells) = super::notebook::view(nb, budget);
+    let offset = offset.unwrap_or(1);
+    let page = super::notebook::view(nb, offset, limit, budget);
+    let view = if page.first == 0 && page.total > 0 {
+        String::new()
+    } else {
+        page.text
+    };
     ctx.charge_bytes(view.len() as u64)?;
     Ok(Output {
         path: shown,
-        total_lines: count_lines(content.as_bytes()),
+        total_lines: page.total,
         content: view,
         size,
         encoding: Encoding::Utf8,
-        offset: 1,
-        truncated: cells < total,
+        offset,
+        truncated: page.first > 0 && page.last < page.total,
         lines_uncounted: false,
         version: Some(version),
         charset: None,

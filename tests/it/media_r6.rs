@@ -389,11 +389,11 @@ fn a_notebook_reads_as_its_cells_with_outputs_summarised() {
     assert_eq!(v["mime_type"], "application/x-ipynb+json");
     for want in [
         "notebook: 3 cells (nbformat 4.5, python)",
-        "<cell 0 id=\"m1\" markdown>\n# Title é\nsome text\n</cell>",
-        "<cell 1 id=\"c2\" code [4]>\nimport sys\nprint('hi')\n",
+        "<cell 0 id=\"m1\" markdown>\n     1\t# Title é\n     2\tsome text\n</cell>",
+        "<cell 1 id=\"c2\" code [4]>\n     3\timport sys\n     4\tprint('hi')\n",
         "[outputs: 2 (stream, display_data: image/png text/plain)]",
         "[out] hi\n[out] there\n[out] <Figure size 640x480>\n",
-        "<cell 2 id=\"r3\" raw>\nraw stuff\n</cell>",
+        "<cell 2 id=\"r3\" raw>\n     5\traw stuff\n</cell>",
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
@@ -405,13 +405,21 @@ fn a_notebook_reads_as_its_cells_with_outputs_summarised() {
     // The version is the file's, for notebook_edit's expected_version.
     let version = v["version"].as_str().unwrap();
     assert!(text.contains(&format!("[version {version}")), "{text}");
-    // The JSON is still there to read: offset 1, or a range.
-    let (raw, _) = ok(&f, "read_file", json!({"path": "a.ipynb", "offset": 1}));
+    // The JSON is still there to read: read_files gives it raw (round 7: read_file's
+    // offset and limit page the cell view).
+    let (raw, _) = ok(&f, "read_files", json!({"paths": ["a.ipynb"]}));
+    let raw = &raw["files"][0]["file"];
     assert_eq!(raw["content"], NB);
     assert!(raw.get("mime_type").is_none());
     assert_eq!(raw["version"], version);
-    let (part, _) = ok(&f, "read_file", json!({"path": "a.ipynb", "limit": 2}));
-    assert_eq!(part["content"], "{\n \"cells\": [\n");
+    let (part, text) = ok(&f, "read_file", json!({"path": "a.ipynb", "limit": 2}));
+    assert_eq!(part["truncated"], true);
+    assert!(
+        text.contains(
+            "     2\tsome text\n</cell>\n… showing lines 1-2 of 5; continue with offset 3"
+        ),
+        "{text}"
+    );
 }
 
 #[test]
@@ -442,7 +450,7 @@ fn a_notebook_view_keeps_to_the_output_budget_and_not_a_notebook_reads_as_text()
     assert_eq!(v["truncated"], true);
     assert!(text.contains("<cell 0 id=\"id0\" code>") && !text.contains("id999"));
     assert!(
-        text.contains("more cells follow"),
+        text.contains("continue with offset"),
         "{}",
         &text[text.len() - 300..]
     );

@@ -1805,7 +1805,7 @@ async def test_r6_notebook_cells_and_a_notebook_edit_and_its_undo_round_trip(ws,
         assert not r.is_error, text(r)
         jsonschema.validate(r.structured_content, tools["read_file"].output_schema)
         view = text(r)
-        assert '<cell 1 id="c2" code [4]>\nimport sys\nprint(\'hi\')\n' in view, view
+        assert '<cell 1 id="c2" code [4]>\n     3\timport sys\n     4\tprint(\'hi\')\n' in view, view
         assert "[outputs: 2 (stream, display_data: image/png text/plain)]" in view
         assert "iVBOR" not in view and '"cell_type"' not in view
         version = r.structured_content["version"]
