@@ -80,6 +80,10 @@ pub struct Output {
     #[serde(skip)]
     #[schemars(skip)]
     pub image: Option<Image>,
+    /// A PDF read as text: its page count (said in the text).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub pages: Option<u64>,
 }
 
 /// An image read whole: its bytes in base64, and its size in pixels when known.
@@ -128,6 +132,14 @@ Many: read_files.",
             if m == super::notebook::MIME {
                 return notebook_render(o);
             }
+            if m == super::pdf::MIME {
+                return format!(
+                    "{}: PDF document, {} pages: its text as extracted (no layout, images or scanned pages)\n{}",
+                    shown(&o.path),
+                    o.pages.unwrap_or(0),
+                    lines_render(o)
+                );
+            }
             let dims = o
                 .image
                 .as_ref()
@@ -174,55 +186,60 @@ Many: read_files.",
                 o.content
             );
         }
-        if o.total_lines == 0 {
-            return format!("{}: (empty file)", shown(&o.path));
-        }
-        if o.content.is_empty() {
-            return format!(
-                "{}: offset {} is past the end; the file has {} lines",
-                shown(&o.path),
-                o.offset,
-                o.total_lines
-            );
-        }
-        let mut out = String::with_capacity(o.content.len() + o.content.len() / 8 + 32);
-        let mut last = o.offset;
-        for (i, line) in o.content.split_inclusive('\n').enumerate() {
-            last = o.offset + i as u64;
-            let line = line.strip_suffix('\n').unwrap_or(line);
-            let line = line.strip_suffix('\r').unwrap_or(line);
-            out.push_str(&format!(
-                "{last:>6}\t{}\n",
-                crate::tools::escape_breaks(line)
-            ));
-        }
-        if o.lines_uncounted {
-            out.push_str(&format!(
-                "… showing lines {}-{} of more than {}; continue with offset {}\n",
-                o.offset,
-                last,
-                o.total_lines,
-                last + 1
-            ));
-        } else if o.truncated {
-            out.push_str(&format!(
-                "… showing lines {}-{} of {}; continue with offset {}\n",
-                o.offset,
-                last,
-                o.total_lines,
-                last + 1
-            ));
-        }
-        let enc = o.charset.as_ref().map(|e| format!("encoding {e}"));
-        match (&o.version, enc) {
-            // For the stale-write guard: models that read only the text need it too.
-            (Some(v), Some(e)) => out.push_str(&format!("[version {v}; {e}]\n")),
-            (Some(v), None) => out.push_str(&format!("[version {v}]\n")),
-            (None, Some(e)) => out.push_str(&format!("[{e}]\n")),
-            (None, None) => {}
-        }
-        out
+        lines_render(o)
     }
+}
+
+/// A text read's numbered lines, what follows them and the version.
+fn lines_render(o: &Output) -> String {
+    if o.total_lines == 0 {
+        return format!("{}: (empty file)", shown(&o.path));
+    }
+    if o.content.is_empty() {
+        return format!(
+            "{}: offset {} is past the end; the file has {} lines",
+            shown(&o.path),
+            o.offset,
+            o.total_lines
+        );
+    }
+    let mut out = String::with_capacity(o.content.len() + o.content.len() / 8 + 32);
+    let mut last = o.offset;
+    for (i, line) in o.content.split_inclusive('\n').enumerate() {
+        last = o.offset + i as u64;
+        let line = line.strip_suffix('\n').unwrap_or(line);
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        out.push_str(&format!(
+            "{last:>6}\t{}\n",
+            crate::tools::escape_breaks(line)
+        ));
+    }
+    if o.lines_uncounted {
+        out.push_str(&format!(
+            "… showing lines {}-{} of more than {}; continue with offset {}\n",
+            o.offset,
+            last,
+            o.total_lines,
+            last + 1
+        ));
+    } else if o.truncated {
+        out.push_str(&format!(
+            "… showing lines {}-{} of {}; continue with offset {}\n",
+            o.offset,
+            last,
+            o.total_lines,
+            last + 1
+        ));
+    }
+    let enc = o.charset.as_ref().map(|e| format!("encoding {e}"));
+    match (&o.version, enc) {
+        // For the stale-write guard: models that read only the text need it too.
+        (Some(v), Some(e)) => out.push_str(&format!("[version {v}; {e}]\n")),
+        (Some(v), None) => out.push_str(&format!("[version {v}]\n")),
+        (None, Some(e)) => out.push_str(&format!("[{e}]\n")),
+        (None, None) => {}
+    }
+    out
 }
 
 /// A read within `budget` characters of result (read_files shares one budget among its
@@ -273,19 +290,16 @@ fn read_as(
     // the bytes and the lines as they are.
     let read_file_itself = views;
     let views = views && p.encoding == Encoding::Utf8 && p.offset.is_none() && limit.is_none();
-    if views {
+    if read_file_itself && p.encoding == Encoding::Utf8 {
         match sniff(&mut file, &shown)? {
-            Sniffed::Image(mime) => return read_image(ctx, file, size, shown, mime),
+            Sniffed::Image(mime) if views => return read_image(ctx, file, size, shown, mime),
             Sniffed::Pdf => {
-                return Err(ToolError::new(
-                    ErrorCode::BinaryFile,
-                    format!("{shown} is a PDF document; read_file does not extract text from PDFs"),
-                )
-                .with_hint(
-                    "convert it to text outside ferret (e.g. pdftotext) and read that, or read its bytes with encoding base64",
-                ));
+                if p.offset == Some(0) {
+                    return Err(ToolError::invalid("offset is 1-based: the first line is 1"));
+                }
+                return read_pdf(ctx, file, size, max, shown, p.offset, limit, budget);
             }
-            Sniffed::Other => {}
+            _ => {}
         }
     }
     if p.encoding == Encoding::Base64 {
@@ -353,6 +367,7 @@ fn read_as(
             bom: codec.bom,
             mime_type: None,
             image: None,
+            pages: None,
         });
     }
 
@@ -390,6 +405,7 @@ fn read_as(
         bom: codec.bom,
         mime_type: None,
         image: None,
+        pages: None,
     })
 }
 
@@ -513,6 +529,7 @@ fn ranged_utf16(
         bom: codec.bom,
         mime_type: None,
         image: None,
+        pages: None,
     })
 }
 
@@ -597,6 +614,7 @@ fn read_image(
             data,
             held: crate::tool::Held(Some(std::sync::Arc::new(held))),
         }),
+        pages: None,
     })
 }
 
@@ -635,6 +653,75 @@ fn notebook_render(o: &Output) -> String {
         out.push_str(&format!("[version {v}; the raw JSON: read_files]\n"));
     }
     out
+}
+
+#[allow(clippy::too_many_arguments)] // the read's parts, each already checked
+/// A PDF read as text: within the whole-read limit, its pages' text extracted by the
+/// helper process under its limits (see `tools::pdf`), each page after a
+/// `[page k of N]` line, then ranged and fitted like a text file's lines.
+fn read_pdf(
+    ctx: &Ctx,
+    file: cap_std::fs::File,
+    size: u64,
+    max: u64,
+    shown: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
+    budget: Option<usize>,
+) -> ToolResult<Output> {
+    check_whole_size(&shown, size, max, Encoding::Utf8)
+        .map_err(|e| e.with_hint("a PDF's text is extracted from the whole file: convert it to text outside ferret (e.g. pdftotext), or ask the user to raise max_file_size"))?;
+    let bytes = read_capped(file, size, max, &shown)?;
+    let pages = super::pdf::pages(&bytes, &shown, ctx.control())?;
+    drop(bytes);
+    let n = pages.len();
+    let mut text = String::new();
+    for (i, page) in pages.iter().enumerate() {
+        text.push_str(&format!("[page {} of {n}]\n", i + 1));
+        text.push_str(page);
+        if !page.is_empty() && !page.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    drop(pages);
+    let total_lines = count_lines(text.as_bytes());
+    let offset = offset.unwrap_or(1);
+    let from: usize = text
+        .split_inclusive('\n')
+        .take(offset.saturating_sub(1) as usize)
+        .map(str::len)
+        .sum();
+    let rest = &text[from..];
+    let len: usize = match limit {
+        Some(l) => rest
+            .split_inclusive('\n')
+            .take(l as usize)
+            .map(str::len)
+            .sum(),
+        None => rest.len(),
+    };
+    let (content, cut) = fit_lines(rest[..len].to_string(), budget);
+    if cut && content.is_empty() {
+        return Err(line_over_budget(&shown, offset));
+    }
+    ctx.charge_bytes(content.len() as u64)?;
+    let returned = count_lines(content.as_bytes());
+    Ok(Output {
+        path: shown,
+        content,
+        size,
+        encoding: Encoding::Utf8,
+        total_lines,
+        offset,
+        truncated: offset.saturating_sub(1) + returned < total_lines,
+        lines_uncounted: false,
+        version: None,
+        charset: None,
+        bom: false,
+        mime_type: Some(super::pdf::MIME.to_string()),
+        image: None,
+        pages: Some(n as u64),
+    })
 }
 
 fn is_notebook_name(shown: &str) -> bool {
@@ -681,6 +768,7 @@ fn notebook_view(
         bom: false,
         mime_type: Some(super::notebook::MIME.to_string()),
         image: None,
+        pages: None,
     })
 }
 
@@ -765,6 +853,7 @@ fn read_base64(
         bom: false,
         mime_type: None,
         image: None,
+        pages: None,
     })
 }
 

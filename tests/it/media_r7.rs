@@ -568,3 +568,276 @@ fn a_large_notebook_view_pages_to_every_byte_of_every_cell() {
         "{text}"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// 5. PDFs: their text and page count, extracted in a child under limits.
+
+/// A PDF whose pages show `pages` (one text line each, Helvetica), with a correct
+/// cross-reference table. `content` may replace a page's content stream (raw stream
+/// bytes with its dictionary entries) and `trailer_extra` adds to the trailer.
+fn pdf_with(pages: &[&str], content: Option<(&str, Vec<u8>)>, trailer_extra: &str) -> Vec<u8> {
+    let n = pages.len();
+    // Objects: 1 catalog, 2 pages, 3 font, then per page: page, content.
+    let mut objs: Vec<Vec<u8>> = Vec::new();
+    objs.push(b"<< /Type /Catalog /Pages 2 0 R >>".to_vec());
+    let kids: Vec<String> = (0..n).map(|i| format!("{} 0 R", 4 + 2 * i)).collect();
+    objs.push(format!("<< /Type /Pages /Kids [{}] /Count {n} >>", kids.join(" ")).into_bytes());
+    objs.push(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec());
+    for (i, text) in pages.iter().enumerate() {
+        objs.push(
+            format!(
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents {} 0 R >>",
+                5 + 2 * i
+            )
+            .into_bytes(),
+        );
+        let (dict, stream) = match (&content, i) {
+            (Some((d, s)), 0) => (d.to_string(), s.clone()),
+            _ => (
+                String::new(),
+                format!("BT /F1 12 Tf 72 720 Td ({text}) Tj ET").into_bytes(),
+            ),
+        };
+        let mut o = format!("<< /Length {}{dict} >>\nstream\n", stream.len()).into_bytes();
+        o.extend_from_slice(&stream);
+        o.extend_from_slice(b"\nendstream");
+        objs.push(o);
+    }
+    let mut out = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, o) in objs.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        out.extend_from_slice(o);
+        out.extend_from_slice(b"\nendobj\n");
+    }
+    let xref = out.len();
+    out.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objs.len() + 1).as_bytes());
+    for off in offsets {
+        out.extend_from_slice(format!("{off:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R{trailer_extra} >>\nstartxref\n{xref}\n%%EOF\n",
+            objs.len() + 1
+        )
+        .as_bytes(),
+    );
+    out
+}
+
+fn pdf(pages: &[&str]) -> Vec<u8> {
+    pdf_with(pages, None, "")
+}
+
+fn cli_read(ws: &Ws, args: Value, env: &[(&str, &str)]) -> (bool, String, std::time::Duration) {
+    let mut cmd = ws.cmd(&["call", "read_file", &args.to_string()]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let started = std::time::Instant::now();
+    let out = cmd.output().expect("run ferret");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text, started.elapsed())
+}
+
+#[test]
+fn a_pdf_reads_as_its_text_with_its_page_count_paged_like_text() {
+    let ws = Ws::new();
+    std::fs::write(
+        ws.root.join("doc.pdf"),
+        pdf(&["Hello first page", "Second page words", "Third and last"]),
+    )
+    .unwrap();
+    // By its bytes, not its name.
+    std::fs::write(ws.root.join("renamed.bin"), pdf(&["Only page"])).unwrap();
+    let mut s = stdio(&ws, &[]);
+    let r = s.call("read_file", &json!({"path": "doc.pdf"}));
+    let t = text_of(&r);
+    assert_ne!(r["isError"], json!(true), "{t}");
+    assert!(t.starts_with("doc.pdf: PDF document, 3 pages"), "{t}");
+    for want in [
+        "[page 1 of 3]",
+        "Hello first page",
+        "[page 2 of 3]",
+        "Second page words",
+        "[page 3 of 3]",
+        "Third and last",
+    ] {
+        assert!(t.contains(want), "{want:?} in {t}");
+    }
+    assert_eq!(r["structuredContent"]["mime_type"], "application/pdf");
+    let total = r["structuredContent"]["total_lines"].as_u64().unwrap();
+    // Paged like text: offset and limit over the extracted lines, with the way on.
+    let r = s.call(
+        "read_file",
+        &json!({"path": "doc.pdf", "offset": 1, "limit": 2}),
+    );
+    let t = text_of(&r);
+    assert!(
+        t.contains("3 pages") && t.contains("continue with offset 3"),
+        "{t}"
+    );
+    assert!(!t.contains("Second page"), "{t}");
+    let r = s.call("read_file", &json!({"path": "doc.pdf", "offset": 3}));
+    let t = text_of(&r);
+    assert!(
+        t.contains("Second page words") && !t.contains("Hello"),
+        "{t}"
+    );
+    let r = s.call(
+        "read_file",
+        &json!({"path": "doc.pdf", "offset": total + 5}),
+    );
+    assert!(text_of(&r).contains("past the end"), "{}", text_of(&r));
+    let r = s.call("read_file", &json!({"path": "renamed.bin"}));
+    assert!(text_of(&r).contains("Only page"), "{}", text_of(&r));
+    // Its bytes are still there.
+    let r = s.call(
+        "read_file",
+        &json!({"path": "doc.pdf", "encoding": "base64"}),
+    );
+    assert_ne!(r["isError"], json!(true));
+}
+
+#[test]
+fn a_truncated_malformed_or_encrypted_pdf_is_refused_with_a_code_and_a_hint() {
+    let ws = Ws::new();
+    let good = pdf(&["Hello first page", "Second"]);
+    let encrypted = pdf_with(
+        &["Secret"],
+        None,
+        " /Encrypt << /Filter /Standard /V 1 /R 2 /O (0123456789abcdef0123456789abcdef) /U (0123456789abcdef0123456789abcdef) /P -4 >> /ID [<00112233445566778899aabbccddeeff> <00112233445566778899aabbccddeeff>]",
+    );
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "cut.pdf",
+            good[..good.len() / 3].to_vec(),
+            "could not be read",
+        ),
+        (
+            "header_only.pdf",
+            b"%PDF-1.7\n".to_vec(),
+            "could not be read",
+        ),
+        (
+            "garbage.pdf",
+            {
+                let mut v = b"%PDF-1.4\n".to_vec();
+                v.extend((0..5000u32).map(|i| (i * 7919 % 251) as u8));
+                v
+            },
+            "could not be read",
+        ),
+        ("locked.pdf", encrypted, "encrypted"),
+    ];
+    for (name, bytes, _) in &cases {
+        std::fs::write(ws.root.join(name), bytes).unwrap();
+    }
+    let mut s = stdio(&ws, &[]);
+    for (name, _, why) in &cases {
+        let r = s.call("read_file", &json!({"path": name}));
+        let t = text_of(&r);
+        assert_eq!(r["isError"], json!(true), "{name}: {t}");
+        assert!(
+            t.starts_with("BINARY_FILE") && t.contains("is a PDF document"),
+            "{name}: {t}"
+        );
+        assert!(t.contains(why), "{name}: {t}");
+        assert!(t.contains("Hint:"), "{name}: {t}");
+    }
+    // The server is still there.
+    std::fs::write(ws.root.join("ok.pdf"), &good).unwrap();
+    let r = s.call("read_file", &json!({"path": "ok.pdf"}));
+    assert!(text_of(&r).contains("Hello first page"), "{}", text_of(&r));
+}
+
+#[test]
+fn a_flate_bomb_pdf_is_answered_and_the_server_stays_small() {
+    use std::io::Write;
+    let ws = Ws::new();
+    // 1 GiB of zeros in a content stream of about 1 MB.
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..1024 {
+        z.write_all(&zeros).unwrap();
+    }
+    let bomb = z.finish().unwrap();
+    assert!(bomb.len() < 1_100_000, "{}", bomb.len());
+    std::fs::write(
+        ws.root.join("bomb.pdf"),
+        pdf_with(
+            &["x", "Page two survives"],
+            Some((" /Filter /FlateDecode", bomb)),
+            "",
+        ),
+    )
+    .unwrap();
+    let mut s = stdio(&ws, &["--set", "max_file_size=2000000"]);
+    let idle = s.peak_mib();
+    let r = s.call("read_file", &json!({"path": "bomb.pdf"}));
+    let t = text_of(&r);
+    // Either page one's text is refused by the per-page bound and page two is read, or
+    // the helper is stopped at its limits: an answer either way.
+    assert!(
+        (t.contains("could not be extracted") && t.contains("Page two survives"))
+            || (r["isError"] == json!(true) && t.contains("PDF")),
+        "{t}"
+    );
+    let peak = s.peak_mib();
+    assert!(
+        peak < idle + 100,
+        "the server grew from {idle} to {peak} MiB"
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_pdf_helper_is_killed_at_its_memory_cpu_time_and_output_limits() {
+    let ws = Ws::new();
+    std::fs::write(ws.root.join("doc.pdf"), pdf(&["Hello"])).unwrap();
+    let args = json!({"path": "doc.pdf"});
+    // Memory: the address-space limit ends it (an allocation fails).
+    let (ok, text, took) = cli_read(&ws, args.clone(), &[("FERRET_PDF_HELPER_TEST", "alloc")]);
+    assert!(
+        !ok && text.contains("BINARY_FILE") && text.contains("512 MiB of memory"),
+        "{text}"
+    );
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+    // CPU: RLIMIT_CPU (5 s) ends a spinning helper before the wall limit (20 s).
+    let (ok, text, took) = cli_read(&ws, args.clone(), &[("FERRET_PDF_HELPER_TEST", "spin")]);
+    assert!(
+        !ok && text.contains("BINARY_FILE") && text.contains("stopped without an answer"),
+        "{text}"
+    );
+    assert!(took < std::time::Duration::from_secs(19), "{took:?}");
+    // Wall clock: a helper that waits is killed at the call's deadline.
+    let mut cmd = ws.cmd(&[
+        "--set",
+        "request_timeout=2s",
+        "call",
+        "read_file",
+        &args.to_string(),
+    ]);
+    cmd.env("FERRET_PDF_HELPER_TEST", "sleep");
+    let started = std::time::Instant::now();
+    let out = cmd.output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && text.contains("TIMEOUT"), "{text}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    // Output: an answer past the cap is not believed.
+    let (ok, text, _) = cli_read(&ws, args.clone(), &[("FERRET_PDF_HELPER_TEST", "flood")]);
+    assert!(!ok && text.contains("BINARY_FILE"), "{text}");
+    // And without a hook the same file reads.
+    let (ok, text, _) = cli_read(&ws, args, &[]);
+    assert!(ok && text.contains("Hello"), "{text}");
+}
