@@ -46,6 +46,12 @@ pub const MAX_INPUT: u64 = 256 << 20;
 
 static HELPER: OnceLock<PathBuf> = OnceLock::new();
 
+/// The most helpers running at once (each may take [`MEMORY`]); a read past them waits
+/// for one to end, until its deadline.
+pub const MAX_HELPERS: u64 = 2;
+
+static HELPERS: crate::search::cost::Budget = crate::search::cost::Budget::new(MAX_HELPERS);
+
 /// Names the binary that runs as the helper (`ferret` itself: the command line sets
 /// it at start). A library embedding ferret may name a `ferret` binary; without one,
 /// PDFs are refused with a hint.
@@ -185,6 +191,8 @@ pub fn pages(
             elsewhere,
         ));
     };
+    // Waits for a free helper slot (until the call's deadline, or cancelled).
+    let _slot = HELPERS.take(1, control)?;
     let mut child = Command::new(helper)
         .arg(HELPER_ARG)
         .stdin(Stdio::piped())

@@ -702,6 +702,18 @@ fn a_pdf_reads_as_its_text_with_its_page_count_paged_like_text() {
         &json!({"path": "doc.pdf", "encoding": "base64"}),
     );
     assert_ne!(r["isError"], json!(true));
+    // Six at once (two helpers run at a time, the rest wait): each gets the text.
+    for i in 0..6u64 {
+        s.ask(500 + i, "read_file", &json!({"path": "doc.pdf"}));
+    }
+    let mut answered = 0;
+    while answered < 6 {
+        let v = s.recv();
+        if v["id"].as_u64().is_some_and(|id| (500..506).contains(&id)) {
+            assert!(text_of(&v["result"]).contains("Third and last"), "{v}");
+            answered += 1;
+        }
+    }
 }
 
 #[test]
