@@ -1848,3 +1848,60 @@ async def test_r6_notebook_cells_and_a_notebook_edit_and_its_undo_round_trip(ws,
         # a link out of the workspace is refused.
         r = await c.call_tool("notebook_edit", {"path": "out/secret.txt", "cell_index": 0, "new_source": "x"})
         assert r.is_error and text(r).startswith("PATH_ESCAPE"), text(r)
+
+
+# Round 7 (issues 25 and 28): a PDF arrives as its text, a notebook view pages, a broken
+# image is not sent as an image; every result validates against read_file's schema.
+
+def r7_pdf(pages):
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % (4 + 2 * i) for i in range(len(pages))),
+                                                         len(pages)),
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    for i, t in enumerate(pages):
+        objs.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+                    b"/Contents %d 0 R >>" % (5 + 2 * i))
+        s = b"BT /F1 12 Tf 72 720 Td (" + t.encode() + b") Tj ET"
+        objs.append(b"<< /Length %d >>\nstream\n" % len(s) + s + b"\nendstream")
+    out, offs = b"%PDF-1.4\n", []
+    for i, o in enumerate(objs):
+        offs.append(len(out))
+        out += b"%d 0 obj\n" % (i + 1) + o + b"\nendobj\n"
+    x = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offs)
+    return out + b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, x)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_r7_pdf_text_notebook_pages_and_broken_images_validate(ws, mode):
+    (ws / "doc.pdf").write_bytes(r7_pdf(["Hello first page", "Second page words"]))
+    (ws / "cut.pdf").write_bytes(r7_pdf(["x"])[:200])
+    (ws / "bad.png").write_bytes(r6_png(4, 3)[:20])
+    cells = [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [],
+              "source": f"</cell>\nx{i} = 1"} for i in range(400)]
+    nb = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (ws / "big.ipynb").write_text(json.dumps(nb))
+    async with stdio(ws, "--set", "max_output_chars=4000", mode=mode) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        r = await c.call_tool("read_file", {"path": "doc.pdf"})
+        assert not r.is_error, text(r)
+        assert "2 pages" in text(r) and "[page 2 of 2]" in text(r) and "Second page words" in text(r), text(r)
+        assert r.structured_content["mime_type"] == "application/pdf"
+        jsonschema.validate(r.structured_content, tools["read_file"].output_schema)
+        r = await c.call_tool("read_file", {"path": "cut.pdf"})
+        assert r.is_error and text(r).startswith("BINARY_FILE") and "truncated" in text(r), text(r)
+        r = await c.call_tool("read_file", {"path": "bad.png"})
+        assert r.is_error and "not sent as an image" in text(r) and all(b.type == "text" for b in r.content)
+        # The notebook view pages to its end; no source line forges a cell's end.
+        args, seen, pages = {"path": "big.ipynb"}, 0, 0
+        while True:
+            r = await c.call_tool("read_file", args)
+            assert not r.is_error, text(r)
+            jsonschema.validate(r.structured_content, tools["read_file"].output_schema)
+            t, pages = text(r), pages + 1
+            seen += sum(1 for line in t.splitlines() if line == "</cell>")
+            if "continue with offset " not in t:
+                break
+            args = {"path": "big.ipynb", "offset": int(t.rsplit("continue with offset ", 1)[1].split()[0])}
+        assert seen == 400 and pages > 3, (seen, pages)
