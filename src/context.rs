@@ -36,6 +36,9 @@ pub struct CallOptions {
     /// The most characters of this call's result (`max_output_chars`; 0: no limit), in
     /// place of the configuration's: `ferret call` answers within a server's budget.
     pub max_output_chars: Option<u64>,
+    /// The most bytes (as stored) of an image sent as an image in this call, below
+    /// `max_image_bytes`: what fits the front end's result cap (HTTP), if it has one.
+    pub max_media_bytes: Option<u64>,
 }
 
 /// A typed call's result: the tool's own output and the text a person reads.
@@ -423,7 +426,8 @@ impl Ferret {
             opts.confirmed,
             audit_path,
         )
-        .with_output_chars(opts.max_output_chars);
+        .with_output_chars(opts.max_output_chars)
+        .with_media_bytes(opts.max_media_bytes);
         let mut bytes_sent = 0;
         // Every change the call makes is recorded as this session's.
         let _as = crate::history::acting_as(session.owner());

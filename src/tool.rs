@@ -88,6 +88,30 @@ pub trait Tool: Send + Sync + 'static {
 pub struct Media {
     pub mime_type: String,
     pub data: String,
+    /// Memory taken from the shared budget for the block's bytes: given back when the
+    /// last copy of this is dropped (after the front end has built its answer).
+    pub held: Held,
+}
+
+/// A share of the shared memory budget kept alive with what it pays for; compares
+/// equal to any other (it is not part of the value).
+#[derive(Clone, Default)]
+pub struct Held(pub Option<Arc<crate::search::cost::Permit<'static>>>);
+
+impl PartialEq for Held {
+    fn eq(&self, _: &Held) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Held(..)"
+        } else {
+            "Held(none)"
+        })
+    }
 }
 
 /// What a successful call gives a front end: the structured result, its rendering, and
@@ -828,6 +852,8 @@ pub struct Ctx<'a> {
     engine: Mutex<Option<&'static str>>,
     /// `max_output_chars` for this call, in place of the configuration's.
     output_chars: Option<u64>,
+    /// The front end's own cap on an image's bytes (HTTP's result size), if any.
+    media_bytes: Option<u64>,
 }
 
 impl<'a> Ctx<'a> {
@@ -853,7 +879,35 @@ impl<'a> Ctx<'a> {
             path: Mutex::new(audit_path),
             engine: Mutex::new(None),
             output_chars: None,
+            media_bytes: None,
         }
+    }
+
+    /// The same with the front end's cap on an image's bytes (HTTP: what fits a result).
+    pub fn with_media_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.media_bytes = bytes;
+        self
+    }
+
+    /// The most bytes (as stored) of an image this call may send as an image:
+    /// `max_image_bytes` (0: none), lowered to the front end's cap and to what one
+    /// round's byte budget can carry as base64 (a bigger one could never be sent).
+    /// `None`: no limit.
+    pub fn image_budget(&self) -> Option<u64> {
+        let config = self.services.config;
+        let round = match config.max_bytes_per_round {
+            0 => None,
+            // Base64 is 4 bytes per 3; the rest of the answer is small.
+            n => Some((n.saturating_sub(16_384)) / 4 * 3),
+        };
+        [
+            (config.max_image_bytes > 0).then_some(config.max_image_bytes),
+            self.media_bytes,
+            round,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The same with this call's own `max_output_chars` (0: no limit) in place of the

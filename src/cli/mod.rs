@@ -35,6 +35,16 @@ use clap::Parser;
 
 /// Runs the command line and returns the exit code.
 pub fn main() -> i32 {
+    // The PDF text helper (a child the server starts): nothing else runs in it.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == crate::tools::pdf::HELPER_ARG)
+    {
+        return crate::tools::pdf::helper_main();
+    }
+    if let Ok(me) = std::env::current_exe() {
+        crate::tools::pdf::set_helper(me);
+    }
     init_logging();
     let cli = match Cli::try_parse() {
         Ok(c) => c,

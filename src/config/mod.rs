@@ -249,6 +249,10 @@ pub struct Config {
     pub backup_enabled: bool,
     /// Largest file `edit` changes, in bytes (0: no limit).
     pub max_edit_file_size: u64,
+    /// Largest image `read_file` sends as an image, in bytes as stored (0: no limit;
+    /// default 5 MiB, the most Claude's API accepts). Over HTTP the result cap (1 MB
+    /// sent, base64) lowers it further.
+    pub max_image_bytes: u64,
     /// `ferret shell`: ask y/N before every direct bash command (`!cmd`). Destructive
     /// ones (rm, mv, dd, `git reset --hard`, `>` over a file…) are asked about even when
     /// this is off (seed 003's `direct_bash_confirm`).
@@ -306,6 +310,7 @@ impl Config {
             dry_run: false,
             state_dir: None,
             max_edit_file_size: 64 * 1024 * 1024,
+            max_image_bytes: default_max_image_bytes(),
             backup_enabled: true,
             direct_bash_confirm: true,
             bash_blocklist: DEFAULT_BASH_BLOCKLIST
@@ -334,4 +339,9 @@ impl Config {
     pub fn skip_patterns(&self) -> impl Iterator<Item = &str> {
         self.skip.iter().chain(&self.skip_extra).map(String::as_str)
     }
+}
+
+/// 5 MiB: the largest image Claude's API accepts.
+fn default_max_image_bytes() -> u64 {
+    5 * 1024 * 1024
 }

@@ -18,7 +18,7 @@
 //! | `tools` | restrict: the user's list (the default served set when empty) intersected with its own |
 //! | `allow_write`, `allow_permanent_delete` | set `false` |
 //! | `dry_run`, `direct_bash_confirm`, `backup_enabled` | set `true` |
-//! | `max_path_depth`, `max_file_size`, `search_max_file_size`, `max_files_per_request`, `max_output_chars`, `max_columns`, `max_bytes_per_round`, `max_requests_per_round`, `max_edit_file_size`, `index_max_files`, `index_max_bytes`, `request_timeout` | lower (0 means none, so only a non-zero value below the user's, or any non-zero value where the user's is 0) |
+//! | `max_path_depth`, `max_file_size`, `search_max_file_size`, `max_files_per_request`, `max_output_chars`, `max_columns`, `max_bytes_per_round`, `max_requests_per_round`, `max_edit_file_size`, `max_image_bytes`, `index_max_files`, `index_max_bytes`, `request_timeout` | lower (0 means none, so only a non-zero value below the user's, or any non-zero value where the user's is 0) |
 //! | `round_window` | lengthen, up to ten minutes (budgets reset less often) |
 //!
 //! A workspace file never stops ferret: a value of the wrong type, an unknown key, an
@@ -85,7 +85,7 @@ pub fn floor(key: &str) -> u64 {
         "max_path_depth" => 2,
         "max_files_per_request" => 10,
         "max_requests_per_round" => 30,
-        "max_file_size" | "search_max_file_size" | "max_edit_file_size" => 4096,
+        "max_file_size" | "search_max_file_size" | "max_edit_file_size" | "max_image_bytes" => 4096,
         "max_bytes_per_round" => 1 << 20,
         "index_max_files" => 1000,
         "index_max_bytes" => 1 << 20,
@@ -479,6 +479,7 @@ fn narrow_key(
         "max_edit_file_size" => {
             c.max_edit_file_size = lower(k, c.max_edit_file_size, get(v)?, ignored)
         }
+        "max_image_bytes" => c.max_image_bytes = lower(k, c.max_image_bytes, get(v)?, ignored),
         "index_max_files" => c.index_max_files = lower(k, c.index_max_files, get(v)?, ignored),
         "index_max_bytes" => c.index_max_bytes = lower(k, c.index_max_bytes, get(v)?, ignored),
         "request_timeout" => {

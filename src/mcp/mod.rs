@@ -519,6 +519,9 @@ impl ServerHandler for FerretServer {
             progress,
             scope: self.client_scope(&ctx).await,
             confirmed: answered,
+            // Over HTTP an image is refused by the tool itself when its base64 would not
+            // fit a result: refused before it is read, charged or audited as a success.
+            max_media_bytes: self.shared.http.then_some(HTTP_MAX_IMAGE_BYTES),
             ..CallOptions::default()
         };
         let mut outcome = self.run(&session, &name, &args, opts.clone(), &ctx).await;
@@ -563,14 +566,16 @@ impl ServerHandler for FerretServer {
                 }
             }
         }
+        // The memory an image's bytes were admitted with stays taken until its answer is
+        // built (and, over HTTP, measured).
+        let mut _held = Vec::new();
         let result = match outcome {
             Ok(out) => {
                 let mut content = vec![ContentBlock::text(out.text)];
-                content.extend(
-                    out.media
-                        .into_iter()
-                        .map(|m| ContentBlock::image(m.data, m.mime_type)),
-                );
+                content.extend(out.media.into_iter().map(|m| {
+                    _held.push(m.held);
+                    ContentBlock::image(m.data, m.mime_type)
+                }));
                 let mut r = CallToolResult::success(content);
                 r.structured_content = Some(out.structured);
                 r
@@ -594,6 +599,10 @@ impl ServerHandler for FerretServer {
 /// session over a bigger event (the Python SDK refuses SSE events over 1 MiB); the rest
 /// of the 1 MiB is left for the JSON-RPC envelope and the SSE framing.
 pub const HTTP_MAX_RESULT_BYTES: usize = 1_000_000;
+
+/// The most bytes of an image sent over HTTP: its base64 (4 bytes per 3) with room left
+/// for the text, the structured result and the envelope fits [`HTTP_MAX_RESULT_BYTES`].
+pub const HTTP_MAX_IMAGE_BYTES: u64 = (HTTP_MAX_RESULT_BYTES as u64 - 16_384) / 4 * 3;
 
 /// A result that fits [`HTTP_MAX_RESULT_BYTES`]: itself, or an error saying what to ask
 /// for instead. A change that was made keeps its structured account when that fits, so

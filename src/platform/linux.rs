@@ -133,6 +133,30 @@ pub fn release_memory() {
     }
 }
 
+pub fn limit_self(memory: u64, cpu_seconds: u64) -> std::io::Result<()> {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    let set = |r, n: u64| {
+        setrlimit(
+            r,
+            Rlimit {
+                current: Some(n),
+                maximum: Some(n),
+            },
+        )
+    };
+    set(Resource::As, memory)?;
+    // The hard limit one second later: SIGXCPU first, then SIGKILL.
+    setrlimit(
+        Resource::Cpu,
+        Rlimit {
+            current: Some(cpu_seconds),
+            maximum: Some(cpu_seconds + 1),
+        },
+    )?;
+    set(Resource::Core, 0)?;
+    Ok(())
+}
+
 pub fn steady_allocator() {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only sets tuning parameters of the allocator; both are set before

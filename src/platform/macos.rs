@@ -91,6 +91,33 @@ pub fn release_memory() {
 
 pub fn steady_allocator() {}
 
+pub fn limit_self(memory: u64, cpu_seconds: u64) -> std::io::Result<()> {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    setrlimit(
+        Resource::Cpu,
+        Rlimit {
+            current: Some(cpu_seconds),
+            maximum: Some(cpu_seconds + 1),
+        },
+    )?;
+    // Darwin ignores RLIMIT_AS; RLIMIT_DATA bounds the heap where it is enforced.
+    let _ = setrlimit(
+        Resource::Data,
+        Rlimit {
+            current: Some(memory),
+            maximum: Some(memory),
+        },
+    );
+    let _ = setrlimit(
+        Resource::Core,
+        Rlimit {
+            current: Some(0),
+            maximum: Some(0),
+        },
+    );
+    Ok(())
+}
+
 /// HFS+ stamps files to the second (APFS to the nanosecond, but a volume's format is
 /// not asked here): one second.
 pub fn stamp_tick_ns() -> i128 {

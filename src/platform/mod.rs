@@ -17,6 +17,8 @@
 //!   `~/.local/state` on Linux and `~/Library/Application Support/ferret` on macOS.
 //! - **Memory** ([`release_memory`], [`steady_allocator`]): glibc's `malloc_trim` and
 //!   `mallopt`, macOS's `malloc_zone_pressure_relief`.
+//! - **Resource limits** ([`limit_self`]): `setrlimit` for a helper child that parses
+//!   untrusted bytes (the PDF text extractor).
 //! - **The watcher** ([`DirWatch`], [`watcher`]): one OS-free event stream of hints
 //!   (names changed in a directory, a file written, events lost) that the live index
 //!   turns into stamped rescans. Linux: inotify, one watch per directory walked; macOS
@@ -178,6 +180,17 @@ pub fn release_memory() {
 /// Sets the allocator up for a long-lived server (glibc only; see the caller).
 pub fn steady_allocator() {
     os::steady_allocator()
+}
+
+/// Limits this process (a helper child that parses untrusted input, e.g. a PDF) to
+/// `memory` bytes of address space and `cpu_seconds` of CPU time: past them an
+/// allocation fails (the helper aborts) or the kernel kills it (SIGXCPU, then
+/// SIGKILL). Linux: `RLIMIT_AS` and `RLIMIT_CPU`; macOS: `RLIMIT_CPU` and
+/// `RLIMIT_DATA` (Darwin does not enforce `RLIMIT_AS`), the parent's wall-clock
+/// timeout and output cap bounding the rest; elsewhere nothing (the parent's bounds
+/// only).
+pub fn limit_self(memory: u64, cpu_seconds: u64) -> io::Result<()> {
+    os::limit_self(memory, cpu_seconds)
 }
 
 /// An environment lookup: the process's own, or a map a caller was given.

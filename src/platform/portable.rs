@@ -430,6 +430,9 @@ pub mod other {
     pub fn copy_xattrs(_: BorrowedFd<'_>, _: BorrowedFd<'_>) {}
     pub fn release_memory() {}
     pub fn steady_allocator() {}
+    pub fn limit_self(_memory: u64, _cpu_seconds: u64) -> std::io::Result<()> {
+        Ok(())
+    }
     pub fn stamp_tick_ns() -> i128 {
         1_000_000_000
     }

@@ -442,6 +442,10 @@ pub mod copies {
     /// `read_file` and each file of `read_files`: the bytes read, the text, the
     /// numbered lines rendered from it.
     pub const READ_FILE: u64 = 3;
+    /// An image `read_file` sends as an image, held until its answer is built: the bytes
+    /// read, the base64 (4/3 of them) in the result, its copy in the content block and
+    /// the answer serialized (twice over HTTP: measured, then sent).
+    pub const IMAGE: u64 = 8;
     /// What a forgiving (line by line) match keeps per line of the file: a span of three
     /// offsets. A file of 64 MiB of empty lines is 64 million lines: 1.5 GiB.
     pub const PER_LINE: u64 = 24;

@@ -81,6 +81,10 @@ fn jpeg_dimensions(b: &[u8]) -> Option<(u32, u32)> {
         let len = usize::from(u16::from_be_bytes([*b.get(i + 2)?, *b.get(i + 3)?]));
         let sof = matches!(marker, 0xC0..=0xCF) && !matches!(marker, 0xC4 | 0xC8 | 0xCC);
         if sof {
+            // The frame header whole: precision, height, width, components.
+            if len < 8 || b.len() < i + 2 + len {
+                return None;
+            }
             let h = u16::from_be_bytes([*b.get(i + 5)?, *b.get(i + 6)?]);
             let w = u16::from_be_bytes([*b.get(i + 7)?, *b.get(i + 8)?]);
             return Some((u32::from(w), u32::from(h)));
@@ -90,6 +94,78 @@ fn jpeg_dimensions(b: &[u8]) -> Option<(u32, u32)> {
         }
         i += 2 + len;
     }
+}
+
+/// The most pixels a side of an image sent as an image may have: a header claiming more
+/// is not believed (clients and model APIs refuse far smaller images).
+pub const MAX_SIDE: u32 = 65_535;
+
+/// Whether an image's header is whole and sane enough that a client decoding it will
+/// not choke on it: the header parses to dimensions, neither is zero nor over
+/// [`MAX_SIDE`], and the header's own bytes are all there (a PNG's IHDR chunk with its
+/// length 13 and its CRC, a JPEG's start-of-frame segment, a GIF's screen descriptor, a
+/// WebP's RIFF size within the file). `Err` says what is wrong, for the refusal.
+pub fn check(bytes: &[u8], mime: &str) -> Result<(u32, u32), String> {
+    let whole = match mime {
+        "image/png" => {
+            let len = bytes
+                .get(8..12)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+            if len != Some(13) || bytes.get(12..16) != Some(b"IHDR") {
+                return Err("its first chunk is not a 13-byte IHDR header".into());
+            }
+            match (bytes.get(12..29), bytes.get(29..33)) {
+                (Some(chunk), Some(crc)) if crc32(chunk).to_be_bytes() == crc => true,
+                (Some(_), Some(_)) => return Err("its IHDR header's checksum is wrong".into()),
+                _ => false,
+            }
+        }
+        "image/gif" => bytes.len() >= 13,
+        "image/webp" => {
+            let riff = bytes
+                .get(4..8)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            match riff {
+                Some(n) if (n as u64).saturating_add(8) > bytes.len() as u64 => false,
+                Some(n) if n < 12 => return Err("its RIFF size is too small".into()),
+                Some(_) => true,
+                None => false,
+            }
+        }
+        "image/jpeg" => true,
+        _ => return Err(format!("{mime} is not an image type ferret sends")),
+    };
+    if !whole {
+        return Err("the file ends inside its header (truncated)".into());
+    }
+    let Some((w, h)) = dimensions(bytes, mime) else {
+        return Err("its header does not give its size (malformed or truncated)".into());
+    };
+    if w == 0 || h == 0 {
+        return Err(format!("its header says it is {w}x{h} pixels"));
+    }
+    if w > MAX_SIDE || h > MAX_SIDE {
+        return Err(format!(
+            "its header says it is {w}x{h} pixels, over {MAX_SIDE} a side"
+        ));
+    }
+    Ok((w, h))
+}
+
+/// CRC-32 (IEEE), as PNG chunks carry it; bitwise, for the 17 bytes of a header.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
 }
 
 #[cfg(test)]
@@ -111,7 +187,43 @@ mod tests {
         // A truncated or looping JPEG ends the walk.
         assert_eq!(dimensions(b"\xFF\xD8\xFF\xE0\x00\x00", "image/jpeg"), None);
         assert_eq!(dimensions(b"\xFF\xD8\xFF", "image/jpeg"), None);
-        let jpeg = b"\xFF\xD8\xFF\xE0\x00\x04ab\xFF\xC0\x00\x11\x08\x00\x09\x00\x0A";
+        let jpeg = b"\xFF\xD8\xFF\xE0\x00\x04ab\xFF\xC0\x00\x11\x08\x00\x09\x00\x0A\x03\0\0\0\0\0\0\0\0\0\0";
         assert_eq!(dimensions(jpeg, "image/jpeg"), Some((10, 9)));
+        // Its frame header cut short: no size.
+        assert_eq!(dimensions(&jpeg[..20], "image/jpeg"), None);
+    }
+
+    fn png(w: u32, h: u32) -> Vec<u8> {
+        let mut chunk = b"IHDR".to_vec();
+        chunk.extend_from_slice(&w.to_be_bytes());
+        chunk.extend_from_slice(&h.to_be_bytes());
+        chunk.extend_from_slice(&[8, 6, 0, 0, 0]);
+        let mut out = b"\x89PNG\r\n\x1a\n\0\0\0\x0d".to_vec();
+        out.extend_from_slice(&chunk);
+        out.extend_from_slice(&crc32(&chunk).to_be_bytes());
+        out
+    }
+
+    #[test]
+    fn checks_headers_whole_and_sane() {
+        assert_eq!(check(&png(3, 2), "image/png"), Ok((3, 2)));
+        assert!(check(&png(0, 2), "image/png").is_err());
+        assert!(check(&png(70_000, 2), "image/png").is_err());
+        assert!(check(&png(3, 2)[..30], "image/png").is_err());
+        let mut bad = png(3, 2);
+        bad[20] ^= 1;
+        assert!(check(&bad, "image/png").unwrap_err().contains("checksum"));
+        assert!(check(b"GIF89a\x05\x00\x07\x00", "image/gif").is_err());
+        assert_eq!(
+            check(b"GIF89a\x05\x00\x07\x00\0\0\0", "image/gif"),
+            Ok((5, 7))
+        );
+        assert!(check(b"GIF89a\x00\x00\x07\x00\0\0\0", "image/gif").is_err());
+        // A WebP whose RIFF size runs past the file's end is cut.
+        let mut webp = b"RIFF\xff\0\0\0WEBPVP8X\x0a\0\0\0\0\0\0\0\x09\0\0\x04\0\0".to_vec();
+        assert!(check(&webp, "image/webp").is_err());
+        let n = (webp.len() - 8) as u32;
+        webp[4..8].copy_from_slice(&n.to_le_bytes());
+        assert_eq!(check(&webp, "image/webp"), Ok((10, 5)));
     }
 }

@@ -16,6 +16,7 @@ pub mod move_path;
 pub mod notebook;
 pub mod notebook_edit;
 pub mod patch_text;
+pub mod pdf;
 pub mod read_file;
 pub mod read_files;
 pub mod search_files;

@@ -60,10 +60,39 @@ pub fn source_of(cell: &Value) -> String {
     }
 }
 
-/// The cell view: a header, then each cell's index, id, type and source, its outputs
-/// summarised (count, types, the first lines of text; never image data). Stops before a
-/// cell that would take the view over `budget` characters: (view, cells shown).
-pub fn view(nb: &Value, budget: Option<usize>) -> (String, usize) {
+/// The most bytes of one view line: a longer source line (a minified cell) is shown in
+/// pieces of at most this many bytes, each a line of its own marked as continuing.
+pub const SEGMENT: usize = 1000;
+
+/// A page of the cell view.
+pub struct Page {
+    /// The view text: the notebook line, then for each cell on the page its header, its
+    /// numbered source lines and (once its last line is shown) its outputs summary.
+    pub text: String,
+    /// The first and last view line shown (0, 0: none).
+    pub first: u64,
+    pub last: u64,
+    /// View lines in all.
+    pub total: u64,
+}
+
+/// The cell view, paged by view lines: a header line, then each cell's header (index,
+/// id, type, execution count), its source lines numbered (`{n:>6}\t{text}`; a piece of
+/// a line longer than [`SEGMENT`] continuing the one before is `{n:>6}+\t{text}`), its
+/// outputs summarised (count, types, the first lines of text, each `[out] `; never
+/// image data) and `</cell>`. Numbers run through the whole notebook and are what
+/// `offset` takes; every cell has at least one line (an empty source is one empty
+/// line), and a cell's source is its lines joined by `\n`.
+///
+/// Unforgeable: every line of a cell's source (or of its outputs) is shown after a
+/// number and a tab (or `[out] `), with the line breaks other than `\n` escaped, so no
+/// source can make a line that starts like ferret's own (`<cell`, `</cell>`,
+/// `[outputs:`, `notebook:`, `…`, `[version`): those are never numbered.
+///
+/// The page starts at view line `offset` (1-based), holds at most `limit` lines and
+/// stops before a line that would take it over `budget` characters (one line is
+/// always shown).
+pub fn view(nb: &Value, offset: u64, limit: Option<u64>, budget: Option<usize>) -> Page {
     let cells = nb["cells"].as_array().map_or(&[][..], Vec::as_slice);
     let lang = nb
         .pointer("/metadata/kernelspec/language")
@@ -77,21 +106,97 @@ pub fn view(nb: &Value, budget: Option<usize>) -> (String, usize) {
         nb["nbformat"].as_u64().unwrap_or(0),
         nb["nbformat_minor"].as_u64().unwrap_or(0)
     );
+    let offset = offset.max(1);
     let room = budget.map_or(usize::MAX, |b| b.saturating_sub(400));
-    let mut shown = 0;
+    let end = limit.map_or(u64::MAX, |l| offset.saturating_add(l.max(1)));
+    let (mut first, mut last) = (0u64, 0u64);
+    let mut n = 0u64;
+    let mut stopped = false;
     for (i, cell) in cells.iter().enumerate() {
-        let one = cell_view(i, cell);
-        if out.len() + one.len() > room && shown > 0 {
-            break;
+        let source = source_of(cell);
+        let segs = segments(&source);
+        let cell_first = n + 1;
+        n += segs.len() as u64;
+        if stopped || n < offset {
+            continue;
         }
-        out.push_str(&one);
-        shown += 1;
+        let mut head = Some(cell_header(i, cell, cell_first < offset));
+        for (k, (seg, cont)) in segs.iter().enumerate() {
+            let num = cell_first + k as u64;
+            if num < offset {
+                continue;
+            }
+            if num >= end {
+                stopped = true;
+                break;
+            }
+            let mut line = format!(
+                "{num:>6}{}\t{}\n",
+                if *cont { "+" } else { "" },
+                crate::tools::escape_breaks(seg)
+            );
+            if num == n {
+                // The cell's end goes with its last line.
+                if let Some(outputs) = cell.get("outputs").and_then(Value::as_array)
+                    && !outputs.is_empty()
+                {
+                    line.push_str(&outputs_summary(outputs));
+                }
+                line.push_str("</cell>\n");
+            }
+            let head_len = head.as_ref().map_or(0, String::len);
+            if first > 0 && out.len() + head_len + line.len() > room {
+                stopped = true;
+                break;
+            }
+            if let Some(h) = head.take() {
+                out.push_str(&h);
+            }
+            out.push_str(&line);
+            if first == 0 {
+                first = num;
+            }
+            last = num;
+        }
     }
-    (out, shown)
+    Page {
+        text: out,
+        first,
+        last,
+        total: n,
+    }
 }
 
+/// A source's view lines: its lines (split at `\n`, so a final newline makes a last
+/// empty line), each cut into pieces of at most [`SEGMENT`] bytes at character
+/// boundaries; `true` marks a piece continuing the line before.
+fn segments(source: &str) -> Vec<(&str, bool)> {
+    let mut out = Vec::new();
+    for line in source.split('\n') {
+        let mut rest = line;
+        let mut cont = false;
+        loop {
+            if rest.len() <= SEGMENT {
+                out.push((rest, cont));
+                break;
+            }
+            let mut cut = SEGMENT;
+            while !rest.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            out.push((&rest[..cut], cont));
+            rest = &rest[cut..];
+            cont = true;
+        }
+    }
+    out
+}
+
+/// `s` on one line (control characters dropped, other line breaks escaped), cut to
+/// `max` characters.
 fn short(s: &str, max: usize) -> String {
     let s: String = s.chars().filter(|c| !c.is_control()).collect();
+    let s = crate::tools::escape_breaks(&s).into_owned();
     if s.chars().count() <= max {
         return s;
     }
@@ -100,7 +205,7 @@ fn short(s: &str, max: usize) -> String {
     t
 }
 
-fn cell_view(i: usize, cell: &Value) -> String {
+fn cell_header(i: usize, cell: &Value, continued: bool) -> String {
     let kind = cell["cell_type"].as_str().unwrap_or("?");
     let id = cell["id"]
         .as_str()
@@ -110,21 +215,8 @@ fn cell_view(i: usize, cell: &Value) -> String {
         Some(Value::Number(n)) => format!(" [{n}]"),
         _ => String::new(),
     };
-    let mut out = format!("<cell {i}{id} {}{count}>\n", short(kind, 20));
-    let source = source_of(cell);
-    // Each line as read_file shows a line: a lone CR or U+2028 cannot split it.
-    for line in source.split_inclusive('\n') {
-        let line = line.strip_suffix('\n').unwrap_or(line);
-        out.push_str(&crate::tools::escape_breaks(line));
-        out.push('\n');
-    }
-    if let Some(outputs) = cell.get("outputs").and_then(Value::as_array)
-        && !outputs.is_empty()
-    {
-        out.push_str(&outputs_summary(outputs));
-    }
-    out.push_str("</cell>\n");
-    out
+    let more = if continued { " (continued)" } else { "" };
+    format!("<cell {i}{id} {}{count}{more}>\n", short(kind, 20))
 }
 
 /// `[outputs: 2 (stream, display_data: image/png)]` and the first lines of text output.

@@ -80,6 +80,10 @@ pub struct Output {
     #[serde(skip)]
     #[schemars(skip)]
     pub image: Option<Image>,
+    /// A PDF read as text: its page count (said in the text).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub pages: Option<u64>,
 }
 
 /// An image read whole: its bytes in base64, and its size in pixels when known.
@@ -87,6 +91,8 @@ pub struct Output {
 pub struct Image {
     pub data: String,
     pub dimensions: Option<(u32, u32)>,
+    /// The image's memory, taken from the shared budget; the image block keeps it.
+    pub held: crate::tool::Held,
 }
 
 pub struct ReadFile;
@@ -115,6 +121,7 @@ Many: read_files.",
             (Some(i), Some(m)) => vec![crate::tool::Media {
                 mime_type: m.clone(),
                 data: i.data.clone(),
+                held: i.held.clone(),
             }],
             _ => Vec::new(),
         }
@@ -123,18 +130,15 @@ Many: read_files.",
     fn render(&self, o: &Output) -> String {
         if let Some(m) = &o.mime_type {
             if m == super::notebook::MIME {
-                let mut out = o.content.clone();
-                if o.truncated {
-                    out.push_str(
-                        "… more cells follow: read the JSON in parts with offset and limit\n",
-                    );
-                }
-                if let Some(v) = &o.version {
-                    out.push_str(&format!(
-                        "[version {v}; the JSON: read_file with offset 1]\n"
-                    ));
-                }
-                return out;
+                return notebook_render(o);
+            }
+            if m == super::pdf::MIME {
+                return format!(
+                    "{}: PDF document, {} pages: its text as extracted (no layout, images or scanned pages)\n{}",
+                    shown(&o.path),
+                    o.pages.unwrap_or(0),
+                    lines_render(o)
+                );
             }
             let dims = o
                 .image
@@ -182,55 +186,60 @@ Many: read_files.",
                 o.content
             );
         }
-        if o.total_lines == 0 {
-            return format!("{}: (empty file)", shown(&o.path));
-        }
-        if o.content.is_empty() {
-            return format!(
-                "{}: offset {} is past the end; the file has {} lines",
-                shown(&o.path),
-                o.offset,
-                o.total_lines
-            );
-        }
-        let mut out = String::with_capacity(o.content.len() + o.content.len() / 8 + 32);
-        let mut last = o.offset;
-        for (i, line) in o.content.split_inclusive('\n').enumerate() {
-            last = o.offset + i as u64;
-            let line = line.strip_suffix('\n').unwrap_or(line);
-            let line = line.strip_suffix('\r').unwrap_or(line);
-            out.push_str(&format!(
-                "{last:>6}\t{}\n",
-                crate::tools::escape_breaks(line)
-            ));
-        }
-        if o.lines_uncounted {
-            out.push_str(&format!(
-                "… showing lines {}-{} of more than {}; continue with offset {}\n",
-                o.offset,
-                last,
-                o.total_lines,
-                last + 1
-            ));
-        } else if o.truncated {
-            out.push_str(&format!(
-                "… showing lines {}-{} of {}; continue with offset {}\n",
-                o.offset,
-                last,
-                o.total_lines,
-                last + 1
-            ));
-        }
-        let enc = o.charset.as_ref().map(|e| format!("encoding {e}"));
-        match (&o.version, enc) {
-            // For the stale-write guard: models that read only the text need it too.
-            (Some(v), Some(e)) => out.push_str(&format!("[version {v}; {e}]\n")),
-            (Some(v), None) => out.push_str(&format!("[version {v}]\n")),
-            (None, Some(e)) => out.push_str(&format!("[{e}]\n")),
-            (None, None) => {}
-        }
-        out
+        lines_render(o)
     }
+}
+
+/// A text read's numbered lines, what follows them and the version.
+fn lines_render(o: &Output) -> String {
+    if o.total_lines == 0 {
+        return format!("{}: (empty file)", shown(&o.path));
+    }
+    if o.content.is_empty() {
+        return format!(
+            "{}: offset {} is past the end; the file has {} lines",
+            shown(&o.path),
+            o.offset,
+            o.total_lines
+        );
+    }
+    let mut out = String::with_capacity(o.content.len() + o.content.len() / 8 + 32);
+    let mut last = o.offset;
+    for (i, line) in o.content.split_inclusive('\n').enumerate() {
+        last = o.offset + i as u64;
+        let line = line.strip_suffix('\n').unwrap_or(line);
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        out.push_str(&format!(
+            "{last:>6}\t{}\n",
+            crate::tools::escape_breaks(line)
+        ));
+    }
+    if o.lines_uncounted {
+        out.push_str(&format!(
+            "… showing lines {}-{} of more than {}; continue with offset {}\n",
+            o.offset,
+            last,
+            o.total_lines,
+            last + 1
+        ));
+    } else if o.truncated {
+        out.push_str(&format!(
+            "… showing lines {}-{} of {}; continue with offset {}\n",
+            o.offset,
+            last,
+            o.total_lines,
+            last + 1
+        ));
+    }
+    let enc = o.charset.as_ref().map(|e| format!("encoding {e}"));
+    match (&o.version, enc) {
+        // For the stale-write guard: models that read only the text need it too.
+        (Some(v), Some(e)) => out.push_str(&format!("[version {v}; {e}]\n")),
+        (Some(v), None) => out.push_str(&format!("[version {v}]\n")),
+        (None, Some(e)) => out.push_str(&format!("[{e}]\n")),
+        (None, None) => {}
+    }
+    out
 }
 
 /// A read within `budget` characters of result (read_files shares one budget among its
@@ -279,20 +288,18 @@ fn read_as(
     };
     // Only a whole read with no encoding asked is a view: base64 and ranged reads give
     // the bytes and the lines as they are.
+    let read_file_itself = views;
     let views = views && p.encoding == Encoding::Utf8 && p.offset.is_none() && limit.is_none();
-    if views {
+    if read_file_itself && p.encoding == Encoding::Utf8 {
         match sniff(&mut file, &shown)? {
-            Sniffed::Image(mime) => return read_image(ctx, file, size, max, shown, mime),
+            Sniffed::Image(mime) if views => return read_image(ctx, file, size, shown, mime),
             Sniffed::Pdf => {
-                return Err(ToolError::new(
-                    ErrorCode::BinaryFile,
-                    format!("{shown} is a PDF document; read_file does not extract text from PDFs"),
-                )
-                .with_hint(
-                    "convert it to text outside ferret (e.g. pdftotext) and read that, or read its bytes with encoding base64",
-                ));
+                if p.offset == Some(0) {
+                    return Err(ToolError::invalid("offset is 1-based: the first line is 1"));
+                }
+                return read_pdf(ctx, file, size, max, shown, p.offset, limit, budget);
             }
-            Sniffed::Other => {}
+            _ => {}
         }
     }
     if p.encoding == Encoding::Base64 {
@@ -300,6 +307,27 @@ fn read_as(
     }
     if p.offset == Some(0) {
         return Err(ToolError::invalid("offset is 1-based: the first line is 1"));
+    }
+    // A notebook (within the whole-read limit) is its cell view, paged by the view's
+    // own numbered lines: offset and limit count those (the raw JSON: read_files).
+    if read_file_itself
+        && p.encoding == Encoding::Utf8
+        && (p.offset.is_some() || limit.is_some())
+        && is_notebook_name(&shown)
+        && (max == 0 || size <= max)
+    {
+        use std::io::{Seek, SeekFrom};
+        let whole = file
+            .try_clone()
+            .map_err(|e| ToolError::io(&shown, &e))
+            .and_then(|f| read_capped(f, size, max, &shown))?;
+        if let Ok(content) = String::from_utf8(whole)
+            && let Some(nb) = super::notebook::parse(&content)
+        {
+            return notebook_view(ctx, &nb, content, size, shown, p.offset, limit, budget);
+        }
+        file.seek(SeekFrom::Start(0))
+            .map_err(|e| ToolError::io(&shown, &e))?;
     }
     let ranged = p.offset.is_some_and(|o| o > 1) || limit.is_some();
     if head_is_whole && p.offset.is_none() {
@@ -316,7 +344,7 @@ fn read_as(
             && is_notebook_name(&shown)
             && let Some(nb) = super::notebook::parse(&content)
         {
-            return notebook_view(ctx, &nb, content, size, shown, budget);
+            return notebook_view(ctx, &nb, content, size, shown, None, None, budget);
         }
         ctx.charge_bytes(content.len() as u64)?;
         ctx.seen().remember(&version, &content);
@@ -339,6 +367,7 @@ fn read_as(
             bom: codec.bom,
             mime_type: None,
             image: None,
+            pages: None,
         });
     }
 
@@ -376,6 +405,7 @@ fn read_as(
         bom: codec.bom,
         mime_type: None,
         image: None,
+        pages: None,
     })
 }
 
@@ -507,6 +537,7 @@ fn ranged_utf16(
         bom: codec.bom,
         mime_type: None,
         image: None,
+        pages: None,
     })
 }
 
@@ -534,27 +565,43 @@ fn sniff(file: &mut cap_std::fs::File, shown: &str) -> ToolResult<Sniffed> {
     })
 }
 
-/// An image, whole, within the size limit: sent as an image block.
+/// An image, whole, within the image limit (`max_image_bytes`, lowered over HTTP to
+/// what fits a result), with a header that parses to a sane size: sent as an image
+/// block, its memory held from the shared budget until the answer is built. One whose
+/// header is malformed or cut is refused as binary (never sent as an image a client
+/// would choke on).
 fn read_image(
     ctx: &Ctx,
     file: cap_std::fs::File,
     size: u64,
-    max: u64,
     shown: String,
     mime: &'static str,
 ) -> ToolResult<Output> {
-    if max > 0 && size > max {
+    if let Some(max) = ctx.image_budget()
+        && size > max
+    {
         return Err(ToolError::new(
             ErrorCode::FileTooLarge,
             format!(
-                "{shown} is an image ({mime}) of {} ({size} bytes), over the {} ({max}-byte) limit for images",
+                "{shown} is an image ({mime}) of {} ({size} bytes), over the {} ({max}-byte) limit for images sent as images",
                 human_size(size),
                 human_size(max)
             ),
         )
-        .with_hint("make a smaller copy (scale it down or crop it) and read that, or ask the user to raise max_file_size"));
+        .with_hint(
+            "make a smaller copy (scale it down, or crop the region you need) and read that, or read its bytes in ranges with encoding base64, offset and limit; the user can raise max_image_bytes (5 MiB, the most Claude's API accepts) or max_bytes_per_round",
+        ));
     }
-    let bytes = read_capped(file, size, max, &shown)?;
+    let held = super::hold_file(ctx, size, crate::search::cost::copies::IMAGE, &shown)?;
+    // At most the size admitted (a file that grew since it was opened is refused).
+    let bytes = read_capped(file, size, size.max(1), &shown)?;
+    let dimensions = super::media::check(&bytes, mime).map_err(|why| {
+        ToolError::new(
+            ErrorCode::BinaryFile,
+            format!("{shown} starts like an image ({mime}) but is not one a client can show: {why}; it was not sent as an image"),
+        )
+        .with_hint("read its bytes with encoding base64 (offset and limit for a range) to look at them")
+    })?;
     let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
     ctx.charge_bytes(data.len() as u64)?;
     Ok(Output {
@@ -571,9 +618,117 @@ fn read_image(
         bom: false,
         mime_type: Some(mime.to_string()),
         image: Some(Image {
-            dimensions: super::media::dimensions(&bytes, mime),
+            dimensions: Some(dimensions),
             data,
+            held: crate::tool::Held(Some(std::sync::Arc::new(held))),
         }),
+        pages: None,
+    })
+}
+
+/// A notebook view page and what follows it: where to continue, the version, where
+/// the raw JSON is.
+fn notebook_render(o: &Output) -> String {
+    if o.content.is_empty() {
+        return format!(
+            "{}: offset {} is past the end; the notebook's cell view has {} lines\n",
+            shown(&o.path),
+            o.offset,
+            o.total_lines
+        );
+    }
+    let mut out = o.content.clone();
+    // The last numbered line is the page's last (no source line can look numbered
+    // out of place: see notebook::view).
+    let last = o
+        .content
+        .lines()
+        .rev()
+        .find_map(|l| {
+            let (gutter, _) = l.split_once('\t')?;
+            gutter.trim().trim_end_matches('+').parse::<u64>().ok()
+        })
+        .unwrap_or(o.offset);
+    if o.truncated {
+        out.push_str(&format!(
+            "… showing lines {}-{last} of {}; continue with offset {}\n",
+            o.offset,
+            o.total_lines,
+            last + 1
+        ));
+    }
+    if let Some(v) = &o.version {
+        out.push_str(&format!("[version {v}; the raw JSON: read_files]\n"));
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)] // the read's parts, each already checked
+/// A PDF read as text: within the whole-read limit, its pages' text extracted by the
+/// helper process under its limits (see `tools::pdf`), each page after a
+/// `[page k of N]` line, then ranged and fitted like a text file's lines.
+fn read_pdf(
+    ctx: &Ctx,
+    file: cap_std::fs::File,
+    size: u64,
+    max: u64,
+    shown: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
+    budget: Option<usize>,
+) -> ToolResult<Output> {
+    check_whole_size(&shown, size, max, Encoding::Utf8)
+        .map_err(|e| e.with_hint("a PDF's text is extracted from the whole file: convert it to text outside ferret (e.g. pdftotext), or ask the user to raise max_file_size"))?;
+    let bytes = read_capped(file, size, max, &shown)?;
+    let pages = super::pdf::pages(&bytes, &shown, ctx.control())?;
+    drop(bytes);
+    let n = pages.len();
+    let mut text = String::new();
+    for (i, page) in pages.iter().enumerate() {
+        text.push_str(&format!("[page {} of {n}]\n", i + 1));
+        text.push_str(page);
+        if !page.is_empty() && !page.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    drop(pages);
+    let total_lines = count_lines(text.as_bytes());
+    let offset = offset.unwrap_or(1);
+    let from: usize = text
+        .split_inclusive('\n')
+        .take(offset.saturating_sub(1) as usize)
+        .map(str::len)
+        .sum();
+    let rest = &text[from..];
+    let len: usize = match limit {
+        Some(l) => rest
+            .split_inclusive('\n')
+            .take(l as usize)
+            .map(str::len)
+            .sum(),
+        None => rest.len(),
+    };
+    let (content, cut) = fit_lines(rest[..len].to_string(), budget);
+    if cut && content.is_empty() {
+        return Err(line_over_budget(&shown, offset));
+    }
+    ctx.charge_bytes(content.len() as u64)?;
+    let returned = count_lines(content.as_bytes());
+    Ok(Output {
+        path: shown,
+        content,
+        size,
+        encoding: Encoding::Utf8,
+        total_lines,
+        offset,
+        truncated: offset.saturating_sub(1) + returned < total_lines,
+        lines_uncounted: false,
+        version: None,
+        charset: None,
+        bom: false,
+        mime_type: Some(super::pdf::MIME.to_string()),
+        image: None,
+        pages: Some(n as u64),
     })
 }
 
@@ -584,34 +739,44 @@ fn is_notebook_name(shown: &str) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("ipynb"))
 }
 
-/// A notebook read whole, shown as its cells within `budget`.
+#[allow(clippy::too_many_arguments)] // the read's parts, each already checked
+/// A notebook read whole, shown as its cell view from view line `offset` (at most
+/// `limit` lines) within `budget`.
 fn notebook_view(
     ctx: &Ctx,
     nb: &serde_json::Value,
     content: String,
     size: u64,
     shown: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
     budget: Option<usize>,
 ) -> ToolResult<Output> {
     let version = crate::history::version_of(content.as_bytes());
     ctx.seen().remember(&version, &content);
-    let total = nb["cells"].as_array().map_or(0, Vec::len);
-    let (view, cells) = super::notebook::view(nb, budget);
+    let offset = offset.unwrap_or(1);
+    let page = super::notebook::view(nb, offset, limit, budget);
+    let view = if page.first == 0 && page.total > 0 {
+        String::new()
+    } else {
+        page.text
+    };
     ctx.charge_bytes(view.len() as u64)?;
     Ok(Output {
         path: shown,
-        total_lines: count_lines(content.as_bytes()),
+        total_lines: page.total,
         content: view,
         size,
         encoding: Encoding::Utf8,
-        offset: 1,
-        truncated: cells < total,
+        offset,
+        truncated: page.first > 0 && page.last < page.total,
         lines_uncounted: false,
         version: Some(version),
         charset: None,
         bom: false,
         mime_type: Some(super::notebook::MIME.to_string()),
         image: None,
+        pages: None,
     })
 }
 
@@ -696,6 +861,7 @@ fn read_base64(
         bom: false,
         mime_type: None,
         image: None,
+        pages: None,
     })
 }
 

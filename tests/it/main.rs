@@ -27,6 +27,7 @@ mod lows_r6;
 mod mcp_inprocess;
 mod mcp_r4;
 mod media_r6;
+mod media_r7;
 mod memory_r5;
 mod names_r3;
 mod names_r4;

@@ -134,10 +134,15 @@ const CELL1_REPLACED: &str = r##"  {
 
 /// A 4x3 PNG (IHDR only matters to ferret; the rest is a valid tiny image).
 fn png(w: u32, h: u32) -> Vec<u8> {
-    let mut v = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
-    v.extend_from_slice(&w.to_be_bytes());
-    v.extend_from_slice(&h.to_be_bytes());
-    v.extend_from_slice(b"\x08\x02\0\0\0\x90\x77\x53\xde\0\0\0\0IEND\xaeB`\x82");
+    let mut ihdr = b"IHDR".to_vec();
+    ihdr.extend_from_slice(&w.to_be_bytes());
+    ihdr.extend_from_slice(&h.to_be_bytes());
+    ihdr.extend_from_slice(b"\x08\x02\0\0\0");
+    let mut v = b"\x89PNG\r\n\x1a\n\0\0\0\x0d".to_vec();
+    v.extend_from_slice(&ihdr);
+    // The header's checksum: ferret sends only images whose header is whole.
+    v.extend_from_slice(&crate::media_r7::crc32(&ihdr).to_be_bytes());
+    v.extend_from_slice(b"\0\0\0\0IEND\xaeB`\x82");
     v
 }
 
@@ -286,7 +291,7 @@ fn an_image_over_the_size_limit_is_refused_with_the_limit_and_a_hint() {
     big.resize(300_000, 0);
     write(&ws.root, "big.png", &big);
     write(&ws.root, "small.png", png(1, 1));
-    let mut s = mcp(&ws, false, &["--set", "max_file_size=100000"]);
+    let mut s = mcp(&ws, false, &["--set", "max_image_bytes=100000"]);
     let r = s.call("read_file", &json!({"path": "big.png"}));
     assert_eq!(r["isError"], json!(true), "{r}");
     let text = r["content"][0]["text"].as_str().unwrap();
@@ -384,11 +389,11 @@ fn a_notebook_reads_as_its_cells_with_outputs_summarised() {
     assert_eq!(v["mime_type"], "application/x-ipynb+json");
     for want in [
         "notebook: 3 cells (nbformat 4.5, python)",
-        "<cell 0 id=\"m1\" markdown>\n# Title é\nsome text\n</cell>",
-        "<cell 1 id=\"c2\" code [4]>\nimport sys\nprint('hi')\n",
+        "<cell 0 id=\"m1\" markdown>\n     1\t# Title é\n     2\tsome text\n</cell>",
+        "<cell 1 id=\"c2\" code [4]>\n     3\timport sys\n     4\tprint('hi')\n",
         "[outputs: 2 (stream, display_data: image/png text/plain)]",
         "[out] hi\n[out] there\n[out] <Figure size 640x480>\n",
-        "<cell 2 id=\"r3\" raw>\nraw stuff\n</cell>",
+        "<cell 2 id=\"r3\" raw>\n     5\traw stuff\n</cell>",
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
@@ -400,13 +405,21 @@ fn a_notebook_reads_as_its_cells_with_outputs_summarised() {
     // The version is the file's, for notebook_edit's expected_version.
     let version = v["version"].as_str().unwrap();
     assert!(text.contains(&format!("[version {version}")), "{text}");
-    // The JSON is still there to read: offset 1, or a range.
-    let (raw, _) = ok(&f, "read_file", json!({"path": "a.ipynb", "offset": 1}));
+    // The JSON is still there to read: read_files gives it raw (round 7: read_file's
+    // offset and limit page the cell view).
+    let (raw, _) = ok(&f, "read_files", json!({"paths": ["a.ipynb"]}));
+    let raw = &raw["files"][0]["file"];
     assert_eq!(raw["content"], NB);
     assert!(raw.get("mime_type").is_none());
     assert_eq!(raw["version"], version);
-    let (part, _) = ok(&f, "read_file", json!({"path": "a.ipynb", "limit": 2}));
-    assert_eq!(part["content"], "{\n \"cells\": [\n");
+    let (part, text) = ok(&f, "read_file", json!({"path": "a.ipynb", "limit": 2}));
+    assert_eq!(part["truncated"], true);
+    assert!(
+        text.contains(
+            "     2\tsome text\n</cell>\n… showing lines 1-2 of 5; continue with offset 3"
+        ),
+        "{text}"
+    );
 }
 
 #[test]
@@ -437,7 +450,7 @@ fn a_notebook_view_keeps_to_the_output_budget_and_not_a_notebook_reads_as_text()
     assert_eq!(v["truncated"], true);
     assert!(text.contains("<cell 0 id=\"id0\" code>") && !text.contains("id999"));
     assert!(
-        text.contains("more cells follow"),
+        text.contains("continue with offset"),
         "{}",
         &text[text.len() - 300..]
     );

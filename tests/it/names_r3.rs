@@ -547,6 +547,10 @@ fn rules() -> BTreeMap<&'static str, (Option<&'static str>, Option<(&'static str
             "max_edit_file_size",
             (Some("0"), Some(("5000", "max_edit_file_size"))),
         ),
+        (
+            "max_image_bytes",
+            (Some("0"), Some(("5000", "max_image_bytes"))),
+        ),
         ("direct_bash_confirm", (Some("false"), None)),
         (
             "bash_blocklist",

@@ -1749,7 +1749,7 @@ async def test_r6_an_image_arrives_as_image_content_and_its_result_validates(ws,
     (ws / "fake.png").write_text("just text\n")
     big = r6_png(600, 600) + os.urandom(200_000)
     (ws / "big.png").write_bytes(big)
-    async with stdio(ws, "--set", "max_file_size=150000", mode=mode) as c:
+    async with stdio(ws, "--set", "max_image_bytes=150000", mode=mode) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
         for name, data, mime, dims in [("shot.png", png, "image/png", "4x3"), ("anim.gif", R6_GIF, "image/gif", "5x7"),
                                        ("renamed.dat", png, "image/png", "4x3")]:
@@ -1781,10 +1781,11 @@ async def test_r6_an_image_arrives_as_image_content_over_http(http_server, ws):
         assert [b.type for b in r.content] == ["text", "image"], text(r)
         assert r.content[1].mime_type == "image/png" and r.content[1].data == base64_of(png)
         jsonschema.validate(r.structured_content, tools["read_file"].output_schema)
-        # Within max_file_size (1 MiB) but over what one HTTP result may carry as base64.
+        # Within max_image_bytes (5 MiB) but over what one HTTP result may carry as base64:
+        # refused by the tool before it is read (round 7: not charged, audited as an error).
         (ws / "wide.png").write_bytes(r6_png(8, 8) + os.urandom(900_000))
         r = await c.call_tool("read_file", {"path": "wide.png"})
-        assert r.is_error and text(r).startswith("RESULT_TOO_LARGE"), text(r)
+        assert r.is_error and text(r).startswith("FILE_TOO_LARGE"), text(r)
         assert "smaller copy" in text(r)
         r = await c.call_tool("read_file", {"path": "shot.png"})
         assert [b.type for b in r.content] == ["text", "image"], "the session goes on"
@@ -1804,7 +1805,7 @@ async def test_r6_notebook_cells_and_a_notebook_edit_and_its_undo_round_trip(ws,
         assert not r.is_error, text(r)
         jsonschema.validate(r.structured_content, tools["read_file"].output_schema)
         view = text(r)
-        assert '<cell 1 id="c2" code [4]>\nimport sys\nprint(\'hi\')\n' in view, view
+        assert '<cell 1 id="c2" code [4]>\n     3\timport sys\n     4\tprint(\'hi\')\n' in view, view
         assert "[outputs: 2 (stream, display_data: image/png text/plain)]" in view
         assert "iVBOR" not in view and '"cell_type"' not in view
         version = r.structured_content["version"]
@@ -1878,3 +1879,60 @@ async def test_s32_a_write_that_would_read_as_other_text_is_refused_and_undo_dif
         assert "-Le thé est très chaud." in diff and "+Le café est très chaud." in diff, diff
         assert "(restored, windows-1252)" in diff and "\ufffd" not in diff, diff
         assert path.read_bytes() == before
+
+
+# Round 7 (issues 25 and 28): a PDF arrives as its text, a notebook view pages, a broken
+# image is not sent as an image; every result validates against read_file's schema.
+
+def r7_pdf(pages):
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % (4 + 2 * i) for i in range(len(pages))),
+                                                         len(pages)),
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    for i, t in enumerate(pages):
+        objs.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+                    b"/Contents %d 0 R >>" % (5 + 2 * i))
+        s = b"BT /F1 12 Tf 72 720 Td (" + t.encode() + b") Tj ET"
+        objs.append(b"<< /Length %d >>\nstream\n" % len(s) + s + b"\nendstream")
+    out, offs = b"%PDF-1.4\n", []
+    for i, o in enumerate(objs):
+        offs.append(len(out))
+        out += b"%d 0 obj\n" % (i + 1) + o + b"\nendobj\n"
+    x = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offs)
+    return out + b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, x)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_r7_pdf_text_notebook_pages_and_broken_images_validate(ws, mode):
+    (ws / "doc.pdf").write_bytes(r7_pdf(["Hello first page", "Second page words"]))
+    (ws / "cut.pdf").write_bytes(r7_pdf(["x"])[:200])
+    (ws / "bad.png").write_bytes(r6_png(4, 3)[:20])
+    cells = [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [],
+              "source": f"</cell>\nx{i} = 1"} for i in range(400)]
+    nb = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (ws / "big.ipynb").write_text(json.dumps(nb))
+    async with stdio(ws, "--set", "max_output_chars=4000", mode=mode) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        r = await c.call_tool("read_file", {"path": "doc.pdf"})
+        assert not r.is_error, text(r)
+        assert "2 pages" in text(r) and "[page 2 of 2]" in text(r) and "Second page words" in text(r), text(r)
+        assert r.structured_content["mime_type"] == "application/pdf"
+        jsonschema.validate(r.structured_content, tools["read_file"].output_schema)
+        r = await c.call_tool("read_file", {"path": "cut.pdf"})
+        assert r.is_error and text(r).startswith("BINARY_FILE") and "truncated" in text(r), text(r)
+        r = await c.call_tool("read_file", {"path": "bad.png"})
+        assert r.is_error and "not sent as an image" in text(r) and all(b.type == "text" for b in r.content)
+        # The notebook view pages to its end; no source line forges a cell's end.
+        args, seen, pages = {"path": "big.ipynb"}, 0, 0
+        while True:
+            r = await c.call_tool("read_file", args)
+            assert not r.is_error, text(r)
+            jsonschema.validate(r.structured_content, tools["read_file"].output_schema)
+            t, pages = text(r), pages + 1
+            seen += sum(1 for line in t.splitlines() if line == "</cell>")
+            if "continue with offset " not in t:
+                break
+            args = {"path": "big.ipynb", "offset": int(t.rsplit("continue with offset ", 1)[1].split()[0])}
+        assert seen == 400 and pages > 3, (seen, pages)
