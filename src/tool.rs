@@ -537,6 +537,15 @@ pub fn compact(v: &mut Value) {
         {
             map.remove("enum");
         }
+        // An enum of strings says its type.
+        if map
+            .get("enum")
+            .and_then(Value::as_array)
+            .is_some_and(|e| e.iter().all(Value::is_string))
+            && map.get("type").and_then(Value::as_str) == Some("string")
+        {
+            map.remove("type");
+        }
     });
 }
 

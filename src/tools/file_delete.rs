@@ -65,8 +65,8 @@ impl Tool for FileDelete {
         ToolMeta {
             name: "file_delete",
             title: "Delete safely",
-            description: "Delete a file or directory into the trash (undo restores it). permanent skips the trash and needs \
-the user's confirmation. dry_run previews.",
+            description: "Delete a file or directory to the trash (undo restores it); permanent skips it and asks \
+for confirmation. dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }

@@ -128,8 +128,8 @@ impl Tool for ListDirectory {
         ToolMeta {
             name: "list_directory",
             title: "List directory",
-            description: "List a directory (name, type, size); recursive for a tree. Secrets are never listed, gitignored ones \
-counted; node_modules etc. marked skipped.",
+            description: "List a directory (name, type, size); recursive for a tree. Secrets never listed, gitignored \
+counted, node_modules etc. skipped.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }

@@ -104,7 +104,7 @@ impl Tool for NotebookEdit {
             name: "notebook_edit",
             title: "Edit notebook",
             description: "Replace, insert or delete one .ipynb cell (cell_id or cell_index); other bytes kept, \
-code outputs cleared. undo reverts.",
+its outputs cleared. undo reverts.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }

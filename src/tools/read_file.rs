@@ -105,8 +105,8 @@ impl Tool for ReadFile {
         ToolMeta {
             name: "read_file",
             title: "Read file",
-            description: "A file's numbered lines and version (for edit). Large: offset, limit. Binary: encoding base64. \
-Many: read_files.",
+            description: "A file's numbered lines and version (for edit), in any charset; images, PDFs, notebooks as \
+such. Large: offset, limit. Other binary: encoding base64. Many: read_files.",
             annotations: Annotations::READ_ONLY,
             served_by_default: true,
         }

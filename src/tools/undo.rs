@@ -810,8 +810,8 @@ impl Tool for Undo {
         ToolMeta {
             name: "undo",
             title: "Undo a change",
-            description: "Undo your session's last change, or change id (another's needs the user's confirmation). CONFLICT if \
-the file changed since; force undoes anyway, backing up the current content. dry_run previews.",
+            description: "Undo your session's last change, or change id (another's asks for confirmation). CONFLICT if \
+the file changed since; force overrides, backing up what is there. dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }

@@ -84,8 +84,8 @@ impl Tool for WriteFile {
         ToolMeta {
             name: "write_file",
             title: "Write a file",
-            description: "Create a file (and its directories); an existing one needs overwrite (prefer edit for part of a \
-file). Atomic; undo reverts; dry_run previews.",
+            description: "Create a file (and its directories); an existing one needs overwrite, keeping its charset and \
+endings (prefer edit for parts). Atomic; undo reverts; dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }

@@ -84,18 +84,33 @@ async fn descriptions_still_steer_the_model() {
             ][..],
         ),
         ("glob", &["prefer it to find"]),
-        ("read_file", &["offset", "limit", "base64", "read_files"]),
+        // Issue 28: what is read as what, and the leniencies and encodings kept.
         (
-            "list_directory",
-            &["ecrets are never listed", "node_modules"],
+            "read_file",
+            &[
+                "offset",
+                "limit",
+                "base64",
+                "read_files",
+                "any charset",
+                "images, PDFs, notebooks",
+            ],
         ),
+        ("list_directory", &["ecrets never listed", "node_modules"]),
         (
             "edit",
-            &["prefer it to write_file", "unique", "undo", "dry_run"],
+            &[
+                "prefer it to write_file",
+                "unique",
+                "undo",
+                "dry_run",
+                "line endings, spaces, indents, Unicode punctuation",
+                "keeps charset, BOM, line endings",
+            ],
         ),
         (
             "write_file",
-            &["overwrite", "prefer edit", "undo", "dry_run"],
+            &["overwrite", "prefer edit", "undo", "dry_run", "charset"],
         ),
         (
             "move",
@@ -108,7 +123,14 @@ async fn descriptions_still_steer_the_model() {
         ),
         (
             "apply_patch",
-            &["all-or-nothing", "undo", "dry_run", "*** Begin Patch"],
+            &[
+                "all-or-nothing",
+                "undo",
+                "dry_run",
+                "*** Begin Patch",
+                "wrappers, indents forgiven",
+                "match like edit",
+            ],
         ),
         ("file_delete", &["trash", "undo", "confirmation", "dry_run"]),
         ("undo", &["CONFLICT", "force", "confirmation", "dry_run"]),
