@@ -39,6 +39,10 @@ pub struct CallOptions {
     /// The most bytes (as stored) of an image sent as an image in this call, below
     /// `max_image_bytes`: what fits the front end's result cap (HTTP), if it has one.
     pub max_media_bytes: Option<u64>,
+    /// The most bytes a read-only call's whole result may take (text, structured content
+    /// and images, as sent), if the front end has a cap (HTTP): a bigger one is refused
+    /// inside the call, so it is neither charged nor audited as a success.
+    pub max_result_bytes: Option<u64>,
 }
 
 /// A typed call's result: the tool's own output and the text a person reads.
@@ -306,6 +310,7 @@ impl Ferret {
         };
         let meta = t.meta();
         let dry_run = args.get("dry_run") == Some(&Value::Bool(true));
+        let opts_max_result = opts.max_result_bytes;
         self.wrap(
             session,
             meta.name,
@@ -313,7 +318,25 @@ impl Ferret {
             opts,
             |ctx| {
                 self.gate(&meta, dry_run)?;
-                t.call(ctx, args)
+                let out = t.call(ctx, args)?;
+                if let Some(max) = opts_max_result
+                    && meta.annotations.read_only
+                {
+                    let media: u64 = out.media.iter().map(|m| m.data.len() as u64).sum();
+                    let whole = crate::tool::json_str_len(&out.text)
+                        + crate::tool::json_len(&out.structured)
+                        + media;
+                    if whole > max {
+                        return Err(ToolError::new(
+                            ErrorCode::ResultTooLarge,
+                            format!(
+                                "the result is {whole} bytes; this transport takes at most {max} bytes a result (clients drop larger events)"
+                            ),
+                        )
+                        .with_hint("ask for less: a line range (offset and limit), a byte range for base64 reads, a narrower path or glob, or a lower max_results"));
+                    }
+                }
+                Ok(out)
             },
             |out| {
                 let media: u64 = out.media.iter().map(|m| m.data.len() as u64).sum();

@@ -522,6 +522,12 @@ impl ServerHandler for FerretServer {
             // Over HTTP an image is refused by the tool itself when its base64 would not
             // fit a result: refused before it is read, charged or audited as a success.
             max_media_bytes: self.shared.http.then_some(HTTP_MAX_IMAGE_BYTES),
+            // And any other read-only result too big to send: refused in the call (not
+            // charged, audited as the error it is), with room left for the envelope.
+            max_result_bytes: self
+                .shared
+                .http
+                .then_some(HTTP_MAX_RESULT_BYTES as u64 - HTTP_ENVELOPE_BYTES),
             ..CallOptions::default()
         };
         let mut outcome = self.run(&session, &name, &args, opts.clone(), &ctx).await;
@@ -599,6 +605,10 @@ impl ServerHandler for FerretServer {
 /// session over a bigger event (the Python SDK refuses SSE events over 1 MiB); the rest
 /// of the 1 MiB is left for the JSON-RPC envelope and the SSE framing.
 pub const HTTP_MAX_RESULT_BYTES: usize = 1_000_000;
+
+/// What a result's JSON-RPC envelope, SSE framing and content-block wrappers may take of
+/// [`HTTP_MAX_RESULT_BYTES`].
+pub const HTTP_ENVELOPE_BYTES: u64 = 4_096;
 
 /// The most bytes of an image sent over HTTP: its base64 (4 bytes per 3) with room left
 /// for the text, the structured result and the envelope fits [`HTTP_MAX_RESULT_BYTES`].

@@ -256,6 +256,85 @@ fn over_http_an_image_too_big_to_send_is_refused_uncharged_and_audited_as_an_err
     }
 }
 
+/// The same for any read-only result too big to send over HTTP (a whole big file with the
+/// output budget lifted, a long listing, a wide grep): refused inside the call, so it is
+/// not charged to the round's byte budget and the audit records the error, not a
+/// success. (Before, only images were; text results were charged and audited as sent.)
+#[test]
+fn over_http_any_read_result_too_big_to_send_is_refused_uncharged_and_audited_as_an_error() {
+    let ws = Ws::new();
+    let line = "x".repeat(99) + "\n";
+    std::fs::write(ws.root.join("big.txt"), line.repeat(15_000)).unwrap();
+    for i in 0..3 {
+        std::fs::write(ws.root.join(format!("m{i}.txt")), line.repeat(12_000)).unwrap();
+    }
+    std::fs::write(ws.root.join("a.txt"), "hello\n").unwrap();
+    let (_logs, logs) = crate::util::tempdir();
+    let audit = logs.join("audit.jsonl");
+    let audit_arg = audit.to_string_lossy().to_string();
+    let server = serve(
+        &ws.root,
+        &[
+            "--set",
+            "max_file_size=100000000",
+            "--set",
+            "max_output_chars=0",
+            "--set",
+            // Two charged 1.5 MB answers would spend it.
+            "max_bytes_per_round=3000000",
+            "--audit-log",
+            &audit_arg,
+        ],
+        &[],
+    );
+    let sid = session(server.port, "media_r7");
+    let call = |tool: &str, args: Value| {
+        let body = json!({"jsonrpc":"2.0","id":2,"method":"tools/call",
+            "params":{"name":tool,"arguments":args}})
+        .to_string();
+        let (status, text) = post(server.port, &host(server.port), Some(&sid), &body);
+        assert_eq!(status, 200, "{text}");
+        text
+    };
+    for (tool, args) in [
+        ("read_file", json!({"path": "big.txt"})),
+        (
+            "read_files",
+            json!({"paths": ["m*.txt"], "max_lines_each": 0}),
+        ),
+        (
+            "grep",
+            json!({"pattern": "x", "path": "m0.txt", "output_mode": "content", "max_results": 0}),
+        ),
+    ] {
+        for _ in 0..2 {
+            let t = call(tool, args.clone());
+            assert!(
+                t.contains("RESULT_TOO_LARGE"),
+                "{tool}: {}",
+                &t[..t.len().min(400)]
+            );
+            assert!(t.len() < 10_000, "{tool}: {} bytes", t.len());
+        }
+    }
+    // Nothing was charged: the budget still answers.
+    let t = call("read_file", json!({"path": "a.txt"}));
+    assert!(t.contains("hello") && !t.contains("RATE_LIMIT"), "{t}");
+    drop(server);
+    for tool in ["read_file", "read_files", "grep"] {
+        let records = audit_records(&audit, tool);
+        let big: Vec<&Value> = records
+            .iter()
+            .filter(|r| r["code"] == "RESULT_TOO_LARGE")
+            .collect();
+        assert_eq!(big.len(), 2, "{tool}: {records:?}");
+        for r in big {
+            assert_ne!(r["result"], "success", "{r}");
+            assert_eq!(r["bytes_sent"], 0, "{r}");
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 2. Images are sent only if they are what they claim.
 
