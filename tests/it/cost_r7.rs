@@ -1,0 +1,144 @@
+//! Round 7 of costs: what grows with a shape the earlier caps did not weigh (attacker pass
+//! 11b). Bracket classes of many non-ASCII code points in ignore files and in a workspace
+//! `ferret.toml`.
+
+use crate::cost_r3::{said, start};
+use crate::util::{bin, tempdir, write};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// `n` scattered CJK code points, as the attacker's generators draw them (every other
+/// one from U+4E00, shuffled by `seed` so lines differ).
+fn cjk(n: usize, seed: usize) -> String {
+    let all: Vec<u32> = (0x4e00u32..0x9fff).step_by(2).collect();
+    (0..n)
+        .filter_map(|i| char::from_u32(all[(i * 7919 + seed * 104_729) % all.len()]))
+        .collect()
+}
+
+/// `ferret --root ROOT ARGS…`: (stdout, stderr, time taken).
+fn cli(root: &Path, args: &[&str]) -> (String, String, Duration) {
+    let started = Instant::now();
+    let out = bin()
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .output()
+        .expect("run ferret");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        started.elapsed(),
+    )
+}
+
+#[test]
+fn ignore_files_of_big_bracket_classes_are_not_used_and_named() {
+    // Each shape: a first rule that would hide hidden.txt, then lines whose classes
+    // compile far past what their count of lines and wildcards says.
+    let shapes: Vec<(&str, String)> = vec![
+        // The attacker's line: one class of 5 000 CJK code points and a star.
+        (".gitignore", format!("[{}]*\n", cjk(5000, 1))),
+        // A class just past the cap, in other spellings and places.
+        (".ignore", format!("[!{}]\n", cjk(300, 2))),
+        (".git/info/exclude", format!("a/[^{}]/b\n", cjk(300, 3))),
+        (".gitignore", format!("*.[{}]\n", cjk(300, 4))),
+        (".gitignore", format!("!/x/[]{}]\n", cjk(300, 5))),
+        // Classes each under the cap, many of them: the file's weight is past its cap.
+        (
+            ".gitignore",
+            (0..300)
+                .map(|i| format!("[{}]*\n", cjk(200, i)))
+                .collect::<String>(),
+        ),
+    ];
+    for (kind, body) in &shapes {
+        let (_t, root) = tempdir();
+        write(&root, "hidden.txt", "NEEDLE\n");
+        write(&root, "shown.txt", "NEEDLE\n");
+        write(&root, kind, format!("hidden.txt\n{body}"));
+        let (stdout, stderr, _) = cli(&root, &["call", "grep", r#"{"pattern":"NEEDLE"}"#]);
+        let v: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+        assert_eq!(v["file_count"], 2, "{kind} {:.30}: {v}", body);
+        let warnings = v["warnings"].to_string();
+        assert!(
+            warnings.contains(kind) && warnings.contains("not used"),
+            "{kind} {body:.30}: {warnings}"
+        );
+        assert!(stderr.contains(kind), "{kind}: {stderr}");
+    }
+}
+
+#[test]
+fn ignore_files_of_small_classes_still_apply() {
+    // What a person writes: a few non-ASCII members, ranges, ASCII classes.
+    let (_t, root) = tempdir();
+    for f in ["日記.log", "b1.tmp", "keep.txt", "漢字/x.txt"] {
+        write(&root, f, "NEEDLE\n");
+    }
+    write(
+        &root,
+        ".gitignore",
+        format!(
+            "[日月火水木金土]*.log\n[a-c][0-9].tmp\n[一-龥]*/\n[{}]*.none\n",
+            cjk(200, 9)
+        ),
+    );
+    let (stdout, _, _) = cli(&root, &["call", "grep", r#"{"pattern":"NEEDLE"}"#]);
+    let v: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    assert_eq!(v["file_count"], 1, "{v}");
+    assert!(stdout.contains("keep.txt"), "{stdout}");
+    assert!(!v["warnings"].to_string().contains("not used"), "{v}");
+}
+
+/// The attacker's tree (mk_class_ignore.py): `dirs` folders, each with a `.gitignore`
+/// just under 1 MiB of 66 lines, each one class of 5 000 CJK code points and a star.
+fn class_ignore_tree(root: &Path, dirs: usize) {
+    for d in 0..dirs {
+        let lines: String = (0..66)
+            .map(|i| format!("[{}]*\n", cjk(5000, d * 100 + i)))
+            .collect();
+        write(root, &format!("d{d}/.gitignore"), lines);
+        write(root, &format!("d{d}/a.txt"), "x\n");
+    }
+}
+
+#[test]
+fn concurrent_globs_over_class_ignore_files_stay_small_and_answer() {
+    let (_t, root) = tempdir();
+    class_ignore_tree(&root, 8);
+    write(&root, "top.txt", "NEEDLE\n");
+    let mut s = start(&root, &[]);
+    let n = 16u64;
+    for id in 0..n {
+        s.ask(id + 1, "glob", &json!({"pattern": "**/*.txt"}));
+    }
+    let mut answered = 0;
+    while answered < n {
+        let v = s.recv();
+        let Some(id) = v["id"].as_u64() else { continue };
+        if id == 0 || id > n {
+            continue;
+        }
+        answered += 1;
+        let r = &v["result"];
+        assert_ne!(r["isError"], true, "{r}");
+        let text = said(r);
+        // Every file is listed (the rules were not used) and the files are named.
+        assert!(
+            text.contains("d7/a.txt") && text.contains("top.txt"),
+            "{text:.400}"
+        );
+        assert!(
+            text.contains("d0/.gitignore") && text.contains("not used"),
+            "{text:.400}"
+        );
+    }
+    // Before: 2.1 GB and every call TIMEOUT (release build).
+    let peak = s.peak_mib();
+    assert!(peak < 200, "peak {peak} MiB");
+    // And a normal request still answers.
+    let r = s.call("grep", &json!({"pattern": "NEEDLE"}));
+    assert!(said(&r).contains("top.txt"), "{r}");
+}
