@@ -142,3 +142,69 @@ fn concurrent_globs_over_class_ignore_files_stay_small_and_answer() {
     let r = s.call("grep", &json!({"pattern": "NEEDLE"}));
     assert!(said(&r).contains("top.txt"), "{r}");
 }
+
+/// A `ferret.toml` whose `key` is the given patterns, plus `private/` (a rule that must
+/// still apply).
+fn toml_list(key: &str, pats: &[String]) -> String {
+    let mut all: Vec<String> = pats.to_vec();
+    all.push("private/".into());
+    format!(
+        "{key} = {}\n",
+        serde_json::to_string(&all).unwrap_or_default()
+    )
+}
+
+#[test]
+fn a_workspace_file_of_big_classes_is_refused_by_key_and_starts_fast() {
+    let big = |n: usize, spell: &dyn Fn(String) -> String| -> Vec<String> {
+        (0..n).map(|i| spell(cjk(330, i))).collect()
+    };
+    let cases: Vec<(&str, Vec<String>, &str)> = vec![
+        // The attacker's file: 1 000 deny_extra entries of one ~340-CJK class each.
+        (
+            "deny_extra",
+            big(1000, &|c| format!("[{c}]")),
+            "bracket class",
+        ),
+        (
+            "skip_extra",
+            big(50, &|c| format!("x/[!{c}]*")),
+            "bracket class",
+        ),
+        (
+            "confirm",
+            big(50, &|c| format!("**/[^{c}].md")),
+            "bracket class",
+        ),
+        // Each under the class cap, together past the list's weight.
+        (
+            "deny_extra",
+            (0..1000).map(|i| format!("[{}]", cjk(200, i))).collect(),
+            "more patterns",
+        ),
+    ];
+    for (key, pats, why) in &cases {
+        let (_t, root) = tempdir();
+        write(&root, "a.txt", "NEEDLE\n");
+        write(&root, "private/p.txt", "NEEDLE\n");
+        write(&root, "ferret.toml", toml_list(key, pats));
+        let (stdout, stderr, took) = cli(&root, &["call", "glob", r#"{"pattern":"**/*.txt"}"#]);
+        assert!(
+            stderr.contains(key) && stderr.contains(why),
+            "{key}: {:.600}",
+            stderr
+        );
+        assert!(stdout.contains("a.txt"), "{key}: {stdout}");
+        if *key != "confirm" {
+            // The file's other entry still applies.
+            assert!(!stdout.contains("private"), "{key}: {stdout}");
+        }
+        // Before: 2.6 s and ~195 MB at every start (release build).
+        assert!(took < Duration::from_secs(2), "{key}: took {took:?}");
+        let mut s = start(&root, &[]);
+        let r = s.call("glob", &json!({"pattern": "**/*.txt"}));
+        assert!(said(&r).contains("a.txt"), "{r}");
+        let peak = s.peak_mib();
+        assert!(peak < 80, "{key}: peak {peak} MiB");
+    }
+}
