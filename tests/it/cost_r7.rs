@@ -208,3 +208,120 @@ fn a_workspace_file_of_big_classes_is_refused_by_key_and_starts_fast() {
         assert!(peak < 80, "{key}: peak {peak} MiB");
     }
 }
+
+/// `ferret --root ROOT --set …  call TOOL ARGS` as JSON (an error is `{"error": …}`).
+fn call_json(root: &Path, sets: &[&str], tool: &str, args: &Value) -> Value {
+    let mut cmd = bin();
+    cmd.arg("--root").arg(root);
+    for s in sets {
+        cmd.args(["--set", s]);
+    }
+    let out = cmd
+        .args(["call", tool, &args.to_string()])
+        .output()
+        .expect("run ferret");
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+/// Follows a hint that says to read the bytes with base64: the read it names works.
+fn base64_read_works(root: &Path, sets: &[&str], path: &str) {
+    let v = call_json(
+        root,
+        sets,
+        "read_file",
+        &json!({"path": path, "encoding": "base64", "offset": 4096, "limit": 4096}),
+    );
+    assert!(
+        v.get("error").is_none(),
+        "{path}: the hinted read failed: {v:.300}"
+    );
+    assert!(v.to_string().len() > 4096, "{path}: {v:.300}");
+}
+
+fn utf16(text: &str, be: bool) -> Vec<u8> {
+    let mut out = if be {
+        vec![0xfe, 0xff]
+    } else {
+        vec![0xff, 0xfe]
+    };
+    for u in text.encode_utf16() {
+        out.extend(if be { u.to_be_bytes() } else { u.to_le_bytes() });
+    }
+    out
+}
+
+#[test]
+fn hints_for_big_or_odd_files_lead_to_a_read_that_works() {
+    let (_t, root) = tempdir();
+    let lines = "一丁七万丈三上下 needle\n".repeat(8000); // ~100 KB of text, ~200 KB as UTF-16
+    write(&root, "le.txt", utf16(&lines, false));
+    write(&root, "be.txt", utf16(&lines, true));
+    write(&root, "one.txt", utf16(&lines.replace('\n', " "), false));
+    write(&root, "long.txt", format!("{}\n", "x".repeat(200_000)));
+    let sets = ["max_file_size=65536", "search_max_file_size=65536"];
+    for path in ["le.txt", "be.txt", "one.txt"] {
+        // read_file refuses the whole read with "in parts with offset and limit"; that
+        // ranged read (a UTF-16 file is decoded whole) names the base64 read, which works.
+        let v = call_json(&root, &sets, "read_file", &json!({"path": path}));
+        assert_eq!(v["error"]["code"], "FILE_TOO_LARGE", "{path}: {v:.300}");
+        let hint = v["error"]["hint"].as_str().unwrap_or_default();
+        assert!(hint.contains("offset and limit"), "{path}: {hint}");
+        let v = call_json(
+            &root,
+            &sets,
+            "read_file",
+            &json!({"path": path, "offset": 1, "limit": 200}),
+        );
+        assert_eq!(v["error"]["code"], "FILE_TOO_LARGE", "{path}: {v:.300}");
+        let hint = v["error"]["hint"].as_str().unwrap_or_default();
+        assert!(hint.contains("base64"), "{path}: {hint}");
+        // grep passes it over: the warning's hint names the base64 read too.
+        let v = call_json(
+            &root,
+            &sets,
+            "grep",
+            &json!({"pattern": "needle", "output_mode": "count"}),
+        );
+        let warnings = v["warnings"].to_string();
+        assert!(
+            warnings.contains(path) && warnings.contains("base64"),
+            "{path}: {warnings}"
+        );
+        base64_read_works(&root, &sets, path);
+    }
+    // A UTF-8 line over the limit: read_file's hint no longer sends only to grep.
+    let v = call_json(
+        &root,
+        &sets,
+        "read_file",
+        &json!({"path": "long.txt", "offset": 1, "limit": 1}),
+    );
+    let hint = v["error"]["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains("base64"), "{v}");
+    base64_read_works(&root, &sets, "long.txt");
+}
+
+#[test]
+fn a_utf16_line_past_what_a_search_holds_is_named_with_a_read_that_works() {
+    // The attacker's file: 60 MB of UTF-16 in one line (over 64 MiB once decoded to
+    // UTF-8 for the search), under search_max_file_size.
+    let (_t, root) = tempdir();
+    let text = "\u{4e00}\u{4e01}\u{4e02}\u{4e03}".repeat(7_500_000);
+    write(&root, "u16.txt", utf16(&text, false));
+    drop(text);
+    let v = call_json(&root, &[], "grep", &json!({"pattern": "zzz"}));
+    let warnings = v["warnings"].to_string();
+    assert!(
+        warnings.contains("u16.txt") && warnings.contains("base64"),
+        "{v:.600}"
+    );
+    let v = call_json(
+        &root,
+        &[],
+        "read_file",
+        &json!({"path": "u16.txt", "offset": 1, "limit": 1}),
+    );
+    let hint = v["error"]["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains("base64"), "{v:.600}");
+    base64_read_works(&root, &[], "u16.txt");
+}
