@@ -325,3 +325,125 @@ fn a_utf16_line_past_what_a_search_holds_is_named_with_a_read_that_works() {
     assert!(hint.contains("base64"), "{v:.600}");
     base64_read_works(&root, &[], "u16.txt");
 }
+
+/// A file of printable text at ~0.33 distinct trigrams per byte (the attacker's
+/// mk_semidense.py: a random half of `half` bytes in lines of 100, written twice):
+/// under the "dense" rule, so it is indexed, and its postings are many.
+fn semidense(seed: u64, half: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut seg = Vec::with_capacity(half + half / 100);
+    for i in 0..half {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        seg.push(33 + (x % 94) as u8);
+        if i % 100 == 99 {
+            seg.push(b'\n');
+        }
+    }
+    let mut data = seg.clone();
+    data.push(b'\n');
+    data.extend_from_slice(&seg);
+    data
+}
+
+/// `ferret --root ROOT --state-dir STATE ARGS…`, waited for with wait4: (stdout, peak
+/// RSS in KiB).
+// Waited for with wait4 (for its rusage), which clippy cannot see.
+#[allow(clippy::zombie_processes)]
+fn peak_run(root: &Path, state: &Path, env: &[(&str, &str)], args: &[&str]) -> (String, u64) {
+    use std::process::Stdio;
+    let mut child = bin()
+        .envs(env.iter().copied())
+        .arg("--root")
+        .arg(root)
+        .arg("--state-dir")
+        .arg(state)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ferret");
+    let mut out = child.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut out, &mut s);
+        s
+    });
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: pid is our own child, not waited for elsewhere; both pointers are valid.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4");
+    (reader.join().unwrap_or_default(), usage.ru_maxrss as u64)
+}
+
+/// The bytes of the index files under a state directory.
+fn stored_bytes(dir: &Path) -> u64 {
+    let mut n = 0;
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            n += if p.is_dir() {
+                stored_bytes(&p)
+            } else {
+                e.metadata().map(|m| m.len()).unwrap_or(0)
+            };
+        }
+    }
+    n
+}
+
+#[test]
+fn a_saves_peak_does_not_grow_with_the_stored_index() {
+    // The attacker's runs at a smaller scale: a pair cap that lets each run index about a
+    // quarter of the tree, so each start saves, merging a bigger stored index each time.
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    let (_e, empty) = tempdir();
+    for i in 0..64u64 {
+        write(&root, &format!("f{i:03}.txt"), semidense(i + 1, 500_000));
+    }
+    // Past the racy window, so the files' stamps are stored and not read again.
+    std::thread::sleep(Duration::from_millis(300));
+    let cap = [("FERRET_TEST_INDEX_PAIRS", "4000000")];
+    let mut runs = Vec::new();
+    for _ in 0..4 {
+        let before = stored_bytes(&state);
+        let (said, peak) = peak_run(&root, &state, &cap, &["index"]);
+        runs.push((before, peak, said));
+    }
+    let after = stored_bytes(&state);
+    let shown: Vec<(u64, u64)> = runs.iter().map(|r| (r.0 >> 20, r.1 >> 10)).collect();
+    // Each run saved (the stored index grew), and the last merged far more than the second.
+    assert!(
+        runs[3].0 > runs[1].0 + (16 << 20) && after > runs[3].0,
+        "(stored MiB before, peak MiB) per run: {shown:?}; {}",
+        runs[3].2
+    );
+    // Its peak stays by the second's, where it grew by the stored file's size before
+    // (600, 907, 1 230 MB in the attacker's runs).
+    let grew = runs[3].0 - runs[1].0;
+    assert!(
+        runs[3].1 < runs[1].1 + (grew >> 10) / 2,
+        "(stored MiB before, peak MiB) per run: {shown:?}"
+    );
+    // The answers are a scan's, for files indexed in each run and those left unindexed.
+    for f in [0, 20, 40, 63] {
+        let text = std::fs::read(root.join(format!("f{f:03}.txt"))).unwrap_or_default();
+        let needle = String::from_utf8_lossy(&text[1020..1032]).into_owned();
+        let args = json!({"pattern": regex::escape(&needle), "output_mode": "files_with_matches"})
+            .to_string();
+        let (a, _) = peak_run(&root, &state, &[], &["call", "grep", &args]);
+        let (b, _) = peak_run(&root, &empty, &[], &["call", "grep", &args]);
+        let (a, b): (Value, Value) = (
+            serde_json::from_str(&a).unwrap_or(Value::Null),
+            serde_json::from_str(&b).unwrap_or(Value::Null),
+        );
+        assert_eq!(a["engine"], "index", "{a}");
+        assert_eq!(a["files"], b["files"], "{needle}: {a} {b}");
+        assert!(a["files"].to_string().contains(&format!("f{f:03}")), "{a}");
+    }
+}
