@@ -8,6 +8,7 @@
 //! default it replaces (a list default splits on commas, a number parses as a number), so
 //! adding a field to `Config` is all it takes to make it settable everywhere.
 
+pub mod classes;
 pub mod hides;
 mod layers;
 mod narrow;

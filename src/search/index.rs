@@ -444,6 +444,19 @@ const DENSE_FLOOR: usize = 4096;
 /// a save maps the lists to disk. The Linux tree's whole build holds well under it.
 const UNSAVED_PAIRS_MAX: u64 = 1 << 27;
 
+/// [`UNSAVED_PAIRS_MAX`], or for tests a smaller one from `FERRET_TEST_INDEX_PAIRS`
+/// (the environment of the person running ferret, never the workspace's), so a test can
+/// meet the cap on a small tree.
+fn unsaved_pairs_max() -> u64 {
+    static MAX: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| {
+        std::env::var("FERRET_TEST_INDEX_PAIRS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(UNSAVED_PAIRS_MAX, |v: u64| v.clamp(1, UNSAVED_PAIRS_MAX))
+    });
+    *MAX
+}
+
 /// Whether a file's trigrams (`distinct` of them over `bytes`) are too dense to index.
 fn too_dense(distinct: usize, bytes: u64) -> bool {
     distinct > DENSE_FLOOR && distinct as u64 > bytes / 2
@@ -744,8 +757,14 @@ impl Index {
             mem.sort_unstable();
             let on_disk = stored.as_ref().map_or(0, |m| m.len());
             let (mut i, mut j) = (0, 0);
+            let mut let_go = 0;
             let lists = std::iter::from_fn(|| {
                 loop {
+                    // The stored lists already merged leave this process's memory as
+                    // the merge goes: its peak does not grow with the stored index.
+                    if let Some(m) = stored.as_ref() {
+                        let_go = m.let_go_posts(let_go, i);
+                    }
                     let a =
                         (i < on_disk).then(|| stored.as_ref().map_or(u32::MAX, |m| m.key_at(i)));
                     let b = mem.get(j).copied();
@@ -800,6 +819,11 @@ impl Index {
                 &listed,
                 lists,
                 &filters,
+                &|| {
+                    if let Some(m) = stored.as_ref() {
+                        m.let_go_filters();
+                    }
+                },
             )?
         };
         let mapped = store::Mapped::open(path, fingerprint)
@@ -937,7 +961,7 @@ impl Index {
                                 let unindexed = too_dense(list.len(), read)
                                     || self.unsaved_pairs.fetch_add(pairs, Ordering::Relaxed)
                                         + pairs
-                                        > UNSAVED_PAIRS_MAX;
+                                        > unsaved_pairs_max();
                                 if !unindexed {
                                     let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                                     batch.pairs.extend(list.into_iter().map(|k| (k, id)));

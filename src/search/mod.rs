@@ -91,7 +91,8 @@ pub struct WalkOptions {
 fn over_size(shown: &str, max_size: u64) -> String {
     format!(
         "{shown}: not searched: over search_max_file_size ({max_size} bytes); read it with read_file \
-and an offset, or the person raises search_max_file_size"
+and an offset (a UTF-16 file, read as text only whole: with encoding base64, offset and limit counting bytes), \
+or the person raises search_max_file_size"
     )
 }
 
@@ -704,7 +705,7 @@ boundaries, or search a smaller file",
             {
                 env.control.warn(format!(
                     "{}: not searched: it has a line over {} MiB (the most a search holds in memory{}); \
-read it with read_file and an offset",
+read its bytes in parts with read_file, encoding base64 (offset and limit count bytes)",
                     ws.shown_name(&found.ws_path(ws)),
                     LINE_HEAP_LIMIT >> 20,
                     if q.multiline {

@@ -678,10 +678,13 @@ its rules do not apply, so files it would hide may be listed",
         if lines > IGNORE_FILE_MAX_LINES || costly > IGNORE_FILE_MAX_COSTLY {
             control.warn(format!(
                 "{}: ignore file not used: {lines} lines, wildcard weight {costly} (a line and its \
-wildcards; a line of over {IGNORE_LINE_MAX_WILDCARDS} wildcards counts as too many), over the \
+wildcards, a bracket class one more per {} non-ASCII members; a line of over {IGNORE_LINE_MAX_WILDCARDS} \
+wildcards or a class of over {} non-ASCII members counts as too many), over the \
 {IGNORE_FILE_MAX_LINES} lines or weight {IGNORE_FILE_MAX_COSTLY} an ignore file may have; its rules do not \
 apply, so files it would hide may be listed",
-                shown()
+                shown(),
+                crate::config::classes::MEMBERS_PER_UNIT,
+                crate::config::classes::CLASS_MAX_MEMBERS,
             ));
             return Compiled::none();
         }
@@ -855,10 +858,15 @@ fn weight(line: &[u8]) -> u64 {
             matches!(b, b'*' | b'?' | b'[' | b'{') || (b == b',' && depth > 0)
         })
         .count() as u64;
-    if wild > IGNORE_LINE_MAX_WILDCARDS {
+    // A bracket class weighs what it compiles to: its non-ASCII members (each a UTF-8
+    // sequence of its own, ~600 bytes in the matcher), a unit per 16 of them; a class
+    // past 256 such members is no rule a person wrote (the attacker's lines of one class
+    // of 5 000 CJK code points: 182 MB for one file of 66 lines).
+    let classes = crate::config::classes::classes(line);
+    if wild > IGNORE_LINE_MAX_WILDCARDS || classes.over() {
         IGNORE_FILE_MAX_COSTLY + 1
     } else {
-        1 + wild
+        1 + wild + classes.weight
     }
 }
 
@@ -954,5 +962,33 @@ mod tests {
         let names: Vec<String> = (0..1000).map(|i| format!("qqq{i}")).collect();
         let line = format!("{{{}}}", names.join(","));
         assert!(weight(line.as_bytes()) > IGNORE_FILE_MAX_COSTLY);
+    }
+
+    #[test]
+    fn a_class_weighs_its_non_ascii_members() {
+        use super::{IGNORE_FILE_MAX_COSTLY, weight};
+        let cjk = |n: u32| -> String {
+            (0x4e00u32..)
+                .step_by(2)
+                .take(n as usize)
+                .filter_map(char::from_u32)
+                .collect()
+        };
+        // ASCII classes compile to one byte class: a wildcard, as before.
+        assert_eq!(weight(b"[abcdefghijklmnopqrstuvwxyz]*"), 1 + 2);
+        // 160 CJK members: ten units more than the bare class.
+        assert_eq!(weight(format!("[{}]*", cjk(160)).as_bytes()), 1 + 2 + 10);
+        // Past the cap, in any spelling: the file is over its weight by that line alone.
+        for line in [
+            format!("[{}]*", cjk(300)),
+            format!("[{}]", cjk(5000)),
+            format!("!/a/[!{}]/b", cjk(300)),
+            format!("**/[^{}].txt", cjk(300)),
+        ] {
+            assert!(
+                weight(line.as_bytes()) > IGNORE_FILE_MAX_COSTLY,
+                "{line:.20}"
+            );
+        }
     }
 }

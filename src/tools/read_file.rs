@@ -496,7 +496,11 @@ fn ranged_utf16(
     budget: Option<usize>,
 ) -> ToolResult<Output> {
     check_whole_size(&shown, size, max, Encoding::Utf8).map_err(|e| {
-        e.with_hint("a UTF-16 file is read whole (it is over the limit): grep searches it")
+        e.with_hint(
+            "a UTF-16 file is read as text only whole, and this one is over max_file_size: read its bytes \
+in parts with encoding base64 (offset and limit count bytes, e.g. offset 0, limit 524288), or grep for what you \
+need (up to search_max_file_size, lines under 64 MiB)",
+        )
     })?;
     let bytes = read_capped(file, size, max, &shown)?;
     let edit_max = ctx.config().max_edit_file_size;
@@ -931,7 +935,8 @@ fn read_lines(
                     },
                 )
                 .with_hint(if line_no == offset {
-                    "grep for what you need in it (grep shows the part of a long line around each match)"
+                    "grep for what you need in it (grep shows the part of a long line around each match; a line \
+over 64 MiB is not searched), or read its bytes in parts with encoding base64 (offset and limit count bytes)"
                 } else {
                     "ask for fewer lines (a smaller limit)"
                 }));
@@ -975,7 +980,8 @@ fn line_over_budget(shown: &str, line: u64) -> ToolError {
         format!("line {line} of {shown} alone is over the output budget (max_output_chars)"),
     )
     .with_hint(
-        "grep for what you need in it (grep shows the part of a long line around each match)",
+        "grep for what you need in it (grep shows the part of a long line around each match; a line \
+over 64 MiB is not searched), or read its bytes in parts with encoding base64 (offset and limit count bytes)",
     )
 }
 

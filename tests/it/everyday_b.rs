@@ -606,7 +606,23 @@ fn provoke(code: ErrorCode, root: &Path, state: &Path) -> Option<Vec<ToolError>>
         }
         FileTooLarge => {
             let f = fixture(root, state, false, |c| c.max_file_size = 4);
-            vec![err(&f, "read_file", json!({"path": "a.txt"}))]
+            // A UTF-16 file is read as text only whole: its hint (and a long line's)
+            // names the base64 read that works, not a tool that refuses it too.
+            util::write(root, "u16.txt", b"\xff\xfea\x00\n\x00b\x00\n\x00");
+            util::write(root, "long.txt", "0123456789\n");
+            vec![
+                err(&f, "read_file", json!({"path": "a.txt"})),
+                err(
+                    &f,
+                    "read_file",
+                    json!({"path": "u16.txt", "offset": 1, "limit": 1}),
+                ),
+                err(
+                    &f,
+                    "read_file",
+                    json!({"path": "long.txt", "offset": 1, "limit": 1}),
+                ),
+            ]
         }
         RoundLimitExceeded => {
             let f = fixture(root, state, false, |c| c.max_bytes_per_round = 10);

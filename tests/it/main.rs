@@ -9,6 +9,7 @@ mod cli_rg;
 mod config_r4;
 mod cost_r3;
 mod cost_r4;
+mod cost_r7;
 mod crash;
 mod edges_r7;
 mod enc_r7;
