@@ -107,7 +107,7 @@ impl Tool for ApplyPatch {
             name: "apply_patch",
             title: "Change many files at once",
             description: "Change files all-or-nothing; undo reverts all; dry_run previews. changes: [{path, \
-edits: [{old_string, new_string, replace_all}]} | {path, create} | {path, delete: true} | {path, \
+edits: [{old_string, new_string, replace_all}]} | {path, create} | {path, delete} | {path, \
 move_to}], or patch: \"*** Begin Patch\" text (Add/Delete/Update File, @@ hunks, \
 Move to, End Patch; wrappers, indents forgiven; hunks match like edit).",
             annotations: Annotations::WRITE,

@@ -75,7 +75,7 @@ impl Tool for Edit {
             title: "Edit a file",
             description: "Replace old_string with new_string (prefer it to write_file). \
 old_string must be unique (add nearby lines) unless replace_all; forgives line endings, spaces, indents, \
-Unicode punctuation; keeps charset, BOM, line endings. undo reverts; dry_run previews.",
+Unicode punctuation; keeps charset, BOM, line endings (or refuses). undo reverts; dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }

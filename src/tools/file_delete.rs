@@ -65,7 +65,7 @@ impl Tool for FileDelete {
         ToolMeta {
             name: "file_delete",
             title: "Delete safely",
-            description: "Delete a file or directory to the trash (undo restores it); permanent skips it and asks \
+            description: "Delete a file or directory to the trash (undo restores it); permanent skips it, asking \
 for confirmation. dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,

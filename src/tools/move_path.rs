@@ -60,7 +60,7 @@ impl Tool for Move {
         ToolMeta {
             name: "move",
             title: "Move or rename",
-            description: "Move or rename a file or directory; destination is the new path, not a directory to move into. Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews.",
+            description: "Move or rename a file or directory; destination is the new path, not a folder to move into. Replaces nothing unless overwrite (files only). Undo reverts; dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }

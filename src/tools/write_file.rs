@@ -85,7 +85,7 @@ impl Tool for WriteFile {
             name: "write_file",
             title: "Write a file",
             description: "Create a file (and its directories); an existing one needs overwrite, keeping its charset and \
-endings (prefer edit for parts). Atomic; undo reverts; dry_run previews.",
+endings (prefer edit for parts). undo reverts; dry_run previews.",
             annotations: Annotations::WRITE,
             served_by_default: true,
         }

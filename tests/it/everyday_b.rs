@@ -105,7 +105,7 @@ async fn descriptions_still_steer_the_model() {
                 "undo",
                 "dry_run",
                 "line endings, spaces, indents, Unicode punctuation",
-                "keeps charset, BOM, line endings",
+                "keeps charset, BOM, line endings (or refuses)",
             ],
         ),
         (
@@ -114,12 +114,7 @@ async fn descriptions_still_steer_the_model() {
         ),
         (
             "move",
-            &[
-                "not a directory to move into",
-                "overwrite",
-                "Undo",
-                "dry_run",
-            ],
+            &["not a folder to move into", "overwrite", "Undo", "dry_run"],
         ),
         (
             "apply_patch",
