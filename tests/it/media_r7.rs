@@ -709,6 +709,8 @@ fn pdf(pages: &[&str]) -> Vec<u8> {
     pdf_with(pages, None, "")
 }
 
+// Only the Linux limit test uses it (rlimits are checked on Linux).
+#[cfg(target_os = "linux")]
 fn cli_read(ws: &Ws, args: Value, env: &[(&str, &str)]) -> (bool, String, std::time::Duration) {
     let mut cmd = ws.cmd(&["call", "read_file", &args.to_string()]);
     for (k, v) in env {
