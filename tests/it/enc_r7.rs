@@ -698,17 +698,21 @@ fn edits_racing_a_swap_between_encodings_write_text_read_from_the_bytes_replaced
     ];
     write(&ws.root, "race.txt", &versions[0].0);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // How many swaps the swapper has made: the edits go on until it has made enough
+    // (on a loaded machine 40 edits can be over before it is scheduled ten times).
+    let swaps = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     // Every state the file may be in: a version, or a version with "marker" edited.
     let allowed: Vec<String> = versions
         .iter()
         .flat_map(|(_, t, _)| [t.clone(), t.replace("marker", "marker edited")])
         .collect();
     let swapper = {
-        let (root, stop, versions, allowed) = (
+        let (root, stop, versions, allowed, swaps) = (
             ws.root.clone(),
             stop.clone(),
             versions.clone(),
             allowed.clone(),
+            swaps.clone(),
         );
         std::thread::spawn(move || {
             let mut seen = 0;
@@ -724,6 +728,7 @@ fn edits_racing_a_swap_between_encodings_write_text_read_from_the_bytes_replaced
                     d.text
                 );
                 seen += 1;
+                swaps.store(seen, std::sync::atomic::Ordering::Relaxed);
                 i += 1;
                 let tmp = root.join(format!(".swap{i}"));
                 std::fs::write(&tmp, &versions[i % 2].0).unwrap();
@@ -734,7 +739,15 @@ fn edits_racing_a_swap_between_encodings_write_text_read_from_the_bytes_replaced
         })
     };
     let mut landed = 0;
-    for _ in 0..40 {
+    // 40 edits (the session's round allows 50 calls), each after the swapper has made
+    // about one swap per two edits so far: interleaved however the machine schedules.
+    for n in 0..40u64 {
+        let wait = std::time::Instant::now() + std::time::Duration::from_millis(200);
+        while swaps.load(std::sync::atomic::Ordering::Relaxed) < n / 2
+            && std::time::Instant::now() < wait
+        {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
         let r = call(
             &f,
             "edit",
