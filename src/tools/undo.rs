@@ -73,6 +73,23 @@ fn already_undone(id: u64) -> ToolError {
     )
 }
 
+/// The walk that opened the file an undo changes must have reached it at its recorded
+/// place, no link on the way: the check on an earlier walk does not cover a folder on
+/// the way swapped for a link (to `.github`, say) before this one (attacker pass 12).
+fn opened_in_place(
+    at: &crate::workspace::Resolved,
+    rel: &std::path::Path,
+    path: &str,
+) -> ToolResult<()> {
+    if at.real.rel() == rel {
+        Ok(())
+    } else {
+        Err(conflict(format!(
+            "a directory on the way to {path} is now a symbolic link; nothing was undone"
+        )))
+    }
+}
+
 fn conflict(msg: String) -> ToolError {
     ToolError::new(ErrorCode::Conflict, msg)
 }
@@ -365,6 +382,7 @@ fn undo_create(
     }
     // Held (locked) until the file is removed.
     let (_locked, current, at, _held) = super::read_locked(ctx, &wp, &target.path)?;
+    opened_in_place(&at, &target.rel, &target.path)?;
     // Bounded like every change's diff (a 64 MiB file's lines are not diffed whole).
     let (now, charset) = super::diff_text(&current);
     out.diff = super::unified_diff(
@@ -550,7 +568,8 @@ fn undo_group(
         }
         let (current, old) = match &at.meta {
             Some(m) if m.is_file() => {
-                let (file, buf, _, hold) = super::read_locked(ctx, &wp, &op.path)?;
+                let (file, buf, opened, hold) = super::read_locked(ctx, &wp, &op.path)?;
+                opened_in_place(&opened, &op.rel, &op.path)?;
                 held.push(hold);
                 (Some(buf), Some(file))
             }
@@ -750,6 +769,7 @@ fn undo_edit(
     let (locked, at) = match &probe.meta {
         Some(m) if m.is_file() => {
             let (file, buf, at, hold) = super::read_locked(ctx, &wp, &target.path)?;
+            opened_in_place(&at, &target.rel, &target.path)?;
             (Some((file, buf, hold)), at)
         }
         Some(_) => {

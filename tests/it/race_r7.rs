@@ -243,3 +243,126 @@ fn a_question_asked_for_a_listed_spelling_names_it() {
         );
     }
 }
+
+/// Undo of an edit, an overwrite and a create, while a folder on the way flips between a
+/// real folder and a link to `.github`, where a file holds exactly the bytes the undone
+/// change wrote (so the hash check alone would pass): the undo restores or removes the
+/// file in the real folder, or answers CONFLICT; the `.github` file is never touched
+/// (attacker pass 12: the undo's check ran on one walk, its write went through another).
+#[test]
+fn undo_racing_a_folder_swapped_for_a_link_to_github_never_changes_it() {
+    for kind in ["edit", "overwrite", "create"] {
+        let (_t, root) = tempdir();
+        std::fs::create_dir_all(root.join(".github/workflows")).unwrap();
+        std::fs::create_dir_all(root.join("d/workflows")).unwrap();
+        symlink(".github", root.join("lnk")).unwrap();
+        let f = ferret(&root, true, Some(&root.join("../state")));
+        let paused = Arc::new(AtomicBool::new(true));
+        let stop = Arc::new(AtomicBool::new(false));
+        // Set by the swapper when it has seen `paused` and made no rename since.
+        let idle = Arc::new(AtomicBool::new(false));
+        let swaps = {
+            let (root, paused, stop, idle) =
+                (root.clone(), paused.clone(), stop.clone(), idle.clone());
+            std::thread::spawn(move || {
+                let dir = std::fs::File::open(&root).unwrap();
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    if paused.load(Ordering::Acquire) {
+                        idle.store(true, Ordering::Release);
+                        std::thread::sleep(Duration::from_micros(100));
+                        continue;
+                    }
+                    idle.store(false, Ordering::Release);
+                    let _ = rustix::fs::renameat_with(
+                        &dir,
+                        "d",
+                        &dir,
+                        "lnk",
+                        rustix::fs::RenameFlags::EXCHANGE,
+                    );
+                    n += 1;
+                }
+                n
+            })
+        };
+        // Pauses the swapper with `d` the real folder again.
+        let settle = || {
+            idle.store(false, Ordering::Release);
+            paused.store(true, Ordering::Release);
+            while !idle.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            if std::fs::symlink_metadata(root.join("d"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+            {
+                rustix::fs::renameat_with(
+                    std::fs::File::open(&root).unwrap(),
+                    "d",
+                    std::fs::File::open(&root).unwrap(),
+                    "lnk",
+                    rustix::fs::RenameFlags::EXCHANGE,
+                )
+                .unwrap();
+            }
+        };
+        let (mut undone, mut refused) = (0, 0);
+        let until = Instant::now() + Duration::from_secs(3);
+        let mut n = 0;
+        while Instant::now() < until {
+            n += 1;
+            settle();
+            let name = format!("x{n}.yml");
+            let guarded = root.join(".github/workflows").join(&name);
+            let args = match kind {
+                "edit" => {
+                    write(&root, &format!("d/workflows/{name}"), "old: 1\n");
+                    json!({"path": format!("d/workflows/{name}"), "old_string": "old", "new_string": "new"})
+                }
+                "overwrite" => {
+                    write(&root, &format!("d/workflows/{name}"), "old: 1\n");
+                    json!({"path": format!("d/workflows/{name}"), "content": "new: 1\n", "overwrite": true})
+                }
+                _ => json!({"path": format!("d/workflows/{name}"), "content": "new: 1\n"}),
+            };
+            let tool = if kind == "edit" { "edit" } else { "write_file" };
+            call(&f, tool, args).unwrap();
+            // The listed place holds what the change wrote: only the walk tells them apart.
+            std::fs::write(&guarded, "new: 1\n").unwrap();
+            paused.store(false, Ordering::Release);
+            match call(&f, "undo", json!({})) {
+                Ok(_) => undone += 1,
+                Err(e) => {
+                    assert!(
+                        matches!(
+                            e.code,
+                            ErrorCode::Conflict | ErrorCode::NotFound | ErrorCode::IoError
+                        ),
+                        "{kind}: {e:?}"
+                    );
+                    refused += 1;
+                }
+            }
+            settle();
+            assert_eq!(
+                std::fs::read(&guarded).ok().as_deref(),
+                Some(&b"new: 1\n"[..]),
+                "{kind}: undo changed .github/workflows/{name}"
+            );
+            // A refused undo stays in the journal; it is undone on its own now, still.
+            if std::fs::read(root.join("d/workflows").join(&name))
+                .ok()
+                .as_deref()
+                == Some(&b"new: 1\n"[..])
+            {
+                let _ = call(&f, "undo", json!({}));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let swapped = swaps.join().unwrap();
+        assert!(swapped > 50, "{kind}: the swap ran {swapped} times");
+        assert!(undone > 0, "{kind}: {undone} undone, {refused} refused");
+    }
+}
