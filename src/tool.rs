@@ -1068,7 +1068,16 @@ impl<'a> Ctx<'a> {
     /// as sent, once it is made.
     pub fn charge_bytes(&self, n: u64) -> ToolResult<()> {
         // The key the call path charges: over HTTP the principal, not the connection.
-        self.services.limiter.check_bytes(&self.session.budget, n)?;
+        // An answer cut to the output budget sends at most about that much (its text and
+        // its structured copy, escapes included): a glob of 20 000 long paths is cut, not
+        // refused for what it would have been uncut.
+        let sent = match self.output_budget() {
+            Some(b) => n.min((b as u64).saturating_mul(4).saturating_add(4_096)),
+            None => n,
+        };
+        self.services
+            .limiter
+            .check_bytes(&self.session.budget, sent)?;
         self.bytes_read.fetch_add(n, Ordering::Relaxed);
         Ok(())
     }
