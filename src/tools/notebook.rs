@@ -517,7 +517,7 @@ fn internal(what: &str) -> ToolError {
         format!("the notebook's layout could not be followed ({what}); nothing was changed"),
     )
     .with_hint(
-        "make the change with edit on the notebook's JSON (read it with read_file and offset 1)",
+        "make the change with edit on the notebook's JSON (read_files shows the raw JSON; read_file shows the cells)",
     )
 }
 

@@ -149,3 +149,66 @@ fn the_sandbox_drops_workspace_patterns_that_do_not_build_and_keeps_the_users_fa
         assert!(make(false).is_err(), "{key}");
     }
 }
+
+// 2. notebook_edit's hints point at what shows a notebook's raw JSON: read_files (read_file
+//    with an offset shows the cell view).
+
+fn ws_ferret(root: &Path) -> (tempfile::TempDir, ferret::Ferret) {
+    let (st, state) = tempdir();
+    (st, crate::util::ferret(root, true, Some(&state)))
+}
+
+#[test]
+fn a_notebook_notebook_edit_cannot_follow_points_at_read_files_for_its_raw_json() {
+    use crate::util::{code, run};
+    use serde_json::json;
+    let cell = |src: &str| {
+        format!(
+            r#"{{"cell_type": "code", "execution_count": null, "id": "{src}", "metadata": {{}}, "outputs": [], "source": ["{src}"]}}"#
+        )
+    };
+    let (_t, root) = tempdir();
+    // Layouts serde and the span finder read differently: "cells" twice (counts differ
+    // either way round), a cell that is no object.
+    let files = [
+        format!(
+            r#"{{"cells": [{}, {}], "metadata": {{}}, "nbformat": 4, "nbformat_minor": 5, "cells": [{}]}}"#,
+            cell("a"),
+            cell("b"),
+            cell("c")
+        ),
+        format!(
+            r#"{{"cells": [{}], "metadata": {{}}, "nbformat": 4, "nbformat_minor": 5, "cells": [{}, {}]}}"#,
+            cell("a"),
+            cell("b"),
+            cell("c")
+        ),
+    ];
+    let (_s, f) = ws_ferret(&root);
+    for (i, text) in files.iter().enumerate() {
+        let name = format!("n{i}.ipynb");
+        write(&root, &name, text);
+        let r = run(
+            &f,
+            "notebook_edit",
+            json!({"path": name, "cell_index": 0, "new_source": "x"}),
+        );
+        let e = match r {
+            Err(e) => e,
+            Ok((v, t)) => panic!("{name}: edited a notebook it cannot follow: {v} {t}"),
+        };
+        let hint = e.hint.clone().unwrap_or_default();
+        assert_eq!(code(Err(e.clone())), ferret::ErrorCode::IoError, "{e:?}");
+        assert!(
+            hint.contains("read_files") && !hint.contains("offset 1"),
+            "{name}: {hint}"
+        );
+        // And read_files does show the raw JSON, both "cells" keys.
+        let (_v, shown) = run(&f, "read_files", json!({"paths": [name]})).expect("read_files");
+        assert_eq!(shown.matches("\"cells\"").count(), 2, "{shown}");
+        assert_eq!(
+            std::fs::read_to_string(root.join(&name)).expect("read"),
+            *text
+        );
+    }
+}
