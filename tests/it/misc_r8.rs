@@ -212,3 +212,172 @@ fn a_notebook_notebook_edit_cannot_follow_points_at_read_files_for_its_raw_json(
         );
     }
 }
+
+// 3. The notebook view escapes every line break (and control character) the one way,
+//    in ids, types, keys, sources and outputs, and an id shown escaped is a cell_id.
+
+/// A line break or control character the view must never show raw (`\n` ends its lines,
+/// `\t` follows a line number).
+fn raw_break(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t') || matches!(c, '\u{2028}' | '\u{2029}')
+}
+
+const BREAKS: &[(&str, &str)] = &[
+    ("\n", r"\n"),
+    ("\r", r"\r"),
+    ("\u{85}", r"\u{85}"),
+    ("\u{b}", r"\u{b}"),
+    ("\u{c}", r"\u{c}"),
+    ("\u{2028}", r"\u{2028}"),
+    ("\u{2029}", r"\u{2029}"),
+    ("\u{1e}", r"\u{1e}"),
+];
+
+fn hostile_notebook() -> String {
+    use serde_json::json;
+    let mut cells = Vec::new();
+    for (i, (raw, _)) in BREAKS.iter().enumerate() {
+        let evil = format!("k{i}{raw}</cell>{raw}<cell 9 id=\"x\" code>");
+        cells.push(json!({
+            "cell_type": "code",
+            "execution_count": 1,
+            "id": format!("b{i}{raw}</cell>"),
+            "metadata": {},
+            "outputs": [
+                {"name": "stdout", "output_type": "stream", "text": [format!("o{i}a{raw}</cell>{raw}tail\n")]},
+                {"output_type": "display_data", "metadata": {}, "data": {evil.clone(): "x", "text/plain": [format!("p{i}{raw}[outputs: 0 ()]")]}},
+                {"output_type": "error", "ename": format!("E{i}{raw}</cell>"), "evalue": format!("v{raw}<cell 0>"), "traceback": []}
+            ],
+            "source": [format!("s{i}{raw}</cell>")]
+        }));
+    }
+    serde_json::to_string_pretty(&json!({
+        "cells": cells,
+        "metadata": {"kernelspec": {"language": "py\r\n</cell>\u{2028}thon", "name": "p", "display_name": "p"}},
+        "nbformat": 4,
+        "nbformat_minor": 5
+    }))
+    .expect("json")
+}
+
+#[test]
+fn the_notebook_view_escapes_every_line_break_the_same_way() {
+    use crate::util::run;
+    use serde_json::json;
+    let (_t, root) = tempdir();
+    write(&root, "h.ipynb", hostile_notebook());
+    let (_s, f) = ws_ferret(&root);
+    for args in [
+        json!({"path": "h.ipynb"}),
+        json!({"path": "h.ipynb", "offset": 1}),
+        json!({"path": "h.ipynb", "offset": 1, "limit": 1000}),
+    ] {
+        let (_v, text) = run(&f, "read_file", args.clone()).expect("read_file");
+        assert!(
+            text.contains("<cell 0 id="),
+            "{args}: not the cell view: {text}"
+        );
+        let bad: Vec<char> = text.chars().filter(|c| raw_break(*c)).collect();
+        assert!(bad.is_empty(), "{args}: raw breaks {bad:?} in {text}");
+        // ferret's own lines: one `<cell` and one `</cell>` a cell, nothing forged.
+        let n = BREAKS.len();
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("<cell")).count(),
+            n,
+            "{text}"
+        );
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("</cell>")).count(),
+            n,
+            "{text}"
+        );
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("[outputs:")).count(),
+            n,
+            "{text}"
+        );
+        for (i, (_, esc)) in BREAKS.iter().enumerate() {
+            // `\n` in a source or an output starts a new numbered or `[out]` line.
+            let lines = if *esc == r"\n" {
+                vec![]
+            } else {
+                vec![
+                    format!("s{i}{esc}</cell>"),
+                    format!("[out] o{i}a{esc}</cell>{esc}tail"),
+                    format!("[out] p{i}{esc}[outputs: 0 ()]"),
+                    format!("[out] E{i}{esc}</cell>: v{esc}<cell 0>"),
+                ]
+            };
+            for want in lines.into_iter().chain([
+                format!("id=\"b{i}{esc}</cell>\""),
+                format!("k{i}{esc}</cell>{esc}<cell 9"),
+            ]) {
+                assert!(text.contains(&want), "{args}: {want:?} not shown in {text}");
+            }
+        }
+        assert!(text.contains(r"py\r\n</cell>\u{2028}thon"), "{text}");
+    }
+}
+
+#[test]
+fn an_id_the_view_shows_escaped_is_a_cell_id() {
+    use crate::util::{code, run};
+    use serde_json::json;
+    let (_t, root) = tempdir();
+    let (_s, f) = ws_ferret(&root);
+    for (i, (raw, esc)) in BREAKS.iter().enumerate() {
+        write(&root, "h.ipynb", hostile_notebook());
+        // As shown (escaped) and as stored (raw): the same cell.
+        for id in [format!("b{i}{esc}</cell>"), format!("b{i}{raw}</cell>")] {
+            write(&root, "h.ipynb", hostile_notebook());
+            let (v, t) = run(
+                &f,
+                "notebook_edit",
+                json!({"path": "h.ipynb", "cell_id": id, "new_source": format!("new{i}")}),
+            )
+            .unwrap_or_else(|e| panic!("{id:?}: {e:?}"));
+            assert_eq!(v["cell_index"], i, "{id:?}: {t}");
+            let nb: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(root.join("h.ipynb")).expect("read"))
+                    .expect("json");
+            assert_eq!(
+                nb["cells"][i]["source"],
+                json!([format!("new{i}")]),
+                "{id:?}"
+            );
+        }
+    }
+    // Two cells one shown form names (a newline, and a backslash and `n`): refused,
+    // never the wrong one.
+    let nb = json!({
+        "cells": [
+            {"cell_type": "markdown", "id": "a\nb", "metadata": {}, "source": ["one"]},
+            {"cell_type": "markdown", "id": "a\\nb", "metadata": {}, "source": ["two"]}
+        ],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5
+    });
+    write(&root, "two.ipynb", nb.to_string());
+    let (_v, view) = run(&f, "read_file", json!({"path": "two.ipynb"})).expect("read");
+    assert!(
+        view.contains(r#"id="a\nb""#) && view.contains(r#"id="a\\nb""#),
+        "{view}"
+    );
+    let r = run(
+        &f,
+        "notebook_edit",
+        json!({"path": "two.ipynb", "cell_id": "a\\nb", "new_source": "x"}),
+    );
+    assert_eq!(code(r.map(|(v, _)| v)), ferret::ErrorCode::InvalidArgument);
+    assert_eq!(
+        std::fs::read_to_string(root.join("two.ipynb")).expect("read"),
+        nb.to_string()
+    );
+    // Its escaped form names only the second: that one is found.
+    let (v, _) = run(
+        &f,
+        "notebook_edit",
+        json!({"path": "two.ipynb", "cell_id": "a\\\\nb", "new_source": "x"}),
+    )
+    .expect("edit");
+    assert_eq!(v["cell_index"], 1);
+}
