@@ -381,3 +381,159 @@ fn an_id_the_view_shows_escaped_is_a_cell_id() {
     .expect("edit");
     assert_eq!(v["cell_index"], 1);
 }
+
+// 4. The PDF helper child ends with the server, even one killed with SIGKILL.
+
+/// The pids whose parent is `parent` and whose command line holds `arg`.
+#[cfg(target_os = "linux")]
+fn children_with(parent: u32, arg: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: comm may hold spaces, so after the last `)`.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let ppid = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(arg) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Whether `pid` still runs (a zombie waiting to be reaped does not).
+#[cfg(target_os = "linux")]
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_pdf_helper_dies_with_a_server_killed_by_sigkill() {
+    use std::io::Write;
+    let (_t, root) = tempdir();
+    write(
+        &root,
+        "doc.pdf",
+        "%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n",
+    );
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"doc.pdf"}}}"#;
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let inited = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    // The CLI's one call and the MCP server over stdio; a spinning helper (killed only at
+    // its 5 s CPU limit) and a sleeping one (at the call's deadline).
+    for hook in ["spin", "sleep"] {
+        for serve in [false, true] {
+            let mut c = bin();
+            c.current_dir(&root)
+                .env("FERRET_PDF_HELPER_TEST", hook)
+                .arg("--root")
+                .arg(&root);
+            if serve {
+                c.arg("serve");
+            } else {
+                c.args(["call", "read_file", r#"{"path":"doc.pdf"}"#]);
+            }
+            let mut server = c
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn");
+            let mut stdin = server.stdin.take().expect("stdin");
+            if serve {
+                for line in [init, inited, call] {
+                    writeln!(stdin, "{line}").expect("write");
+                }
+                stdin.flush().expect("flush");
+            }
+            let started = Instant::now();
+            let helper = loop {
+                if let Some(&pid) = children_with(server.id(), "__pdf-text").first() {
+                    break pid;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(20),
+                    "{hook} {serve}: no helper started"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            // Mid-extraction.
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(alive(helper), "{hook} {serve}: the helper ended by itself");
+            server.kill().expect("kill -9");
+            let _ = server.wait();
+            let killed = Instant::now();
+            while alive(helper) && killed.elapsed() < Duration::from_secs(1) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let still = alive(helper);
+            if still {
+                // Do not leave it spinning.
+                let _ = std::process::Command::new("kill")
+                    .args(["-9", &helper.to_string()])
+                    .status();
+            }
+            assert!(
+                !still,
+                "{hook} {serve}: the helper {helper} outlived the killed server by 1 s"
+            );
+            drop(stdin);
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_pdf_helper_whose_parent_already_ended_stops_at_once() {
+    // The pid the server passed down is not the helper's parent any more (it died
+    // before the death signal was asked for): the helper ends instead of running on.
+    let me = std::process::id();
+    for (parent, ends) in [(u32::MAX - 1, true), (1, true), (me, false)] {
+        let mut child = bin()
+            .arg("__pdf-text")
+            .env("FERRET_PDF_PARENT", parent.to_string())
+            .env("FERRET_PDF_HELPER_TEST", "sleep")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let started = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("wait") {
+                break Some(s);
+            }
+            if started.elapsed() > Duration::from_millis(1500) {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        if ends {
+            assert_eq!(status.and_then(|s| s.code()), Some(3), "parent {parent}");
+        } else {
+            assert!(status.is_none(), "parent {parent}: {status:?}");
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
