@@ -537,3 +537,94 @@ fn a_pdf_helper_whose_parent_already_ended_stops_at_once() {
         }
     }
 }
+
+// 5. grep content mode's memory does not grow with offset: past
+//    MAX_CONTENT_OFFSET it is refused with a hint.
+
+/// Runs the binary, returning its output and the peak RSS (VmHWM, KiB) last seen.
+#[cfg(target_os = "linux")]
+fn run_with_peak(mut cmd: std::process::Command) -> (Output, u64) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let mut out_pipe = child.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut out_pipe, &mut v);
+        v
+    });
+    let mut peak = 0u64;
+    let start = Instant::now();
+    loop {
+        if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            && let Some(kb) = s
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|k| k.parse::<u64>().ok())
+        {
+            peak = peak.max(kb);
+        }
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "ferret hung");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut out = child.wait_with_output().expect("output");
+    out.stdout = reader.join().unwrap_or_default();
+    (out, peak)
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn grep_content_memory_does_not_grow_with_offset() {
+    use ferret::tools::grep::MAX_CONTENT_OFFSET;
+    let (_t, root) = tempdir();
+    let lines = 2_000_000usize;
+    write(&root, "a.txt", "a\n".repeat(lines));
+    write(&root, "e.txt", "\n".repeat(lines));
+    let grep = |args: serde_json::Value| {
+        let mut c = bin();
+        c.current_dir(&root)
+            .arg("--root")
+            .arg(&root)
+            .args(["call", "grep", &args.to_string()]);
+        run_with_peak(c)
+    };
+    use serde_json::json;
+    // Past the bound: refused with a hint, whatever the pattern, path or context.
+    for args in [
+        json!({"pattern": "a", "output_mode": "content", "offset": lines - 10, "max_results": 5}),
+        json!({"pattern": "^", "path": "e.txt", "output_mode": "content", "offset": lines - 10, "max_results": 5}),
+        json!({"pattern": "a", "output_mode": "content", "offset": MAX_CONTENT_OFFSET + 1, "max_results": 5, "context_before": 2}),
+    ] {
+        let (out, peak) = grep(args.clone());
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args}: {text}");
+        assert!(
+            text.contains("INVALID_ARGUMENT") && text.contains("output_mode count"),
+            "{args}: {text}"
+        );
+        assert!(peak < 100 * 1024, "{args}: peak {peak} KiB");
+    }
+    // At the bound: answered, in bounded memory (20 M lines at this offset was 1.4 GB).
+    let (out, peak) = grep(
+        json!({"pattern": "a", "path": "a.txt", "output_mode": "content", "offset": MAX_CONTENT_OFFSET, "max_results": 5}),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(
+        v["files"][0]["lines"][0]["line"],
+        json!(MAX_CONTENT_OFFSET + 1),
+        "{text}"
+    );
+    assert_eq!(v["files"][0]["lines"].as_array().map(Vec::len), Some(5));
+    assert!(peak < 200 * 1024, "peak {peak} KiB");
+}
