@@ -9,6 +9,7 @@
 //! adding a field to `Config` is all it takes to make it settable everywhere.
 
 pub mod classes;
+pub mod globs;
 pub mod hides;
 mod layers;
 mod narrow;
@@ -197,6 +198,10 @@ pub struct Config {
     pub skip: Vec<String>,
     /// Patterns added to `skip`.
     pub skip_extra: Vec<String>,
+    /// The deny, skip and confirm patterns a workspace's own ferret.toml added (not a
+    /// setting): the sandbox drops these, never stops, if a list still does not build.
+    #[serde(skip)]
+    pub workspace_patterns: Vec<String>,
     /// When non-empty, only files with these extensions may be read.
     pub allowed_extensions: Vec<String>,
     /// Deepest path, in components below the root, that may be named.
@@ -281,6 +286,7 @@ impl Config {
             roots: Vec::new(),
             deny: DEFAULT_DENY.iter().map(|s| s.to_string()).collect(),
             deny_extra: Vec::new(),
+            workspace_patterns: Vec::new(),
             skip: DEFAULT_SKIP
                 .iter()
                 .chain(crate::platform::SKIPPED_NAMES)

@@ -119,6 +119,8 @@ fn pattern_weight(p: &str) -> usize {
 /// alone (length, wildcards, syntax), then the list's count and weight. Returns the
 /// patterns kept; each refusal names the pattern.
 fn check_patterns(k: &str, list: Vec<String>, refused: &mut Vec<String>) -> Vec<String> {
+    // Deny and confirm rules match whatever the case; skip rules do not.
+    let caseless = !k.starts_with("skip");
     let mut keep = Vec::new();
     let mut weight: usize = 0;
     let mut over = 0;
@@ -134,10 +136,10 @@ fn check_patterns(k: &str, list: Vec<String>, refused: &mut Vec<String>) -> Vec<
                 "a bracket class of more than {} non-ASCII members",
                 super::classes::CLASS_MAX_MEMBERS
             ))
-        } else if let Err(e) = ignore::gitignore::GitignoreBuilder::new("").add_line(None, &p) {
-            Some(e.to_string())
         } else {
-            None
+            // Compiled exactly as the sandbox will (NFC, case folding): a range whose
+            // ends change under NFC (`[\u{F900}-\u{F901}]`) is reversed there.
+            super::globs::check_one(&p, caseless).err()
         };
         if let Some(why) = why {
             refused.push(format!("{k}: {shown:?} ({why})"));
@@ -183,27 +185,13 @@ fn check_blocklist(list: Vec<String>, refused: &mut Vec<String>) -> Vec<String> 
     keep
 }
 
-/// Compiles patterns the way the sandbox will (case-sensitive ones, then caseless ones,
-/// in one gitignore matcher), so a list that cannot be built is found here.
+/// Compiles patterns the way the sandbox will (config/globs.rs, the one function both
+/// use), so a list that cannot be built is found here.
 fn compiles<'a>(
     sensitive: impl IntoIterator<Item = &'a str>,
     caseless: impl IntoIterator<Item = &'a str>,
 ) -> bool {
-    let mut b = ignore::gitignore::GitignoreBuilder::new("");
-    for p in sensitive {
-        if b.add_line(None, p).is_err() {
-            return false;
-        }
-    }
-    if b.case_insensitive(true).is_err() {
-        return false;
-    }
-    for p in caseless {
-        if b.add_line(None, p).is_err() {
-            return false;
-        }
-    }
-    b.build().is_ok()
+    super::globs::build(sensitive, caseless, |_| {}).is_ok()
 }
 
 /// Applies a workspace's own configuration file, which may only narrow the sandbox (see
@@ -275,6 +263,17 @@ pub(super) fn narrow(c: &mut Config, layer: &Map<String, Value>, path: &Path) ->
             crate::error::echo(&refused.join("; "))
         );
     }
+    // What the workspace added, so the sandbox can drop it, never stop, should a list
+    // still fail to build there (workspace/mod.rs).
+    let added = |now: &[String], was: &[String]| -> Vec<String> {
+        now.iter().filter(|p| !was.contains(p)).cloned().collect()
+    };
+    c.workspace_patterns = [
+        added(&c.deny_extra, &start.deny_extra),
+        added(&c.skip_extra, &start.skip_extra),
+        added(&c.confirm, &start.confirm),
+    ]
+    .concat();
     applied.dedup();
     Narrowed { applied, refused }
 }

@@ -133,6 +133,20 @@ pub fn release_memory() {
     }
 }
 
+pub fn die_with_parent(parent: Option<u32>) -> std::io::Result<()> {
+    use rustix::process::{Signal, getppid, set_parent_process_death_signal};
+    set_parent_process_death_signal(Some(Signal::KILL))?;
+    // The parent may have died before the line above: then the child has already been
+    // handed to another (init or a subreaper), and no signal will come.
+    if let Some(parent) = parent {
+        let now = getppid().map(|p| p.as_raw_nonzero().get());
+        if now.and_then(|p| u32::try_from(p).ok()) != Some(parent) {
+            return Err(std::io::Error::other("the parent process has ended"));
+        }
+    }
+    Ok(())
+}
+
 pub fn limit_self(memory: u64, cpu_seconds: u64) -> std::io::Result<()> {
     use rustix::process::{Resource, Rlimit, setrlimit};
     let set = |r, n: u64| {

@@ -193,6 +193,24 @@ pub fn limit_self(memory: u64, cpu_seconds: u64) -> io::Result<()> {
     os::limit_self(memory, cpu_seconds)
 }
 
+/// Ends this process (a helper child) when its parent ends, so a helper does not
+/// outlive a server killed with SIGKILL until its own CPU limit. Linux:
+/// `PR_SET_PDEATHSIG(SIGKILL)`, then a check that `parent` (the pid the parent passed
+/// down) is still the parent, an error if it already ended. The signal comes when the
+/// parent's spawning thread ends: the caller waits for the child on that thread.
+/// Elsewhere nothing (the parent's wall-clock bound, and the child's CPU limit).
+pub fn die_with_parent(parent: Option<u32>) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        os::die_with_parent(parent)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = parent;
+        Ok(())
+    }
+}
+
 /// An environment lookup: the process's own, or a map a caller was given.
 pub type Env<'e> = &'e dyn Fn(&str) -> Option<OsString>;
 

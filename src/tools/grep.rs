@@ -12,6 +12,12 @@ use serde::{Deserialize, Serialize};
 /// Default `max_results`: files, count entries or content lines.
 pub const DEFAULT_MAX_RESULTS: usize = 200;
 
+/// The largest `offset` content mode pages to: the lines before it are held (in path
+/// order, whatever order the threads find files in) until the search ends, about 170
+/// bytes each (offset 100 000: 17 MB; 20 million: 1.4 GB), so past it the call is
+/// refused rather than growing with the offset.
+pub const MAX_CONTENT_OFFSET: usize = 100_000;
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputMode {
@@ -184,6 +190,17 @@ files_with_matches (cheapest), content (lines), count. Skips .gitignored, hidden
             OutputMode::FilesWithMatches => GrepMode::Files,
             OutputMode::Count => GrepMode::Count,
         };
+        if mode == GrepMode::Content && p.offset > MAX_CONTENT_OFFSET {
+            return Err(ToolError::invalid(format!(
+                "offset {} is over {MAX_CONTENT_OFFSET}: content mode holds every line before the offset \
+                 while it searches",
+                p.offset
+            ))
+            .with_hint(
+                "narrow the search instead of paging so far: a path or glob, a more specific pattern; \
+                 output_mode count or files_with_matches says where the matches are",
+            ));
+        }
         let around = p.context.unwrap_or(0);
         // Each line shown costs its text, its path and the JSON around it; a result cut to
         // the budget never needs more lines than this, so no more are kept in memory.

@@ -192,24 +192,75 @@ fn segments(source: &str) -> Vec<(&str, bool)> {
     out
 }
 
-/// `s` on one line (control characters dropped, other line breaks escaped), cut to
-/// `max` characters.
-fn short(s: &str, max: usize) -> String {
-    let s: String = s.chars().filter(|c| !c.is_control()).collect();
-    let s = crate::tools::escape_breaks(&s).into_owned();
-    if s.chars().count() <= max {
-        return s;
+/// `c` as the view shows it on one line: a line break (`\n` too) or another control
+/// character as its Rust escape (`\r`, `\u{85}`, `\u{2028}`, `\t`), the one form used
+/// everywhere in the view, sources ([`crate::tools::escape_breaks`]) included.
+fn push_escaped(out: &mut String, c: char) {
+    if c.is_control() || crate::tools::is_break(c) {
+        out.extend(c.escape_default());
+    } else {
+        out.push(c);
     }
-    let mut t: String = s.chars().take(max).collect();
+}
+
+/// `s` on one line (line breaks and control characters escaped), cut to `max`
+/// characters.
+fn short(s: &str, max: usize) -> String {
+    let mut e = String::with_capacity(s.len());
+    for c in s.chars() {
+        push_escaped(&mut e, c);
+    }
+    if e.chars().count() <= max {
+        return e;
+    }
+    let mut t: String = e.chars().take(max).collect();
     t.push('…');
     t
+}
+
+/// A cell id as the view shows it between `id="` and `"`: `\` and `"` escaped too, so
+/// the form is unambiguous and notebook_edit takes it back as `cell_id` ([`find_id`]).
+pub fn shown_id(id: &str) -> String {
+    let mut out = String::with_capacity(id.len() + 2);
+    for c in id.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            c => push_escaped(&mut out, c),
+        }
+    }
+    out
+}
+
+/// The cells `id` names: the first whose id is `id`, and every one whose id the view
+/// shows as `id` (an id with a line break in it, copied from the view). More than one
+/// is ambiguous (ids `a<newline>b` and `a\nb` both shown so): the caller refuses.
+pub fn find_id(cells: &[Value], id: &str) -> Vec<usize> {
+    let mut found: Vec<usize> = cells
+        .iter()
+        .position(|c| c["id"].as_str() == Some(id))
+        .into_iter()
+        .collect();
+    for (i, c) in cells.iter().enumerate() {
+        if !found.contains(&i) && c["id"].as_str().is_some_and(|s| shown_id(s) == id) {
+            found.push(i);
+        }
+    }
+    found
 }
 
 fn cell_header(i: usize, cell: &Value, continued: bool) -> String {
     let kind = cell["cell_type"].as_str().unwrap_or("?");
     let id = cell["id"]
         .as_str()
-        .map(|id| format!(" id={:?}", short(id, 64)))
+        .map(|id| {
+            let mut s = shown_id(id);
+            if s.chars().count() > 64 {
+                s = s.chars().take(64).collect();
+                s.push('…');
+            }
+            format!(" id=\"{s}\"")
+        })
         .unwrap_or_default();
     let count = match cell.get("execution_count") {
         Some(Value::Number(n)) => format!(" [{n}]"),
@@ -245,7 +296,9 @@ fn outputs_summary(outputs: &[Value]) -> String {
             ),
             _ => join_text(&o["data"]["text/plain"]),
         };
-        for line in said.lines() {
+        // Split at `\n` only: a `\r` (or another break) is shown escaped, not dropped.
+        let said = said.strip_suffix('\n').unwrap_or(&said);
+        for line in said.split('\n').filter(|_| !said.is_empty()) {
             if text.len() < LINES {
                 text.push(short(line, 200));
             }
@@ -517,7 +570,7 @@ fn internal(what: &str) -> ToolError {
         format!("the notebook's layout could not be followed ({what}); nothing was changed"),
     )
     .with_hint(
-        "make the change with edit on the notebook's JSON (read it with read_file and offset 1)",
+        "make the change with edit on the notebook's JSON (read_files shows the raw JSON; read_file shows the cells)",
     )
 }
 

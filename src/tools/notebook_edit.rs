@@ -274,22 +274,26 @@ fn which_cell(
 ) -> ToolResult<usize> {
     let n = cells.len();
     let by_id = match &p.cell_id {
-        Some(id) => Some(
-            cells
-                .iter()
-                .position(|c| c["id"].as_str() == Some(id.as_str()))
-                .ok_or_else(|| {
-                    let quoted: String = id.chars().take(64).collect();
-                    ToolError::new(
-                        ErrorCode::NotFound,
-                        format!(
-                            "{} has no cell with id {quoted:?}",
-                            crate::workspace::shown_in_prose(shown)
-                        ),
-                    )
-                    .with_hint("read the notebook with read_file to see its cells' ids, or name the cell by cell_index")
-                })?,
-        ),
+        Some(id) => match crate::tools::notebook::find_id(cells, id)[..] {
+            [i] => Some(i),
+            [] => {
+                let quoted: String = id.chars().take(64).collect();
+                return Err(ToolError::new(
+                    ErrorCode::NotFound,
+                    format!(
+                        "{} has no cell with id {quoted:?}",
+                        crate::workspace::shown_in_prose(shown)
+                    ),
+                )
+                .with_hint("read the notebook with read_file to see its cells' ids, or name the cell by cell_index"));
+            }
+            [a, b, ..] => {
+                return Err(ToolError::invalid(format!(
+                    "cell_id names more than one cell: cells {a} and {b} (one by its id as stored, one by its id as read_file shows it)"
+                ))
+                .with_hint("name the cell by cell_index"));
+            }
+        },
         None => None,
     };
     let by_index = p

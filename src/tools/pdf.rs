@@ -25,6 +25,10 @@ pub const MIME: &str = "application/pdf";
 /// The hidden first argument that runs the `ferret` binary as the PDF helper.
 pub const HELPER_ARG: &str = "__pdf-text";
 
+/// The variable the server passes its pid to the helper in (see
+/// [`crate::platform::die_with_parent`]).
+const PARENT_VAR: &str = "FERRET_PDF_PARENT";
+
 /// The helper's address space.
 pub const MEMORY: u64 = 512 << 20;
 
@@ -75,6 +79,13 @@ pub enum Answer {
 /// stdout. Returns the exit code.
 pub fn helper_main() -> i32 {
     use std::io::{Read, Write};
+    // Gone with the server, even one killed with SIGKILL (no orphan spinning on).
+    let parent = std::env::var(PARENT_VAR)
+        .ok()
+        .and_then(|p| p.parse::<u32>().ok());
+    if crate::platform::die_with_parent(parent).is_err() {
+        return 3;
+    }
     if crate::platform::limit_self(MEMORY, CPU_SECONDS).is_err() {
         return 3;
     }
@@ -195,6 +206,7 @@ pub fn pages(
     let _slot = HELPERS.take(1, control)?;
     let mut child = Command::new(helper)
         .arg(HELPER_ARG)
+        .env(PARENT_VAR, std::process::id().to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

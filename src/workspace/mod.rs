@@ -179,17 +179,38 @@ impl Workspace {
         // their real (canonical) names, so also through a link or another spelling.
         let protected_at = protected_in_roots(config, &roots);
         let protected = protected_patterns(config, &roots);
-        let deny_all = || {
-            config
-                .deny_patterns()
-                .chain(protected.iter().map(String::as_str))
+        // A workspace's own ferret.toml never stops ferret: should a list with its
+        // additions not build (narrow.rs compiles them as here, so this is a last
+        // resort), they are dropped with a warning and the user's rules built alone.
+        let build = |drop_workspace: bool| {
+            let ours =
+                |p: &&str| !drop_workspace || !config.workspace_patterns.iter().any(|w| w == p);
+            let deny_all = || {
+                config
+                    .deny_patterns()
+                    .filter(ours)
+                    .chain(protected.iter().map(String::as_str))
+            };
+            let deny = PatternSet::new_caseless(deny_all()).map_err(bad("deny"))?;
+            let skip = PatternSet::new(config.skip_patterns().filter(ours)).map_err(bad("skip"))?;
+            let walk_exclude = PatternSet::mixed(config.skip_patterns().filter(ours), deny_all())
+                .map_err(bad("skip/deny"))?;
+            let confirm =
+                PatternSet::new_caseless(config.confirm.iter().map(String::as_str).filter(ours))
+                    .map_err(bad("confirm"))?;
+            Ok::<_, SetupError>((deny, skip, walk_exclude, confirm))
         };
-        let deny = PatternSet::new_caseless(deny_all()).map_err(bad("deny"))?;
-        let skip = PatternSet::new(config.skip_patterns()).map_err(bad("skip"))?;
-        let walk_exclude =
-            PatternSet::mixed(config.skip_patterns(), deny_all()).map_err(bad("skip/deny"))?;
-        let confirm = PatternSet::new_caseless(config.confirm.iter().map(String::as_str))
-            .map_err(bad("confirm"))?;
+        let (deny, skip, walk_exclude, confirm) = match build(false) {
+            Err(e) if !config.workspace_patterns.is_empty() => {
+                eprintln!(
+                    "ferret: warning: the patterns the workspace's ferret.toml adds to deny_extra, \
+                     skip_extra and confirm were dropped: {}",
+                    crate::error::echo(&e.to_string())
+                );
+                build(true)?
+            }
+            r => r?,
+        };
         Ok(Workspace {
             roots,
             deny,

@@ -13,7 +13,7 @@
 //! is always the one on disk.
 
 use crate::error::{ErrorCode, ToolError};
-use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::gitignore::Gitignore;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
@@ -138,15 +138,7 @@ fn fold(rel: &Path) -> Option<std::path::PathBuf> {
     }
 }
 
-/// `s` in Unicode NFC (a pattern or glob as typed).
-pub fn nfc_str(s: &str) -> Cow<'_, str> {
-    use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
-    if s.is_ascii() || is_nfc_quick(s.chars()) == IsNormalized::Yes {
-        Cow::Borrowed(s)
-    } else {
-        Cow::Owned(s.nfc().collect())
-    }
-}
+pub use crate::config::globs::nfc_str;
 
 /// `rel` with its UTF-8 parts in Unicode NFC (bytes that are not UTF-8 kept as they
 /// are); `None` when that changes nothing (every ASCII path, at the cost of one scan).
@@ -210,34 +202,22 @@ impl PatternSet {
         sensitive: impl IntoIterator<Item = &'a str>,
         caseless: impl IntoIterator<Item = &'a str>,
     ) -> Result<Self, ToolError> {
-        let mut b = GitignoreBuilder::new("");
         let mut prefilter = Prefilter::default();
-        let add = |b: &mut GitignoreBuilder, p: &str| {
-            b.add_line(None, p).map(|_| ()).map_err(|e| {
-                ToolError::new(ErrorCode::InvalidGlob, format!("bad pattern {p:?}: {e}"))
-            })
-        };
         let sensitive: Vec<&str> = sensitive.into_iter().collect();
         let caseless: Vec<&str> = caseless.into_iter().collect();
         // A lowered prefilter is still a necessary condition for case-sensitive
         // patterns: one prefilter for both.
         prefilter.caseless = !caseless.is_empty();
-        // Patterns in NFC, as names are brought to before matching.
-        for p in sensitive {
-            let p = nfc_str(p);
-            prefilter.add(&p);
-            add(&mut b, &p)?;
-        }
-        b.case_insensitive(true)
-            .map_err(|e| ToolError::new(ErrorCode::InvalidGlob, e.to_string()))?;
-        for p in caseless {
-            let p = nfc_str(p);
-            prefilter.add(&p);
-            add(&mut b, &p)?;
-        }
-        let matcher = b
-            .build()
-            .map_err(|e| ToolError::new(ErrorCode::InvalidGlob, e.to_string()))?;
+        // Patterns in NFC, as names are brought to before matching: compiled by the
+        // function that also checks a workspace's own ferret.toml (config/globs.rs).
+        let matcher = crate::config::globs::build(sensitive, caseless, |p| prefilter.add(p))
+            .map_err(|e| {
+                let message = match e.pattern {
+                    Some(p) => format!("bad pattern {p:?}: {}", e.message),
+                    None => e.message,
+                };
+                ToolError::new(ErrorCode::InvalidGlob, message)
+            })?;
         Ok(PatternSet { matcher, prefilter })
     }
 
