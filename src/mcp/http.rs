@@ -908,6 +908,32 @@ impl Gate {
         if let Some(s) = &in_session {
             parts.extensions.insert(s.0.clone());
         }
+        // One request per id under way in a session: a second is refused at once.
+        let mut id_held = None;
+        if let Some(s) = &in_session {
+            let head = super::stdio::scan(&bytes);
+            if head.method
+                && head.complete
+                && let Some(id) = head.id
+            {
+                let key = id.to_string();
+                if !crate::error::lock(&s.0.ids).insert(key.clone()) {
+                    let line = super::stdio::duplicate_id(id);
+                    let r = (
+                        StatusCode::BAD_REQUEST,
+                        [(header::CONTENT_TYPE, "application/json")],
+                        line,
+                    )
+                        .into_response();
+                    return self.charge_refusal(
+                        &principal,
+                        r,
+                        "a request id already in use by a request under way in its session",
+                    );
+                }
+                id_held = Some(IdUnderWay(s.0.clone(), key));
+            }
+        }
         let kept = bytes.clone();
         let r = next
             .run(Request::from_parts(parts, Body::from(bytes)))
@@ -919,7 +945,7 @@ impl Gate {
             r
         };
         match in_session {
-            Some(s) => r.map(|b| Body::new(Guarded(b, s))),
+            Some(s) => r.map(|b| Body::new(Guarded(b, (s, id_held)))),
             None => r,
         }
     }
@@ -1140,6 +1166,19 @@ fn client_key(peer: Option<SocketAddr>) -> String {
 pub struct SessionActivity {
     busy: AtomicU32,
     questions: AtomicU32,
+    /// Ids (as JSON text) of this session's requests under way: rmcp keeps one entry
+    /// per id, so a second request with an id under way left one of them unanswered
+    /// (and its session busy for ever).
+    ids: Mutex<std::collections::HashSet<String>>,
+}
+
+/// A request id held under way in its session until dropped (its answer ended).
+struct IdUnderWay(Arc<SessionActivity>, String);
+
+impl Drop for IdUnderWay {
+    fn drop(&mut self) {
+        crate::error::lock(&self.0.ids).remove(&self.1);
+    }
 }
 
 impl SessionActivity {

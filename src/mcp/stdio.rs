@@ -225,18 +225,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
                     match &msg {
                         JsonRpcMessage::Request(r) if !self.in_flight.insert(r.id.clone()) => {
                             tracing::warn!(id = %r.id, "a request reused an id under way");
-                            self.pending = Some(error_line(
-                                serde_json::to_value(&r.id).ok(),
-                                INVALID_REQUEST,
-                                "Invalid request: id already in use by a request under way".into(),
-                                json!({
-                                    "code": "INVALID_REQUEST",
-                                    "hint": "Give every request an id no request still \
-                                             under way has (the earlier one with this id \
-                                             goes on and is answered); send it again \
-                                             with a new id."
-                                }),
-                            ));
+                            self.pending = serde_json::to_value(&r.id).ok().map(duplicate_id);
                             continue;
                         }
                         JsonRpcMessage::Notification(n) => {
@@ -536,6 +525,20 @@ pub fn too_many_values(bytes: &[u8], always: bool) -> Option<Option<Vec<u8>>> {
                      split a long list of edits or paths over several calls."
         }),
     )))
+}
+
+/// The answer to a request whose id a request under way in the same session holds.
+pub fn duplicate_id(id: Value) -> Vec<u8> {
+    error_line(
+        valid_id(id),
+        INVALID_REQUEST,
+        "Invalid request: id already in use by a request under way".into(),
+        json!({
+            "code": "INVALID_REQUEST",
+            "hint": "Give every request an id no request still under way has (the earlier \
+                     one with this id goes on and is answered); send it again with a new id."
+        }),
+    )
 }
 
 fn error_line(id: Option<Value>, code: i64, message: String, data: Value) -> Vec<u8> {

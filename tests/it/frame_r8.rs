@@ -462,3 +462,133 @@ fn http_unreadable_bodies_are_charged_to_the_budget_and_audited() {
     assert_eq!(of("HTTP_400"), 6, "{records:?}");
     assert_eq!(of("HTTP_429"), 4, "{records:?}");
 }
+
+fn post_in(port: u16, sid: Option<&str>, body: &str) -> String {
+    let sid = sid.map_or(String::new(), |s| {
+        format!("Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-11-25\r\n")
+    });
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{sid}Content-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nConnection: close\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Reads from `s` until `needle` shows up (or the stream ends): what was read.
+fn read_until(s: &mut std::net::TcpStream, needle: &str) -> String {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    while !String::from_utf8_lossy(&out).contains(needle) {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&out).to_string()
+}
+
+#[test]
+fn http_a_request_reusing_an_id_under_way_in_its_session_is_refused_at_once() {
+    let (_t, root) = util::tempdir();
+    util::write(&root, "a.txt", "a\n");
+    let (_s, state) = util::tempdir();
+    let state_arg = state.to_string_lossy().to_string();
+    let mut cmd = bin();
+    cmd.arg("--root").arg(&root).args([
+        "--allow-write",
+        "--state-dir",
+        &state_arg,
+        "--set",
+        "max_requests_per_round=0",
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--no-index",
+        "--question-timeout",
+        "60",
+    ]);
+    let server = util::HttpServer::spawn(cmd);
+    let port = server.port;
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},
+        "clientInfo":{"name":"dup","version":"0"}}});
+    let (status, text) = server.exchange(post_in(port, None, &init.to_string()).as_bytes());
+    assert_eq!(status, 200, "{text}");
+    let sid = text
+        .split("\r\n\r\n")
+        .next()
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_string())
+        })
+        .expect("a session");
+    let sid = Some(sid.as_str());
+    server.exchange(
+        post_in(
+            port,
+            sid,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        )
+        .as_bytes(),
+    );
+    for id in [json!(9), json!("nine")] {
+        let delete = String::from_utf8(asking_delete(&id)).unwrap();
+        let mut first = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        first
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        first
+            .write_all(post_in(port, sid, &delete).as_bytes())
+            .unwrap();
+        let seen = read_until(&mut first, "elicitation/create");
+        let question: Value = seen
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+            .find(|v: &Value| v["method"] == "elicitation/create")
+            .expect("a question");
+        // The same id again: as the same call, a ping, another tool; each refused at once.
+        let ping = json!({"jsonrpc":"2.0","id":id,"method":"ping"}).to_string();
+        let read = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{
+            "name":"read_file","arguments":{"path":"a.txt"}}})
+        .to_string();
+        for body in [&delete, &ping, &read] {
+            let (status, text) = server.exchange(post_in(port, sid, body).as_bytes());
+            assert_eq!(status, 400, "{text}");
+            let v: Value = serde_json::from_str(body_of(&text).trim()).unwrap();
+            assert_error(&v, id.clone(), -32600);
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("already in use"),
+                "{v}"
+            );
+        }
+        // Another id passes meanwhile.
+        let other = json!({"jsonrpc":"2.0","id":"other","method":"ping"}).to_string();
+        let (status, text) = server.exchange(post_in(port, sid, &other).as_bytes());
+        assert_eq!(status, 200, "{text}");
+        // The question answered: the first call is answered.
+        let answer =
+            json!({"jsonrpc":"2.0","id":question["id"],"result":{"action":"decline"}}).to_string();
+        let (status, text) = server.exchange(post_in(port, sid, &answer).as_bytes());
+        assert!(status == 200 || status == 202, "{text}");
+        let rest = read_until(&mut first, "\"result\"");
+        assert!(
+            rest.contains("\"result\""),
+            "the first call answered: {rest}"
+        );
+        drop(first);
+        // Answered, the id is free again.
+        let (status, text) = server.exchange(post_in(port, sid, &ping).as_bytes());
+        assert_eq!(status, 200, "{text}");
+        assert!(text.contains("\"result\""), "{text}");
+    }
+    assert!(root.join("a.txt").exists(), "a declined delete deleted");
+}
