@@ -917,7 +917,18 @@ impl Gate {
                 && let Some(id) = head.id
             {
                 let key = id.to_string();
-                if !crate::error::lock(&s.0.ids).insert(key.clone()) {
+                // An answer's last bytes can reach its client a moment before its body
+                // is dropped here: a client reusing an id only after its answer (one id
+                // for every call, one at a time) is given that moment, not refused.
+                let mut free = false;
+                for _ in 0..10 {
+                    if crate::error::lock(&s.0.ids).insert(key.clone()) {
+                        free = true;
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                if !free {
                     let line = super::stdio::duplicate_id(id);
                     let r = (
                         StatusCode::BAD_REQUEST,

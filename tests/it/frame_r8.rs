@@ -592,3 +592,37 @@ fn http_a_request_reusing_an_id_under_way_in_its_session_is_refused_at_once() {
     }
     assert!(root.join("a.txt").exists(), "a declined delete deleted");
 }
+
+#[test]
+fn http_one_id_for_every_call_one_at_a_time_is_never_refused() {
+    let (_t, root) = util::tempdir();
+    util::write(&root, "a.txt", "a\n");
+    let server = http(&root, &["--set", "max_requests_per_round=0"]);
+    let port = server.port;
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},
+        "clientInfo":{"name":"same-id","version":"0"}}});
+    let (status, text) = server.exchange(post_in(port, None, &init.to_string()).as_bytes());
+    assert_eq!(status, 200, "{text}");
+    let sid = text
+        .split("\r\n\r\n")
+        .next()
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_string())
+        })
+        .expect("a session");
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    server.exchange(post_in(port, Some(&sid), note).as_bytes());
+    let read = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{
+        "name":"read_file","arguments":{"path":"a.txt"}}})
+    .to_string();
+    for i in 0..60 {
+        let (status, text) = server.exchange(post_in(port, Some(&sid), &read).as_bytes());
+        assert_eq!(status, 200, "call {i}: {text}");
+        assert!(!text.contains("already in use"), "call {i}: {text}");
+    }
+}
