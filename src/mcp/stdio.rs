@@ -361,7 +361,7 @@ fn answer_head(head: &Head) -> bool {
 pub const MAX_BATCH: usize = 32;
 /// The most JSON values (counted as containers and separators) a message may hold
 /// before it is parsed: a line of `[1,1,1,…]` cost 100 bytes of memory a byte parsed.
-pub const MAX_VALUES: usize = 100_000;
+pub const MAX_VALUES: usize = 250_000;
 
 /// The answer to a batch array (MCP sends one message per line since 2025-06-18): an
 /// error for each request with an id in it, ONE error (id null) for all its other

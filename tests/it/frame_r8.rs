@@ -149,7 +149,7 @@ fn check_batches(mut answer: impl FnMut(&[u8]) -> (usize, Value)) {
         ("5", 1_000_000),
         ("{}", 300_000),
         ("[]", 300_000),
-        ("null", 200_000),
+        ("null", 300_000),
     ] {
         let (len, v) = answer(array_of(x, n).as_bytes());
         assert!(len < 2048, "{x} x {n}: a {len}-byte answer");
@@ -224,11 +224,11 @@ fn stdio_lines_of_too_many_values_are_refused_unparsed_and_strings_are_one_value
         many_values("v", 2_000_000),
         format!(
             r#"{{"jsonrpc":"2.0","id":"w","method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"a","x":{}}}}}}}"#,
-            array_of(r#"{"a":[1,2]}"#, 50_000)
+            array_of(r#"{"a":[1,2]}"#, 100_000)
         ),
         format!(
             r#"{{"jsonrpc":"2.0","id":"d","method":"ping","params":{{"_meta":{{"x":{}}}}}}}"#,
-            "[".repeat(150_000)
+            "[".repeat(300_000)
         ),
     ]
     .iter()
@@ -245,7 +245,7 @@ fn stdio_lines_of_too_many_values_are_refused_unparsed_and_strings_are_one_value
     s.line(
         format!(
             r#"{{"jsonrpc":"2.0","method":"notifications/x","params":{{"x":{}}}}}"#,
-            array_of("1", 200_000)
+            array_of("1", 300_000)
         )
         .as_bytes(),
     );
@@ -429,7 +429,7 @@ fn http_unreadable_bodies_are_charged_to_the_budget_and_audited() {
             "max_requests_per_round=6",
         ],
     );
-    let many = many_values("m", 200_000);
+    let many = many_values("m", 300_000);
     let bodies: [&[u8]; 5] = [
         b"not json",
         br#"{"a":1}"#,
