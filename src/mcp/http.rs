@@ -872,6 +872,21 @@ impl Gate {
             Ok(Ok(b)) => b,
         };
         drop(reading);
+        let principal = parts
+            .extensions
+            .get::<Principal>()
+            .map_or_else(|| "http-unknown".to_string(), |p| p.0.clone());
+        // A body of too many values is never parsed (a 4 MB `[1,1,…]` cost ~380 MB in
+        // rmcp's parse): refused here, charged and audited like any other refusal.
+        if let Some(Some(line)) = super::stdio::too_many_values(&bytes, true) {
+            let r = (
+                StatusCode::BAD_REQUEST,
+                [(header::CONTENT_TYPE, "application/json")],
+                line,
+            )
+                .into_response();
+            return self.charge_refusal(&principal, r, "a body of too many JSON values (unparsed)");
+        }
         let mut bytes = bytes;
         if is_initialize(&bytes) {
             // A session keeps its client's description for its life: a small one.
@@ -893,15 +908,81 @@ impl Gate {
         if let Some(s) = &in_session {
             parts.extensions.insert(s.0.clone());
         }
+        // One request per id under way in a session: a second is refused at once.
+        let mut id_held = None;
+        if let Some(s) = &in_session {
+            let head = super::stdio::scan(&bytes);
+            if head.method
+                && head.complete
+                && let Some(id) = head.id
+            {
+                let key = id.to_string();
+                // An answer's last bytes can reach its client a moment before its body
+                // is dropped here: a client reusing an id only after its answer (one id
+                // for every call, one at a time) is given that moment, not refused.
+                let mut free = false;
+                for _ in 0..10 {
+                    if crate::error::lock(&s.0.ids).insert(key.clone()) {
+                        free = true;
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                if !free {
+                    let line = super::stdio::duplicate_id(id);
+                    let r = (
+                        StatusCode::BAD_REQUEST,
+                        [(header::CONTENT_TYPE, "application/json")],
+                        line,
+                    )
+                        .into_response();
+                    return self.charge_refusal(
+                        &principal,
+                        r,
+                        "a request id already in use by a request under way in its session",
+                    );
+                }
+                id_held = Some(IdUnderWay(s.0.clone(), key));
+            }
+        }
         let kept = bytes.clone();
         let r = next
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;
-        let r = answer_unreadable(r, &kept).await;
+        let (r, unreadable) = answer_unreadable(r, &kept).await;
+        let r = if unreadable {
+            self.charge_refusal(&principal, r, "a body that is not a JSON-RPC message")
+        } else {
+            r
+        };
         match in_session {
-            Some(s) => r.map(|b| Body::new(Guarded(b, s))),
+            Some(s) => r.map(|b| Body::new(Guarded(b, (s, id_held)))),
             None => r,
         }
+    }
+
+    /// A body refused before any tool ran (unreadable, or too many values): charged to
+    /// the principal's request budget like any request (429 past it), and marked so
+    /// [`Gate::admit`] writes its audit record.
+    fn charge_refusal(&self, principal: &str, r: Response, why: &'static str) -> Response {
+        if let Err(e) = self.ferret.limiter().begin_request(principal) {
+            let hint = e.hint.as_deref().unwrap_or("retry later");
+            let mut r = (
+                StatusCode::TOO_MANY_REQUESTS,
+                format!("{}: {}; {hint}\n", e.code, e.message),
+            )
+                .into_response();
+            let left = self.ferret.config().round_window.as_secs().clamp(1, 3600);
+            if let Ok(v) = HeaderValue::from_str(&left.to_string()) {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            r.extensions_mut()
+                .insert(Refused("over the request budget (a refused body)"));
+            return r;
+        }
+        let mut r = r;
+        r.extensions_mut().insert(Refused(why));
+        r
     }
 
     /// An `initialize` outside a session: charged to the principal's request budget; a
@@ -1096,6 +1177,19 @@ fn client_key(peer: Option<SocketAddr>) -> String {
 pub struct SessionActivity {
     busy: AtomicU32,
     questions: AtomicU32,
+    /// Ids (as JSON text) of this session's requests under way: rmcp keeps one entry
+    /// per id, so a second request with an id under way left one of them unanswered
+    /// (and its session busy for ever).
+    ids: Mutex<std::collections::HashSet<String>>,
+}
+
+/// A request id held under way in its session until dropped (its answer ended).
+struct IdUnderWay(Arc<SessionActivity>, String);
+
+impl Drop for IdUnderWay {
+    fn drop(&mut self) {
+        crate::error::lock(&self.0.ids).remove(&self.1);
+    }
 }
 
 impl SessionActivity {
@@ -1731,16 +1825,17 @@ async fn shutdown_signal() {
 /// answered instead as stdio answers such a line (`stdio::answer_to`), 400 with a
 /// JSON-RPC error carrying the request's id when its head names one, or 202 for a
 /// notification or response. Only that answer is read again; every other passes as is.
-async fn answer_unreadable(r: Response, body: &[u8]) -> Response {
+/// The bool: whether the body was such an unreadable one.
+async fn answer_unreadable(r: Response, body: &[u8]) -> (Response, bool) {
     if r.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
-        return r;
+        return (r, false);
     }
     let (parts, b) = r.into_parts();
     let text = axum::body::to_bytes(b, 64 * 1024).await.unwrap_or_default();
     if !text.starts_with(b"fail to deserialize") {
-        return Response::from_parts(parts, Body::from(text));
+        return (Response::from_parts(parts, Body::from(text)), false);
     }
-    match super::stdio::answer_to(body) {
+    let r = match super::stdio::answer_to(body) {
         Some(line) => (
             StatusCode::BAD_REQUEST,
             [(header::CONTENT_TYPE, "application/json")],
@@ -1748,7 +1843,8 @@ async fn answer_unreadable(r: Response, body: &[u8]) -> Response {
         )
             .into_response(),
         None => StatusCode::ACCEPTED.into_response(),
-    }
+    };
+    (r, true)
 }
 
 #[cfg(test)]

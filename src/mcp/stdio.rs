@@ -48,6 +48,11 @@ pub struct Framed<R> {
     out: mpsc::Sender<Vec<u8>>,
     /// An answer of ours not yet queued (kept here so a cancelled `receive` loses none).
     pending: Option<Vec<u8>>,
+    /// Ids of requests handed to rmcp and not yet answered: rmcp keeps one entry per id,
+    /// so a second request with an id under way would leave one of them unanswered.
+    /// Added when a request is handed on, removed when its answer is sent (or it is
+    /// cancelled: rmcp then drops its answer).
+    in_flight: std::collections::HashSet<rmcp::model::RequestId>,
 }
 
 /// What one bounded read found.
@@ -71,6 +76,7 @@ impl<R: AsyncRead + Unpin + Send> Framed<R> {
             discarding: false,
             out,
             pending: None,
+            in_flight: std::collections::HashSet::new(),
         }
     }
 
@@ -116,6 +122,18 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        use rmcp::model::JsonRpcMessage;
+        match &item {
+            JsonRpcMessage::Response(r) => {
+                self.in_flight.remove(&r.id);
+            }
+            JsonRpcMessage::Error(e) => {
+                if let Some(id) = &e.id {
+                    self.in_flight.remove(id);
+                }
+            }
+            _ => {}
+        }
         let out = self.out.clone();
         let line = serde_json::to_vec(&item).map(|mut l| {
             l.push(b'\n');
@@ -182,6 +200,12 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
                 line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
                 if line.iter().all(u8::is_ascii_whitespace) {
                     None
+                } else if let Some(answer) = too_many_values(line, false) {
+                    tracing::warn!(
+                        limit = MAX_VALUES,
+                        "a request line holding too many JSON values was refused unparsed"
+                    );
+                    Some(Err(answer))
                 } else {
                     Some(
                         serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line)
@@ -196,7 +220,25 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
             }
             match parsed {
                 None => continue,
-                Some(Ok(msg)) => return Some(msg),
+                Some(Ok(msg)) => {
+                    use rmcp::model::{ClientNotification, JsonRpcMessage};
+                    match &msg {
+                        JsonRpcMessage::Request(r) if !self.in_flight.insert(r.id.clone()) => {
+                            tracing::warn!(id = %r.id, "a request reused an id under way");
+                            self.pending = serde_json::to_value(&r.id).ok().map(duplicate_id);
+                            continue;
+                        }
+                        JsonRpcMessage::Notification(n) => {
+                            if let ClientNotification::CancelledNotification(c) = &n.notification
+                                && let Some(id) = &c.params.request_id
+                            {
+                                self.in_flight.remove(id);
+                            }
+                        }
+                        _ => {}
+                    }
+                    return Some(msg);
+                }
                 Some(Err(answer)) => {
                     self.pending = answer;
                     continue;
@@ -315,10 +357,36 @@ fn answer_head(head: &Head) -> bool {
     !(head.complete && head.method && !head.has_id)
 }
 
+/// The most elements of a batch answered one by one; a longer batch gets one error.
+pub const MAX_BATCH: usize = 32;
+/// The most JSON values (counted as containers and separators) a message may hold
+/// before it is parsed: a line of `[1,1,1,…]` cost 100 bytes of memory a byte parsed.
+pub const MAX_VALUES: usize = 250_000;
+
 /// The answer to a batch array (MCP sends one message per line since 2025-06-18): an
-/// error for each request in it, none for its notifications and responses.
+/// error for each request with an id in it, ONE error (id null) for all its other
+/// elements that call for one, none for notifications and responses; a batch of more
+/// than [`MAX_BATCH`] elements gets one error in all. The answer's size is bounded by a
+/// constant, never by the batch's.
 fn batch(line: &[u8]) -> Option<Vec<u8>> {
     let hint = "Batches are not supported: send each JSON-RPC message on its own (one line over stdio, one POST over HTTP).";
+    let one = |id: Option<Value>, message: String| {
+        json!({"jsonrpc": "2.0", "id": id, "error": {
+            "code": INVALID_REQUEST,
+            "message": message,
+            "data": {"code": "INVALID_REQUEST", "hint": hint}}})
+    };
+    let plain = || "Invalid request: JSON-RPC batches are not supported by MCP".to_string();
+    let elements = batch_len(line);
+    if elements > MAX_BATCH {
+        return Some(line_of(&one(
+            None,
+            format!(
+                "Invalid request: JSON-RPC batches are not supported by MCP; this one held \
+                 {elements} elements and none was read"
+            ),
+        )));
+    }
     let Ok(items) = serde_json::from_slice::<Vec<Value>>(line) else {
         return Some(error_line(
             None,
@@ -327,36 +395,150 @@ fn batch(line: &[u8]) -> Option<Vec<u8>> {
             json!({"code": "PARSE_ERROR", "hint": hint}),
         ));
     };
-    let one = |id: Option<Value>| {
-        json!({"jsonrpc": "2.0", "id": id, "error": {
-            "code": INVALID_REQUEST,
-            "message": "Invalid request: JSON-RPC batches are not supported by MCP",
-            "data": {"code": "INVALID_REQUEST", "hint": hint}}})
-    };
     if items.is_empty() {
-        return Some(line_of(&one(None)));
+        return Some(line_of(&one(None, plain())));
     }
-    let answers: Vec<Value> = items
-        .iter()
-        .filter_map(|item| {
-            let Some(obj) = item.as_object() else {
-                return Some(one(None));
-            };
-            let method = obj.contains_key("method");
-            if !method && (obj.contains_key("result") || obj.contains_key("error")) {
-                return None;
-            }
-            match obj.get("id") {
-                None if method => None,
-                None => Some(one(None)),
-                Some(id) => Some(one(valid_id(id.clone()))),
-            }
-        })
-        .collect();
+    let mut answers: Vec<Value> = Vec::new();
+    let mut unnamed = false;
+    for item in &items {
+        let Some(obj) = item.as_object() else {
+            unnamed = true;
+            continue;
+        };
+        let method = obj.contains_key("method");
+        if !method && (obj.contains_key("result") || obj.contains_key("error")) {
+            continue;
+        }
+        match obj.get("id").map(|id| valid_id(id.clone())) {
+            None if method => {}
+            Some(Some(id)) => answers.push(one(Some(id), plain())),
+            None | Some(None) => unnamed = true,
+        }
+    }
+    if unnamed {
+        answers.push(one(None, plain()));
+    }
     if answers.is_empty() {
         return None;
     }
     Some(line_of(&Value::Array(answers)))
+}
+
+/// How many top-level elements the array starting `line` holds, counted without
+/// parsing (strings skipped, nesting tracked); a broken array counts what it reached.
+fn batch_len(line: &[u8]) -> usize {
+    let mut depth = 0usize;
+    let mut count = 0usize;
+    let mut seen = false;
+    let mut i = 0;
+    while let Some(&b) = line.get(i) {
+        match b {
+            b'"' => {
+                if depth == 1 {
+                    seen = true;
+                }
+                match skip_string(line, i) {
+                    Some(end) => {
+                        i = end;
+                        continue;
+                    }
+                    None => break,
+                }
+            }
+            b'[' | b'{' => {
+                if depth == 1 {
+                    seen = true;
+                }
+                depth += 1;
+            }
+            b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    break;
+                }
+            }
+            b',' if depth == 1 => count += 1,
+            b' ' | b'\t' | b'\r' | b'\n' => {}
+            _ if depth == 1 => seen = true,
+            _ => {}
+        }
+        i += 1;
+    }
+    if seen { count + 1 } else { count }
+}
+
+/// How many JSON values `bytes` holds, roughly (every container opened and every
+/// separator outside strings), counting no further than `cap + 1`: one pass, no
+/// allocation, strings and their escapes skipped.
+pub fn count_values(bytes: &[u8], cap: usize) -> usize {
+    let mut n = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' | b',' => {
+                n += 1;
+                if n > cap {
+                    return n;
+                }
+            }
+            _ => {}
+        }
+    }
+    n
+}
+
+/// The answer to a message holding more than [`MAX_VALUES`] values, which is never
+/// parsed: `-32600` with the id its head names (else null). `None`: under the cap.
+/// `always`: answer even a notification (HTTP must answer every POST).
+pub fn too_many_values(bytes: &[u8], always: bool) -> Option<Option<Vec<u8>>> {
+    let n = count_values(bytes, MAX_VALUES);
+    if n <= MAX_VALUES {
+        return None;
+    }
+    let head = scan(bytes);
+    let head = if head.array { Head::default() } else { head };
+    if !always && !answer_head(&head) {
+        return Some(None);
+    }
+    Some(Some(error_line(
+        head.id,
+        INVALID_REQUEST,
+        format!(
+            "Request too large: the message holds over {MAX_VALUES} JSON values and was not parsed"
+        ),
+        json!({
+            "code": "REQUEST_TOO_LARGE",
+            "limit_values": MAX_VALUES,
+            "hint": "Send fewer values in one request: a file's content goes as one string; \
+                     split a long list of edits or paths over several calls."
+        }),
+    )))
+}
+
+/// The answer to a request whose id a request under way in the same session holds.
+pub fn duplicate_id(id: Value) -> Vec<u8> {
+    error_line(
+        valid_id(id),
+        INVALID_REQUEST,
+        "Invalid request: id already in use by a request under way".into(),
+        json!({
+            "code": "INVALID_REQUEST",
+            "hint": "Give every request an id no request still under way has (the earlier \
+                     one with this id goes on and is answered); send it again with a new id."
+        }),
+    )
 }
 
 fn error_line(id: Option<Value>, code: i64, message: String, data: Value) -> Vec<u8> {

@@ -588,6 +588,10 @@ fn eight_concurrent_hostile_requests_keep_a_server_small_and_serving() {
     }
     let peak_mib = server.peak_mib();
     for (i, (tool, _)) in hostile.iter().enumerate() {
+        // 400 000 globs are over the framing's cap on JSON values: refused unparsed.
+        if answers[&(i as u64 + 1)]["error"]["data"]["code"] == "REQUEST_TOO_LARGE" {
+            continue;
+        }
         let r = &answers[&(i as u64 + 1)]["result"];
         assert_eq!(r["isError"], true, "{tool}");
         let said = r["content"][0]["text"].as_str().unwrap_or_default();

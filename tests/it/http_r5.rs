@@ -222,7 +222,15 @@ fn ops<'a>(records: &'a [serde_json::Value], op: &str) -> Vec<&'a serde_json::Va
     records.iter().filter(|r| r["operation"] == op).collect()
 }
 
-const DELETE_PERMANENT: &str = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"file_delete","arguments":{"path":"a.txt","permanent":true}}}"#;
+/// A permanent delete with an id of its own: requests under way in one session may not
+/// share an id (the second is refused at once, see frame_r8).
+fn delete_permanent() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(9);
+    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"file_delete","arguments":{{"path":"a.txt","permanent":true}}}}}}"#
+    )
+}
 
 /// Two clients the server can tell apart: loopback and this machine's own address.
 /// None when the machine has no non-loopback address (the test is then skipped).
@@ -463,7 +471,7 @@ fn initialize_is_charged_and_sessions_are_audited() {
 /// server has asked its question on the call's stream; returns the connection.
 fn ask(c: &Client, sid: &str) -> (TcpStream, String) {
     let mut s = c.connect();
-    s.write_all(c.request("POST", Some(sid), DELETE_PERMANENT).as_bytes())
+    s.write_all(c.request("POST", Some(sid), &delete_permanent()).as_bytes())
         .unwrap();
     let seen = read_until(&mut s, "elicitation/create");
     (s, seen)
@@ -556,8 +564,11 @@ fn forty_unanswered_questions_pin_nothing() {
     for _ in 0..40 {
         let mut s = c.connect();
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        s.write_all(c.request("POST", Some(&sid), DELETE_PERMANENT).as_bytes())
-            .unwrap();
+        s.write_all(
+            c.request("POST", Some(&sid), &delete_permanent())
+                .as_bytes(),
+        )
+        .unwrap();
         let seen = read_until(&mut s, "elicitation/create");
         if seen.contains("elicitation/create") {
             asked += 1;

@@ -18,6 +18,7 @@ mod everyday_a;
 mod everyday_b;
 mod exists_r5;
 mod faults;
+mod frame_r8;
 mod http_r3;
 mod http_r5;
 mod index;
