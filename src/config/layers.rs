@@ -226,7 +226,10 @@ pub fn unknown_env(env: &BTreeMap<String, String>, defaults: &Map<String, Value>
         .chain(OTHERS.iter().map(|s| s.to_string()))
         .collect();
     env.keys()
-        .filter(|k| k.starts_with("FERRET_") && !known.contains(k))
+        // FERRET_TEST_* are the test suite's knobs, read where they apply.
+        .filter(|k| {
+            k.starts_with("FERRET_") && !k.starts_with("FERRET_TEST_") && !known.contains(k)
+        })
         .map(|k| {
             let near = known.iter().min_by_key(|c| edit_distance(k, c));
             match near.filter(|c| edit_distance(k, c) <= 3) {

@@ -349,6 +349,21 @@ impl Budget {
         })
     }
 
+    /// Takes `weight` only if it fits now, without waiting: for a call that holds more
+    /// as it goes and can do with less (a collector that keeps fewer results).
+    pub fn try_take(&self, weight: u64) -> Option<Permit<'_>> {
+        let mut used = crate::error::lock(&self.used);
+        if *used + weight > self.total {
+            return None;
+        }
+        *used += weight;
+        Some(Permit {
+            budget: self,
+            weight,
+            mine: None,
+        })
+    }
+
     /// What is held now (tests).
     pub fn used(&self) -> u64 {
         *crate::error::lock(&self.used)

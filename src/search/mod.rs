@@ -333,6 +333,9 @@ pub struct GrepOutcome {
     /// The call's time ran out before every file was searched: the outcome is what the
     /// files searched until then hold (see [`until_deadline`]).
     pub out_of_time: bool,
+    /// `files` is shorter than `needed` for the bytes of the paths it would hold
+    /// ([`collect::PATH_UNIT`]): still the first files in path order, but fewer.
+    pub short: bool,
 }
 
 /// Builds the matcher; an invalid pattern is `INVALID_REGEX` with the parser's account
@@ -493,13 +496,19 @@ pub fn grep(
     cost::check_globs(&opts.globs)?;
     let matcher = matcher(q)?;
     let glob_bytes = opts.globs.iter().map(String::len).sum();
+    // The kept results' paths count too, twice (the key and the path shown), up to
+    // their bound (unbounded results are the command line's, which asked for all).
+    let paths = match q.needed {
+        0 => 0,
+        n => 2 * collect::paths_bound(n) as u64,
+    };
     let _admitted = cost::admit(
-        cost::weight(q.pattern.len(), glob_bytes, threads()),
+        cost::weight(q.pattern.len(), glob_bytes, threads()) + paths,
         env.control,
     )?;
     let ws = env.workspace;
     let max_size = env.max_file_size;
-    let top: Mutex<TopN<FileHits>> = Mutex::new(TopN::new(q.needed));
+    let top: Mutex<TopN<FileHits>> = Mutex::new(TopN::metered_copies(q.needed, 2));
     let file_count = AtomicU64::new(0);
     let match_count = AtomicU64::new(0);
     let line_count = AtomicU64::new(0);
@@ -761,12 +770,11 @@ read its bytes in parts with read_file, encoding base64 (offset and limit count 
         }
         None => until_deadline(walk(env, bases, opts, visitor))?,
     };
-    let files = top
+    let top = top
         .into_inner()
-        .map_err(|_| ToolError::new(ErrorCode::IoError, "a search thread panicked"))?
-        .into_sorted()
-        .map(|(_, v)| v)
-        .collect();
+        .map_err(|_| ToolError::new(ErrorCode::IoError, "a search thread panicked"))?;
+    let short = top.short();
+    let files = top.into_sorted().map(|(_, v)| v).collect();
     Ok(GrepOutcome {
         files,
         file_count: file_count.into_inner(),
@@ -776,6 +784,7 @@ read its bytes in parts with read_file, encoding base64 (offset and limit count 
         files_searched: searched.into_inner(),
         engine: if view.is_some() { "index" } else { "scan" },
         out_of_time,
+        short,
     })
 }
 

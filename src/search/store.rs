@@ -268,6 +268,15 @@ impl Mapped {
         {
             return Err(bad("sections out of bounds"));
         }
+        // More paths than a build may list (an index of an older ferret, or one made for
+        // a tree that has grown): read, they would be held whole. Rebuilt, the bound
+        // says the workspace is too large and searches scan.
+        let path_bytes = (filters_at - files_at) - files as usize * FILE_MIN;
+        if path_bytes as u64 > super::index::path_bytes_max() {
+            return Err(Unusable::Stale(
+                "the index lists more bytes of paths than an index may hold".into(),
+            ));
+        }
         let spans = [
             (posts, table),
             (table, files_at),

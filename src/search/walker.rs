@@ -118,7 +118,40 @@ enum Job {
     Dir { rel: PathBuf, chain: Chain },
     /// Files of a listed directory, shared out so a big directory keeps every thread
     /// busy (ripgrep's walker shares out single entries).
-    Files(Arc<Vec<PathBuf>>, Range<usize>),
+    Files(Arc<Names>, Range<usize>),
+}
+
+/// Files of one directory: its path once and their names, not a path each. A hostile
+/// tree's 4 KB directory paths, copied into each of a wide directory's shared-out files,
+/// held 15 MB a batch and 166 MB for one glob.
+struct Names {
+    dir: PathBuf,
+    arena: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Names {
+    fn new(dir: PathBuf) -> Names {
+        Names {
+            dir,
+            arena: Vec::new(),
+            ends: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, name: &OsStr) {
+        self.arena.extend_from_slice(name.as_bytes());
+        self.ends.push(self.arena.len());
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn name(&self, i: usize) -> &OsStr {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        OsStr::from_bytes(&self.arena[start..self.ends[i]])
+    }
 }
 
 /// Files of one directory visited by the thread that listed it before the rest are
@@ -223,7 +256,7 @@ impl Walker<'_> {
             };
             let went_on = match job {
                 Job::Dir { rel, chain } => self.dir(rel, chain, &mut visit, pool),
-                Job::Files(files, range) => self.files(&files[range], &mut visit),
+                Job::Files(files, range) => self.files(&files, range, &mut visit),
             };
             if !went_on {
                 pool.stop.store(true, Ordering::Relaxed);
@@ -326,7 +359,7 @@ impl Walker<'_> {
     ) -> Go {
         let base_len = self.base.as_os_str().len();
         let mut subdirs = Vec::new();
-        let mut files = Vec::new();
+        let mut files = Names::new(here.clone());
         for &(from, to, kind) in &batch.names {
             let is_dir = kind == Kind::Dir;
             let name = OsStr::from_bytes(&batch.arena[from..to]);
@@ -335,7 +368,7 @@ impl Walker<'_> {
                 && !self.ws.walk_excludes(here, is_dir)
             {
                 if !is_dir {
-                    files.push(here.clone());
+                    files.push(name);
                 } else {
                     if self.dirs
                         && !visit(&Found {
@@ -368,11 +401,11 @@ impl Walker<'_> {
                     return false;
                 }
             }
-            return self.files(&files, visit);
+            return self.files(&files, 0..files.len(), visit);
         }
         pool.push(&mut subdirs);
         if files.len() <= 2 * FILES_SHARE {
-            return self.files(&files, visit);
+            return self.files(&files, 0..files.len(), visit);
         }
         let files = Arc::new(files);
         let mut shares: Vec<Job> = (FILES_SHARE..files.len())
@@ -380,23 +413,32 @@ impl Walker<'_> {
             .map(|at| Job::Files(files.clone(), at..(at + FILES_SHARE).min(files.len())))
             .collect();
         pool.push(&mut shares);
-        self.files(&files[..FILES_SHARE], visit)
+        self.files(&files, 0..FILES_SHARE, visit)
     }
 
-    fn files<V: FnMut(&Found) -> Go>(&self, files: &[PathBuf], visit: &mut V) -> Go {
+    fn files<V: FnMut(&Found) -> Go>(
+        &self,
+        files: &Names,
+        range: Range<usize>,
+        visit: &mut V,
+    ) -> Go {
         let base_len = self.base.as_os_str().len();
-        for (i, rel) in files.iter().enumerate() {
-            if i % 64 == 63 && self.env.control.stopped() {
+        let mut rel = files.dir.clone();
+        for (n, i) in range.enumerate() {
+            if n % 64 == 63 && self.env.control.stopped() {
                 return false;
             }
+            rel.push(files.name(i));
             let found = Found {
                 root: self.root,
-                rel,
-                rel_to_base: below(rel, base_len),
+                rel: &rel,
+                rel_to_base: below(&rel, base_len),
                 is_dir: false,
                 listed: None,
             };
-            if !visit(&found) {
+            let go = visit(&found);
+            rel.pop();
+            if !go {
                 return false;
             }
         }

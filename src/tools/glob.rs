@@ -62,8 +62,8 @@ fn default_max() -> usize {
 /// (1.6 GB for eight at once). Past it the result says how many matched in all.
 pub const ALL_MAX: usize = 20_000;
 
-/// What one kept path is estimated to hold (a long name, its header and its map slot).
-const PATH_COST: u64 = 512;
+/// What one kept path holds beside its bytes (its header and its map slot).
+const SLOT_COST: u64 = 64;
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
@@ -123,9 +123,7 @@ impl Drop for Mine<'_> {
         self.into.2.fetch_add(self.visited, Ordering::Relaxed);
         let mut shared = crate::error::lock(self.into.1);
         let mine = std::mem::replace(&mut self.top, TopN::new(0));
-        for (k, ()) in mine.into_sorted() {
-            shared.insert(k, 1, ());
-        }
+        shared.merge(mine);
     }
 }
 
@@ -186,7 +184,11 @@ impl Tool for Glob {
             n => n.min(ALL_MAX),
         };
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(12));
-        let held = (max_results as u64).saturating_mul(PATH_COST * (threads as u64 + 1));
+        // Each collector (one per thread and the shared one) holds at most its paths'
+        // byte bound, and a slot per path.
+        let held = (search::collect::paths_bound(max_results) as u64)
+            .saturating_add((max_results as u64).saturating_mul(SLOT_COST))
+            .saturating_mul(threads as u64 + 1);
         let _admitted = search::cost::admit(
             search::cost::weight(0, pattern.len(), 1) + held,
             ctx.control(),
@@ -238,8 +240,8 @@ impl Tool for Glob {
         let ws = ctx.workspace();
         let count = AtomicU64::new(0);
         type ModKey = (Reverse<SystemTime>, usize, PathBuf);
-        let by_path: Mutex<TopN<()>> = Mutex::new(TopN::new(max_results));
-        let by_time: Mutex<TopN<(), ModKey>> = Mutex::new(TopN::new(max_results));
+        let by_path: Mutex<TopN<()>> = Mutex::new(TopN::metered(max_results));
+        let by_time: Mutex<TopN<(), ModKey>> = Mutex::new(TopN::metered(max_results));
 
         let visited = AtomicU64::new(0);
         let (engine, out_of_time) = search::visit_files(&ctx.search_env(), &bases, &opts, || {
@@ -249,7 +251,7 @@ impl Tool for Glob {
             let mut mine = Mine {
                 count: 0,
                 visited: 0,
-                top: TopN::new(max_results),
+                top: TopN::metered(max_results),
                 into: (&count, &by_path, &visited),
             };
             move |f: &Found| {

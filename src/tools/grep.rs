@@ -1,7 +1,7 @@
 //! `grep`: regex (or literal) content search over the workspace, ripgrep's engine and
 //! rules, deterministic output in path order with true totals.
 
-use crate::error::{ToolError, ToolResult};
+use crate::error::{ErrorCode, ToolError, ToolResult};
 use crate::search::sink::Line;
 use crate::search::{self, GrepMode, GrepQuery, WalkOptions};
 use crate::tool::{Annotations, Ctx, Tool, ToolMeta};
@@ -12,11 +12,13 @@ use serde::{Deserialize, Serialize};
 /// Default `max_results`: files, count entries or content lines.
 pub const DEFAULT_MAX_RESULTS: usize = 200;
 
-/// The largest `offset` content mode pages to: the lines before it are held (in path
-/// order, whatever order the threads find files in) until the search ends, about 170
-/// bytes each (offset 100 000: 17 MB; 20 million: 1.4 GB), so past it the call is
-/// refused rather than growing with the offset.
-pub const MAX_CONTENT_OFFSET: usize = 100_000;
+/// The largest `offset` any mode pages to: the lines (or files) before it are held (in
+/// path order, whatever order the threads find files in) until the search ends, about
+/// 170 bytes each (offset 100 000: 17 MB; 20 million: 1.4 GB), so past it the call is
+/// refused rather than growing with the offset. Files and count entries are held by
+/// their paths' bytes (a hostile tree's 3.8 KB paths: 120 000 files, 0.9 GB), so the
+/// same cap holds for them.
+pub const MAX_OFFSET: usize = 100_000;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -190,9 +192,9 @@ files_with_matches (cheapest), content (lines), count. Skips .gitignored, hidden
             OutputMode::FilesWithMatches => GrepMode::Files,
             OutputMode::Count => GrepMode::Count,
         };
-        if mode == GrepMode::Content && p.offset > MAX_CONTENT_OFFSET {
+        if p.offset > MAX_OFFSET {
             return Err(ToolError::invalid(format!(
-                "offset {} is over {MAX_CONTENT_OFFSET}: content mode holds every line before the offset \
+                "offset {} is over {MAX_OFFSET}: a search holds every result before the offset \
                  while it searches",
                 p.offset
             ))
@@ -205,11 +207,20 @@ files_with_matches (cheapest), content (lines), count. Skips .gitignored, hidden
         // Each line shown costs its text, its path and the JSON around it; a result cut to
         // the budget never needs more lines than this, so no more are kept in memory.
         const LINE_OVERHEAD: usize = 48;
+        // A file or count entry shown costs at least its name, a separator and a line
+        // break (or, in the JSON, its quotes and comma).
+        const ENTRY_OVERHEAD: usize = 4;
         const FOOTER_ROOM: usize = 600;
         let budget = ctx.output_budget();
         let max = match (budget, mode) {
             (Some(b), GrepMode::Content) => {
                 let fit = b / LINE_OVERHEAD + 1;
+                if max == 0 { fit } else { max.min(fit) }
+            }
+            // "All" files under a budget is what the budget can show: held beyond it,
+            // every matching file of a hostile tree stayed in memory by its path.
+            (Some(b), _) => {
+                let fit = b / ENTRY_OVERHEAD + 1;
                 if max == 0 { fit } else { max.min(fit) }
             }
             _ => max,
@@ -332,6 +343,21 @@ files_with_matches (cheapest), content (lines), count. Skips .gitignored, hidden
             let truncated = (p.offset + files.len()) < found.file_count as usize;
             (files, truncated)
         };
+        // The first results were kept short for their paths' bytes and none reached the
+        // offset: there are results there, but not held. Say so, not "nothing at offset".
+        if found.short && files.is_empty() && incomplete.is_none() && p.offset > 0 {
+            return Err(ToolError::new(
+                ErrorCode::FileTooLarge,
+                format!(
+                    "the matching files' paths are too long to hold {} results at once, so offset {} \
+                     cannot be reached; {} files match in all",
+                    p.offset.saturating_add(take.min(MAX_OFFSET)),
+                    p.offset,
+                    found.file_count
+                ),
+            )
+            .with_hint("narrow path or glob to the part of the tree you want, then page within it"));
+        }
         let bytes: usize = files
             .iter()
             .map(|f| {

@@ -35,6 +35,7 @@ mod misc_r8;
 mod names_r3;
 mod names_r4;
 mod ostrash_r6;
+mod paths_r13;
 mod platform;
 mod race_r7;
 mod safety;

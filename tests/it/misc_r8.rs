@@ -539,7 +539,7 @@ fn a_pdf_helper_whose_parent_already_ended_stops_at_once() {
 }
 
 // 5. grep content mode's memory does not grow with offset: past
-//    MAX_CONTENT_OFFSET it is refused with a hint.
+//    MAX_OFFSET it is refused with a hint.
 
 /// Runs the binary, returning its output and the peak RSS (VmHWM, KiB) last seen.
 #[cfg(target_os = "linux")]
@@ -583,7 +583,7 @@ fn run_with_peak(mut cmd: std::process::Command) -> (Output, u64) {
 #[cfg(target_os = "linux")]
 #[test]
 fn grep_content_memory_does_not_grow_with_offset() {
-    use ferret::tools::grep::MAX_CONTENT_OFFSET;
+    use ferret::tools::grep::MAX_OFFSET;
     let (_t, root) = tempdir();
     let lines = 2_000_000usize;
     write(&root, "a.txt", "a\n".repeat(lines));
@@ -601,7 +601,7 @@ fn grep_content_memory_does_not_grow_with_offset() {
     for args in [
         json!({"pattern": "a", "output_mode": "content", "offset": lines - 10, "max_results": 5}),
         json!({"pattern": "^", "path": "e.txt", "output_mode": "content", "offset": lines - 10, "max_results": 5}),
-        json!({"pattern": "a", "output_mode": "content", "offset": MAX_CONTENT_OFFSET + 1, "max_results": 5, "context_before": 2}),
+        json!({"pattern": "a", "output_mode": "content", "offset": MAX_OFFSET + 1, "max_results": 5, "context_before": 2}),
     ] {
         let (out, peak) = grep(args.clone());
         let text = String::from_utf8_lossy(&out.stdout).to_string()
@@ -615,14 +615,14 @@ fn grep_content_memory_does_not_grow_with_offset() {
     }
     // At the bound: answered, in bounded memory (20 M lines at this offset was 1.4 GB).
     let (out, peak) = grep(
-        json!({"pattern": "a", "path": "a.txt", "output_mode": "content", "offset": MAX_CONTENT_OFFSET, "max_results": 5}),
+        json!({"pattern": "a", "path": "a.txt", "output_mode": "content", "offset": MAX_OFFSET, "max_results": 5}),
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     let v: serde_json::Value = serde_json::from_str(&text).expect("json");
     assert_eq!(
         v["files"][0]["lines"][0]["line"],
-        json!(MAX_CONTENT_OFFSET + 1),
+        json!(MAX_OFFSET + 1),
         "{text}"
     );
     assert_eq!(v["files"][0]["lines"].as_array().map(Vec::len), Some(5));
