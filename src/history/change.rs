@@ -40,7 +40,12 @@ struct Staged<'a> {
 impl History {
     /// Replaces (or creates) the file `name` in `dir` with `content`, shaped like `like`
     /// (the open old file), journalled as `entry`. `guard` runs with the journal locked, before the
-    /// change begins: it can refuse (an undo already done by someone else).
+    /// change begins: it can refuse (an undo already done by someone else). `placed`
+    /// runs once the content is staged, just before it lands: it refuses when `dir` is
+    /// no longer where the change is recorded ([`Workspace::still_holds`]).
+    ///
+    /// [`Workspace::still_holds`]: crate::workspace::Workspace::still_holds
+    #[allow(clippy::too_many_arguments)]
     pub fn replace(
         &self,
         dir: &Dir,
@@ -49,6 +54,7 @@ impl History {
         content: &[u8],
         mut entry: Entry,
         guard: impl FnOnce(&Locked) -> ToolResult<()>,
+        placed: &dyn Fn() -> ToolResult<()>,
     ) -> ToolResult<u64> {
         let shown = entry.path.clone();
         let temp = format!(".ferret-{}.tmp", stamp());
@@ -58,17 +64,14 @@ impl History {
             j.begin(entry, self.lease())
         })?;
         let temp = OsString::from(temp);
-        let done = write::stage(dir, &temp, content, like).and_then(|()| {
-            die_here_in_tests();
-            write::commit(dir, &temp, name)
-        });
-        self.finish(
-            id,
-            done.map_err(|e| {
-                write::discard(dir, &temp);
-                ToolError::io(&shown, &e)
-            }),
-        )
+        let done = write::stage(dir, &temp, content, like)
+            .map_err(|e| ToolError::io(&shown, &e))
+            .and_then(|()| {
+                die_here_in_tests();
+                placed()?;
+                write::commit(dir, &temp, name).map_err(|e| ToolError::io(&shown, &e))
+            });
+        self.finish(id, done.inspect_err(|_| write::discard(dir, &temp)))
     }
 
     /// Creates the file `name` in `dir` with `content`, never over anything that stands

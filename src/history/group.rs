@@ -42,11 +42,16 @@ pub struct Planned {
 impl History {
     /// Applies `planned` as one group journalled as `entry` (its `group` is filled in
     /// here). `guard` runs with the journal locked, before the group begins.
+    ///
+    /// `placed` runs for each file once everything is staged, before anything lands: it
+    /// refuses when the file's directory is no longer where the change is recorded
+    /// ([`Workspace::still_holds`]).
     pub fn apply_group(
         &self,
         mut planned: Vec<Planned>,
         mut entry: Entry,
         guard: impl FnOnce(&Locked) -> ToolResult<()>,
+        placed: &dyn Fn(&Planned) -> ToolResult<()>,
     ) -> ToolResult<u64> {
         let base = stamp();
         for (i, p) in planned.iter_mut().enumerate() {
@@ -76,6 +81,11 @@ impl History {
         }
         self.write_journal(|j| j.settle(id, Outcome::Staged, None))?;
         super::change::die_here_in_tests();
+        if let Some(err) = planned.iter().find_map(|p| placed(p).err()) {
+            discard_temps(&planned);
+            self.settle(id, Outcome::Aborted, Some(err.message.clone()))?;
+            return Err(err);
+        }
 
         // The renames and removals, in order; on a failure, back out what landed.
         for i in 0..planned.len() {

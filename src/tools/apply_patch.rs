@@ -844,6 +844,10 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
     };
     ctx.set_audit_path(label.clone());
     let entry = Entry::new(Action::Patch, label, root, &rel);
-    out.change_id = Some(history.apply_group(planned, entry, |_| Ok(()))?);
+    let ws = ctx.workspace();
+    let placed = |p: &crate::history::group::Planned| {
+        ws.still_holds(&p.dir, p.op.root, &p.op.rel, &p.op.path)
+    };
+    out.change_id = Some(history.apply_group(planned, entry, |_| Ok(()), &placed)?);
     Ok(())
 }

@@ -351,7 +351,16 @@ pub fn replace_file(
             format!("{shown} is gone"),
         ));
     };
-    let id = history.replace(dir, name, Some(file.as_fd()), after, entry, |_| Ok(()))?;
+    let placed = || ws.still_holds(dir, real.root_index(), real.rel(), &shown);
+    let id = history.replace(
+        dir,
+        name,
+        Some(file.as_fd()),
+        after,
+        entry,
+        |_| Ok(()),
+        &placed,
+    )?;
     Ok((backup, id))
 }
 

@@ -156,6 +156,18 @@ for confirmation. dry_run previews.",
         }
         asked?;
         let history = ctx.history()?;
+        // A file is locked as an edit locks it, until it is gone: an edit in flight lands
+        // first (its rename would otherwise bring the file back at its name once it was
+        // trashed), and one that starts waits, then finds it gone.
+        // (A link, a directory, a FIFO: nothing edits them.)
+        let _lock = if kind == EntryType::File {
+            Some(
+                ws.open_file_locked(&at.real, crate::workspace::LOCK_WAIT)?
+                    .0,
+            )
+        } else {
+            None
+        };
         let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
             return Err(ToolError::io(
                 &said,

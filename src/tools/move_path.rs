@@ -289,6 +289,19 @@ impl Tool for Move {
                 format!("no place to put {dst_said}"),
             ));
         };
+        // A file moved, and a file replaced, are locked as an edit locks the file it
+        // changes, until the rename: an edit (of any ferret process) in flight lands
+        // first, and one that starts waits. Unlocked, an edit's rename landed after the
+        // move and brought the file back at its old name, or replaced the file the move
+        // brought in, which was then nowhere.
+        let _source_lock = if meta.is_file() {
+            Some(
+                ws.open_file_locked(&from.real, crate::workspace::LOCK_WAIT)?
+                    .0,
+            )
+        } else {
+            None
+        };
         let st = rustix::fs::statat(from_dir, from_name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| ToolError::io(&src_said, &e.into()))?;
         // The directory moved is the one whose links were checked (the rename moves the
@@ -314,9 +327,11 @@ impl Tool for Move {
             ino: crate::platform::file_id(&st).1,
         });
         entry.created_dirs = created;
+        let mut _replaced_lock = None;
         if replacing {
-            // The file about to be replaced, read through its own handle.
-            let (file, meta, _) = ws.open_file(&to.real)?;
+            // The file about to be replaced, read through its own handle, locked until
+            // it is replaced (another move onto it, or an edit of it, waits).
+            let (file, meta, _) = ws.open_file_locked(&to.real, crate::workspace::LOCK_WAIT)?;
             let _held = super::hold_file(
                 ctx,
                 meta.len(),
@@ -328,6 +343,7 @@ impl Tool for Move {
             out.backed_up = true;
             entry.backup_path = Some(b);
             entry.sha256_before = Some(sha256(&before));
+            _replaced_lock = Some(file);
         }
         out.change_id = Some(history.move_entry(
             from_dir,

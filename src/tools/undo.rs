@@ -710,7 +710,11 @@ fn undo_group(
     asked?;
     let mut entry = Entry::new(Action::Undo, target.path.clone(), target.root, &target.rel);
     entry.undoes = Some(target.id);
-    out.change_id = Some(history.apply_group(planned, entry, not_undone(target.id))?);
+    let ws = ctx.workspace();
+    let placed = |p: &crate::history::group::Planned| {
+        ws.still_holds(&p.dir, p.op.root, &p.op.rel, &p.op.path)
+    };
+    out.change_id = Some(history.apply_group(planned, entry, not_undone(target.id), &placed)?);
     for op in target.group.iter().filter(|op| op.kind == OpKind::Create) {
         remove_empty_dirs(ctx, op.root, &op.created_dirs);
     }
@@ -817,8 +821,17 @@ fn undo_edit(
         )));
     };
     let like = locked.as_ref().map(|(f, _, _)| f.as_fd());
-    out.change_id =
-        Some(history.replace(dir, name, like, &restored, entry, not_undone(target.id))?);
+    let ws = ctx.workspace();
+    let placed = || ws.still_holds(dir, at.real.root_index(), at.real.rel(), &target.path);
+    out.change_id = Some(history.replace(
+        dir,
+        name,
+        like,
+        &restored,
+        entry,
+        not_undone(target.id),
+        &placed,
+    )?);
     Ok(())
 }
 

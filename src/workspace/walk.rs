@@ -4,6 +4,7 @@
 //! open a file it found ([`Workspace::open_found`]).
 
 use super::{Workspace, WsPath};
+use crate::error::{ErrorCode, ToolError, ToolResult};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 use std::io::{self, Read};
@@ -38,6 +39,40 @@ impl Workspace {
     pub fn open_dir_found(&self, root: usize, rel: &Path) -> io::Result<OwnedFd> {
         let dir = &self.roots[root].dir;
         crate::platform::open_beneath(dir.as_fd(), rel, crate::platform::Open::Dir)
+    }
+
+    /// Refuses (`CONFLICT`) when the directory `dir`, opened for a change of the file
+    /// `rel` (of root `root`), is no longer the one its path leads to: a change computed
+    /// while its folder was moved (by a person's approved `move`, another process, or
+    /// `rm`) would land at the folder's new place (under `.github/`, in the trash) while
+    /// its receipt and journal name the old one. Checked after the change is staged,
+    /// just before it lands.
+    pub fn still_holds(
+        &self,
+        dir: &impl AsFd,
+        root: usize,
+        rel: &Path,
+        shown: &str,
+    ) -> ToolResult<()> {
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        let now = self.open_dir_found(root, parent).ok();
+        let same = now.is_some_and(
+            |fd| match (rustix::fs::fstat(&fd), rustix::fs::fstat(dir)) {
+                (Ok(a), Ok(b)) => crate::platform::file_id(&a) == crate::platform::file_id(&b),
+                _ => false,
+            },
+        );
+        if same {
+            return Ok(());
+        }
+        Err(ToolError::new(
+            ErrorCode::Conflict,
+            format!(
+                "the folder of {} was moved, replaced or deleted during the call; nothing was changed",
+                super::shown_in_prose(shown)
+            ),
+        )
+        .with_hint("look where the folder is now (glob, list_directory), then change the file there"))
     }
 
     /// Confirms names a walk listed, one by one, more cheaply than [`open_found`] each:
