@@ -1,0 +1,208 @@
+//! Issue #25, round 13: changes racing other changes of the same file, and a folder
+//! moved under a change in flight.
+//! - `move` (overwrite or not) and `file_delete` lock the file they move, replace or
+//!   trash as `edit` locks the file it changes: an edit in flight lands first, and one
+//!   that starts waits. Unlocked, an edit's rename landed after the move: the file the
+//!   move brought in was then nowhere, or the moved file came back at its old name.
+//! - A change lands only if its folder is still where it is recorded: an edit computed
+//!   while its folder was moved (or trashed) is refused `CONFLICT`, nothing changed,
+//!   instead of landing at the folder's new place under a receipt naming the old one.
+
+use crate::util::{bin, tempdir, write};
+use std::path::Path;
+use std::process::{Child, Output};
+use std::time::Duration;
+
+/// A file of `mib` MiB that starts with `START`: an edit of it takes long enough
+/// (reading, matching, writing) for another process to act meanwhile.
+fn big(root: &Path, rel: &str, mib: usize) {
+    let mut s = String::from("START here\n");
+    s.push_str(&"filler line of text\n".repeat(mib * (1 << 20) / 20));
+    write(root, rel, s);
+}
+
+fn ferret(root: &Path, state: &Path, args: &[&str]) -> std::process::Command {
+    let mut c = bin();
+    c.arg("--root")
+        .arg(root)
+        .arg("--allow-write")
+        .arg("--state-dir")
+        .arg(state)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    c
+}
+
+fn spawn(root: &Path, state: &Path, args: &[&str]) -> Child {
+    ferret(root, state, args).spawn().expect("spawn ferret")
+}
+
+fn done(c: Child) -> Output {
+    c.wait_with_output().expect("ferret ran")
+}
+
+/// Every file under `dir` whose bytes are `content`.
+fn holders(dir: &Path, content: &[u8]) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(p),
+                Ok(t) if t.is_file() => {
+                    if std::fs::read(&p).is_ok_and(|b| b == content) {
+                        out.push(p);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_move_over_a_file_being_edited_lands_after_the_edit_and_loses_nothing() {
+    for delay in [10, 40, 120] {
+        let (_t, root) = tempdir();
+        let (_s, state) = tempdir();
+        big(&root, "m.txt", 24);
+        write(&root, "x.txt", "PRECIOUS X\n");
+        let edit = spawn(
+            &root,
+            &state,
+            &["edit", "m.txt", "--old", "START", "--new", "START2"],
+        );
+        std::thread::sleep(Duration::from_millis(delay));
+        let mv = done(spawn(
+            &root,
+            &state,
+            &["mv", "x.txt", "m.txt", "--overwrite"],
+        ));
+        let _ = done(edit);
+        assert!(
+            mv.status.success(),
+            "{}",
+            String::from_utf8_lossy(&mv.stderr)
+        );
+        // Whatever the order, the move lands last: m.txt is what it brought in.
+        assert_eq!(
+            std::fs::read(root.join("m.txt")).expect("m.txt"),
+            b"PRECIOUS X\n",
+            "after {delay} ms"
+        );
+        assert!(!root.join("x.txt").exists());
+    }
+}
+
+#[test]
+fn two_moves_onto_one_name_keep_both_files_one_there_one_backed_up() {
+    for _ in 0..3 {
+        let (_t, root) = tempdir();
+        let (_s, state) = tempdir();
+        big(&root, "m.txt", 8);
+        write(&root, "x.txt", "PRECIOUS X\n");
+        write(&root, "y.txt", "PRECIOUS Y\n");
+        let a = spawn(&root, &state, &["mv", "x.txt", "m.txt", "--overwrite"]);
+        let b = spawn(&root, &state, &["mv", "y.txt", "m.txt", "--overwrite"]);
+        let (a, b) = (done(a), done(b));
+        assert!(a.status.success() && b.status.success(), "{a:?} {b:?}");
+        for content in [&b"PRECIOUS X\n"[..], b"PRECIOUS Y\n"] {
+            let found = holders(&root, content).len() + holders(&state, content).len();
+            assert!(
+                found >= 1,
+                "{} is nowhere",
+                String::from_utf8_lossy(content)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_file_deleted_or_moved_while_an_edit_runs_does_not_come_back_at_its_name() {
+    for verb in ["rm", "mv"] {
+        let (_t, root) = tempdir();
+        let (_s, state) = tempdir();
+        let (_d, data) = tempdir();
+        big(&root, "m.txt", 24);
+        let mut e = ferret(
+            &root,
+            &state,
+            &["edit", "m.txt", "--old", "START", "--new", "START2"],
+        );
+        let edit = e.env("XDG_DATA_HOME", &data).spawn().expect("spawn");
+        std::thread::sleep(Duration::from_millis(40));
+        let args: Vec<&str> = if verb == "rm" {
+            vec!["rm", "m.txt"]
+        } else {
+            vec!["mv", "m.txt", "n.txt"]
+        };
+        let gone = ferret(&root, &state, &args)
+            .env("XDG_DATA_HOME", &data)
+            .output()
+            .expect("run");
+        let _ = done(edit);
+        assert!(
+            gone.status.success(),
+            "{}",
+            String::from_utf8_lossy(&gone.stderr)
+        );
+        assert!(!root.join("m.txt").exists(), "{verb}: m.txt came back");
+    }
+}
+
+#[test]
+fn an_edit_whose_folder_is_moved_meanwhile_is_refused_and_changes_nothing() {
+    for how in ["rename", "ferret-mv", "ferret-rm"] {
+        let (_t, root) = tempdir();
+        let (_s, state) = tempdir();
+        let (_d, data) = tempdir();
+        big(&root, "docs/big.yml", 32);
+        let before = std::fs::read(root.join("docs/big.yml")).expect("read");
+        let mut e = ferret(
+            &root,
+            &state,
+            &["edit", "docs/big.yml", "--old", "START", "--new", "START2"],
+        );
+        let edit = e.env("XDG_DATA_HOME", &data).spawn().expect("spawn");
+        std::thread::sleep(Duration::from_millis(30));
+        match how {
+            "rename" => std::fs::rename(root.join("docs"), root.join("docs2")).expect("rename"),
+            "ferret-mv" => {
+                let o = ferret(&root, &state, &["mv", "docs", "docs2"])
+                    .output()
+                    .expect("mv");
+                assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            }
+            _ => {
+                let o = ferret(&root, &state, &["rm", "docs"])
+                    .env("XDG_DATA_HOME", &data)
+                    .output()
+                    .expect("rm");
+                assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            }
+        }
+        let out = done(edit);
+        let err = String::from_utf8_lossy(&out.stderr);
+        // 30 ms in, the edit of 32 MiB is still reading or matching: it must not land.
+        if out.status.success() {
+            panic!("{how}: the edit claimed success for a folder moved during it: {err}");
+        }
+        assert!(err.contains("CONFLICT"), "{how}: {err}");
+        let now_at = match how {
+            "ferret-rm" => holders(&data, &before),
+            _ => holders(&root.join("docs2"), &before),
+        };
+        assert_eq!(
+            now_at.len(),
+            1,
+            "{how}: the file is unchanged where its folder went"
+        );
+        assert!(!root.join("docs/big.yml").exists());
+    }
+}
