@@ -54,10 +54,8 @@ fn holders(dir: &Path, content: &[u8]) -> Vec<std::path::PathBuf> {
             let p = e.path();
             match e.file_type() {
                 Ok(t) if t.is_dir() => stack.push(p),
-                Ok(t) if t.is_file() => {
-                    if std::fs::read(&p).is_ok_and(|b| b == content) {
-                        out.push(p);
-                    }
+                Ok(t) if t.is_file() && std::fs::read(&p).is_ok_and(|b| b == content) => {
+                    out.push(p);
                 }
                 _ => {}
             }
