@@ -302,6 +302,12 @@ pub struct FerretServer {
     roots: Arc<tokio::sync::Mutex<ClientRoots>>,
 }
 
+/// The longest progress token (as JSON) progress notifications echo.
+const MAX_PROGRESS_TOKEN: usize = 256;
+
+/// How long a call waits for the client's answer to `roots/list`.
+const ROOTS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The client's roots, fetched on the first call and again after `roots/list_changed`.
 #[derive(Default)]
 struct ClientRoots {
@@ -330,9 +336,20 @@ impl FerretServer {
         info.capabilities.roots.as_ref()?;
         let mut state = self.roots.lock().await;
         if !state.fetched {
-            state.scope = match ctx.peer.list_roots().await {
-                Ok(r) if r.roots.is_empty() => None,
-                Ok(r) => {
+            // A client that never answers (or whose answer the framing refuses as too
+            // big) must not pin the call, and with it the session's slot, for ever: past
+            // the wait the call goes on as if the client had no roots.
+            let asked = tokio::time::timeout(ROOTS_WAIT, ctx.peer.list_roots()).await;
+            state.scope = match asked {
+                Err(_) => {
+                    tracing::warn!(
+                        "the client did not answer roots/list within {} s; not narrowing",
+                        ROOTS_WAIT.as_secs()
+                    );
+                    None
+                }
+                Ok(Ok(r)) if r.roots.is_empty() => None,
+                Ok(Ok(r)) => {
                     let uris: Vec<&str> = r.roots.iter().map(|r| r.uri.as_str()).collect();
                     let scope = narrow(self.shared.ferret.workspace(), &uris);
                     if scope.is_empty() {
@@ -343,7 +360,7 @@ impl FerretServer {
                     }
                     Some(Arc::new(scope))
                 }
-                Err(e) => {
+                Ok(Err(e)) => {
                     tracing::warn!(error = %e, "could not list the client's roots; not narrowing");
                     None
                 }
@@ -479,7 +496,14 @@ impl ServerHandler for FerretServer {
         let args = Value::Object(request.arguments.unwrap_or_default());
 
         let cancel = CancelToken::new();
-        let progress = ctx.meta.get_progress_token().map(|token| {
+        // The token is echoed in every notification (one per ~1 000 files searched): a
+        // client's megabytes of token came back hundreds of times, outside every budget.
+        // One longer than a token needs gets no progress.
+        let token = ctx
+            .meta
+            .get_progress_token()
+            .filter(|t| serde_json::to_string(t).map_or(false, |s| s.len() <= MAX_PROGRESS_TOKEN));
+        let progress = token.map(|token| {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
             let peer = ctx.peer.clone();
             tokio::spawn(async move {

@@ -37,6 +37,7 @@ mod names_r4;
 mod ostrash_r6;
 mod paths_r13;
 mod platform;
+mod proto_r13;
 mod race_r13;
 mod race_r7;
 mod safety;
