@@ -502,7 +502,7 @@ impl ServerHandler for FerretServer {
         let token = ctx
             .meta
             .get_progress_token()
-            .filter(|t| serde_json::to_string(t).map_or(false, |s| s.len() <= MAX_PROGRESS_TOKEN));
+            .filter(|t| serde_json::to_string(t).is_ok_and(|s| s.len() <= MAX_PROGRESS_TOKEN));
         let progress = token.map(|token| {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
             let peer = ctx.peer.clone();
