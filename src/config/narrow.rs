@@ -63,8 +63,16 @@ pub const TOOL_NAMES: &[&str] = &[
     "undo",
 ];
 
+/// The most entries of one list a workspace file has looked at: the rest are counted as
+/// over the limit.
+const MAX_EXAMINED: usize = 4 * MAX_ADDED;
+
+/// The most refused entries of one list named one by one.
+const MAX_NAMED: usize = 20;
+
 /// Most patterns a workspace file may add to one list.
 pub const MAX_ADDED: usize = 1000;
+
 /// Most wildcards (`*`, `?`, `[`, `{`) in one pattern from a workspace file.
 pub const MAX_WILDCARDS: usize = 32;
 /// Most wildcards in all the patterns a workspace file adds to one list (the weight an
@@ -124,7 +132,15 @@ fn check_patterns(k: &str, list: Vec<String>, refused: &mut Vec<String>) -> Vec<
     let mut keep = Vec::new();
     let mut weight: usize = 0;
     let mut over = 0;
-    for p in list {
+    let mut said = 0;
+    for (i, p) in list.into_iter().enumerate() {
+        // Past what a list may add (or what is worth looking at), a pattern is counted,
+        // not checked: each check compiles it, and 262 000 of them took 3 s at every
+        // start.
+        if keep.len() >= MAX_ADDED || i >= MAX_EXAMINED {
+            over += 1;
+            continue;
+        }
         let shown: String = p.chars().take(60).collect();
         let why = if p.len() > MAX_PATTERN_LEN {
             Some(format!("longer than {MAX_PATTERN_LEN} bytes"))
@@ -142,7 +158,13 @@ fn check_patterns(k: &str, list: Vec<String>, refused: &mut Vec<String>) -> Vec<
             super::globs::check_one(&p, caseless).err()
         };
         if let Some(why) = why {
-            refused.push(format!("{k}: {shown:?} ({why})"));
+            // The first refusals are named; the rest are counted with the overflow.
+            if said < MAX_NAMED {
+                said += 1;
+                refused.push(format!("{k}: {shown:?} ({why})"));
+            } else {
+                over += 1;
+            }
             continue;
         }
         let w = pattern_weight(&p);
