@@ -497,6 +497,29 @@ impl Ferret {
             ErrorCode::ConfirmationRequired => e,
             _ => e.fit(ctx.output_budget()),
         });
+        // What an error says goes on the wire too (a NO_MATCH diff carries the file's
+        // nearest lines): charged like an answer, and past the budget refused like one
+        // (errors read a file a few lines at a time, uncharged). The budget's own
+        // refusals are not charged.
+        let result = match result {
+            Err(e)
+                if !matches!(
+                    e.code,
+                    ErrorCode::RoundLimitExceeded | ErrorCode::RateLimitExceeded
+                ) =>
+            {
+                let n = crate::tool::json_str_len(&e.message)
+                    + e.hint.as_deref().map_or(0, crate::tool::json_str_len);
+                match self.limiter.charge_bytes(&session.budget, n) {
+                    Ok(()) => {
+                        bytes_sent = n;
+                        Err(e)
+                    }
+                    Err(over) => Err(over),
+                }
+            }
+            other => other,
+        };
         let error = result.as_ref().err();
         self.record(&ctx, session, tool, started, error, bytes_sent);
         result

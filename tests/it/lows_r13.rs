@@ -35,3 +35,39 @@ fn a_workspace_list_past_its_limit_is_counted_not_checked_and_refusals_are_few()
     );
     assert!(err.len() < 20_000, "{} bytes of warnings", err.len());
 }
+
+/// An error is an answer too: what it says (a near miss's diff of the file's lines, a
+/// long name) is charged to the round's byte budget, so errors cannot read a file past
+/// the budget a few lines at a time.
+#[test]
+fn what_an_error_says_is_charged_to_the_byte_budget() {
+    let (_t, root) = tempdir();
+    let body: String = (0..400)
+        .map(|i| format!("line {i:04}: the quick brown fox jumps over it\n"))
+        .collect();
+    write(&root, "notes.txt", &body);
+    let mut c = ferret::config::Config::defaults(ferret::config::Mode::Server);
+    c.roots = vec![root.clone()];
+    c.allow_write = true;
+    c.max_bytes_per_round = 6000;
+    let f = ferret::Ferret::new(c).expect("open");
+    let mut codes = Vec::new();
+    for i in 0..20 {
+        // A near miss: the error shows the nearest lines of the file.
+        let near = format!("line {:04}: the quick brown fox jumps over them\n", i * 20);
+        let r = crate::util::call(
+            &f,
+            "edit",
+            serde_json::json!({"path": "notes.txt", "old_string": near, "new_string": "x", "dry_run": true}),
+        );
+        match r {
+            Err(e) => codes.push(e.code),
+            Ok(v) => panic!("a near miss applied: {v}"),
+        }
+    }
+    assert!(
+        codes.contains(&ferret::ErrorCode::RoundLimitExceeded),
+        "twenty errors of file lines went past a 6 000-byte budget: {codes:?}"
+    );
+    assert_eq!(codes[0], ferret::ErrorCode::NoMatch);
+}
