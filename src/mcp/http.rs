@@ -708,8 +708,9 @@ impl Gate {
     async fn admit(&self, mut req: Request, next: Next) -> Response {
         let peer_addr = req.extensions().get::<Peer>().map(|p| p.0);
         let peer = peer_addr.map_or_else(|| "?".to_string(), |p| p.to_string());
+        // The target as sent (an absolute-form `http://evil.example/mcp` names its host).
         let what = crate::audit::clip(
-            &format!("{} {}", req.method(), req.uri().path()),
+            &format!("{} {}", req.method(), req.uri()),
             crate::audit::MAX_NAME_BYTES,
         );
         let seen = |req: &Request, name: header::HeaderName| {
@@ -766,6 +767,15 @@ impl Gate {
         }
         if let Some(why) = ambiguous_host_or_origin(&req) {
             return refuse(StatusCode::BAD_REQUEST, why);
+        }
+        // An absolute-form target names a host of its own, which HTTP says wins over the
+        // Host header the checks below read: a client of this server (not a proxy) has no
+        // reason to send one.
+        if req.uri().authority().is_some() {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "an absolute-form request target (send the path, with the host in Host)",
+            );
         }
         if let Some(h) = req.headers().get(header::HOST)
             && !well_formed_host(h.as_bytes())
@@ -886,6 +896,19 @@ impl Gate {
             )
                 .into_response();
             return self.charge_refusal(&principal, r, "a body of too many JSON values (unparsed)");
+        }
+        if let Some(line) = super::stdio::long_method(&bytes) {
+            let r = (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                line,
+            )
+                .into_response();
+            return self.charge_refusal(
+                &principal,
+                r,
+                "a request for a method of an overlong name",
+            );
         }
         let mut bytes = bytes;
         if is_initialize(&bytes) {

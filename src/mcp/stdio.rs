@@ -223,6 +223,11 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
                 Some(Ok(msg)) => {
                     use rmcp::model::{ClientNotification, JsonRpcMessage};
                     match &msg {
+                        JsonRpcMessage::Request(r) if r.request.method().len() > MAX_METHOD => {
+                            let id = serde_json::to_value(&r.id).ok();
+                            self.pending = Some(method_not_found(id, r.request.method()));
+                            continue;
+                        }
                         JsonRpcMessage::Request(r) if !self.in_flight.insert(r.id.clone()) => {
                             tracing::warn!(id = %r.id, "a request reused an id under way");
                             self.pending = serde_json::to_value(&r.id).ok().map(duplicate_id);
@@ -525,6 +530,39 @@ pub fn too_many_values(bytes: &[u8], always: bool) -> Option<Option<Vec<u8>>> {
                      split a long list of edits or paths over several calls."
         }),
     )))
+}
+
+/// JSON-RPC's method not found.
+const METHOD_NOT_FOUND: i64 = -32601;
+
+/// The longest method name passed on: every method MCP has is far shorter, and rmcp
+/// answers an unknown one by echoing it whole (a 3 MB name came back 20 times, uncharged).
+pub const MAX_METHOD: usize = 128;
+
+/// The answer to a request for a method longer than [`MAX_METHOD`]: not found, named
+/// cut and escaped.
+pub fn method_not_found(id: Option<Value>, method: &str) -> Vec<u8> {
+    let shown: String = crate::audit::clip(method, 64).escape_debug().collect();
+    error_line(
+        id.and_then(valid_id),
+        METHOD_NOT_FOUND,
+        format!("Method not found: {shown}"),
+        json!({"code": "METHOD_NOT_FOUND",
+               "hint": "Call a method MCP defines (initialize, tools/list, tools/call, …)."}),
+    )
+}
+
+/// For a body (HTTP) that is one request for a method longer than [`MAX_METHOD`], its
+/// answer; None for anything else (a notification gets no answer and is passed on).
+pub fn long_method(body: &[u8]) -> Option<Vec<u8>> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        method: Option<String>,
+        id: Option<Value>,
+    }
+    let head: Head = serde_json::from_slice(body).ok()?;
+    let method = head.method?;
+    (method.len() > MAX_METHOD && head.id.is_some()).then(|| method_not_found(head.id, &method))
 }
 
 /// The answer to a request whose id a request under way in the same session holds.

@@ -71,3 +71,72 @@ fn what_an_error_says_is_charged_to_the_byte_budget() {
     );
     assert_eq!(codes[0], ferret::ErrorCode::NoMatch);
 }
+
+/// A request for an unknown method of an overlong name is answered "not found" with
+/// the name cut and escaped, not echoed whole (a 3 MB name came back 20 times).
+#[test]
+fn an_overlong_method_name_is_not_echoed() {
+    let (_t, root) = tempdir();
+    let mut cmd = bin();
+    cmd.arg("--root").arg(&root).arg("serve");
+    let mut s = crate::util::StdioServer::spawn(cmd, "lows");
+    let name = format!("{}\u{202e}\nx", "m".repeat(100_000));
+    s.send(serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": name, "params": {}}));
+    let v = s.recv();
+    assert_eq!(v["id"], 7, "{v}");
+    assert_eq!(v["error"]["code"], -32601, "{v}");
+    let line = v.to_string();
+    assert!(line.len() < 1000, "{} bytes", line.len());
+    assert!(!line.contains('\u{202e}'));
+    // A short unknown method is still answered, and the server goes on serving.
+    s.send(serde_json::json!({"jsonrpc": "2.0", "id": 8, "method": "no/such", "params": {}}));
+    assert_eq!(s.recv()["error"]["code"], -32601);
+    let r = s.call("file_exists", &serde_json::json!({"path": "."}));
+    assert_eq!(r["isError"], false, "{r}");
+}
+
+/// An absolute-form request target names a host of its own, which HTTP says wins over
+/// the Host header the server checks: refused, and a refused request is audited with the
+/// target as sent. A long method over HTTP is answered cut, like over stdio.
+#[test]
+fn an_absolute_form_target_is_refused_and_a_long_method_is_cut_over_http() {
+    let (_t, root) = tempdir();
+    let (_a, logs) = tempdir();
+    let audit = logs.join("audit.jsonl");
+    let mut cmd = bin();
+    cmd.arg("--root")
+        .arg(&root)
+        .arg("--audit-log")
+        .arg(&audit)
+        .args(["serve", "--http", "127.0.0.1:0"]);
+    let s = crate::util::HttpServer::spawn(cmd);
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#;
+    let req = |target: &str, body: &str| {
+        format!(
+            "POST {target} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            s.port,
+            body.len()
+        )
+    };
+    let (status, _) = s.exchange(req("http://evil.example/mcp", body).as_bytes());
+    assert_eq!(status, 400);
+    let (status, _) = s.exchange(req("/mcp", body).as_bytes());
+    assert_eq!(status, 200, "the origin form still serves");
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"{}","params":{{}}}}"#,
+        "q".repeat(200_000)
+    );
+    let (status, answer) = s.exchange(req("/mcp", &long).as_bytes());
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer.contains("-32601") && answer.len() < 2000,
+        "{} bytes",
+        answer.len()
+    );
+    let log = std::fs::read_to_string(&audit).unwrap_or_default();
+    assert!(
+        log.contains("evil.example"),
+        "the refusal names the target as sent: {log}"
+    );
+}
