@@ -34,7 +34,7 @@ def hwm(pid):
 
 
 def burst(binary, root, env, n, tool, args):
-    p = subprocess.Popen([binary, "--root", root, "--no-index", "serve"], stdin=subprocess.PIPE,
+    p = subprocess.Popen([binary, "--root", root, "serve", "--no-index"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
 
     def send(m):
