@@ -383,16 +383,24 @@ impl FerretServer {
         // (the bearer token, or without one the peer), which the HTTP gate sets.
         // The session itself (undo ownership, the audit record) is the connection or MCP
         // session the server issued.
-        let session = Session::new(self.connection.clone(), agent);
         if self.shared.http {
-            let principal = ctx
-                .extensions
-                .get::<axum::http::request::Parts>()
+            let parts = ctx.extensions.get::<axum::http::request::Parts>();
+            let principal = parts
                 .and_then(|p| p.extensions.get::<http::Principal>())
                 .map_or_else(|| "http-unknown".to_string(), |p| p.0.clone());
-            session.with_budget(principal)
+            // In an MCP session, its id (issued by the server, checked by rmcp before the
+            // request reaches here): the audit's tool records then carry the id its
+            // session_open record names. Stateless requests keep the connection's.
+            let id = parts
+                .and_then(|p| p.headers.get("mcp-session-id"))
+                .and_then(|v| v.to_str().ok())
+                .map_or_else(
+                    || self.connection.clone(),
+                    |sid| crate::audit::clip(sid, 256),
+                );
+            Session::new(id, agent).with_budget(principal)
         } else {
-            session
+            Session::new(self.connection.clone(), agent)
         }
     }
 }

@@ -140,3 +140,76 @@ fn an_absolute_form_target_is_refused_and_a_long_method_is_cut_over_http() {
         "the refusal names the target as sent: {log}"
     );
 }
+
+/// Over HTTP, a tool call's audit record carries the MCP session id the server issued,
+/// the one its `session_open` record names.
+#[test]
+fn http_tool_records_name_the_session_the_server_issued() {
+    let (_t, root) = tempdir();
+    write(&root, "a.txt", "hello\n");
+    let (_a, logs) = tempdir();
+    let audit = logs.join("audit.jsonl");
+    let mut cmd = bin();
+    cmd.arg("--root")
+        .arg(&root)
+        .arg("--audit-log")
+        .arg(&audit)
+        .args(["serve", "--http", "127.0.0.1:0"]);
+    let s = crate::util::HttpServer::spawn(cmd);
+    let post = |sid: Option<&str>, body: &str| {
+        let extra = sid.map_or(String::new(), |s| {
+            format!("Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-06-18\r\n")
+        });
+        s.exchange(
+            format!(
+                "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+                 Accept: application/json, text/event-stream\r\n{extra}Content-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                s.port,
+                body.len()
+            )
+            .as_bytes(),
+        )
+    };
+    let (status, answer) = post(
+        None,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#,
+    );
+    assert_eq!(status, 200, "{answer}");
+    let sid = answer
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .starts_with("mcp-session-id:")
+                .then(|| l.split_once(':').map(|(_, v)| v.trim().to_string()))
+                .flatten()
+        })
+        .expect("a session id");
+    let (status, _) = post(
+        Some(&sid),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert!(status == 202 || status == 200, "{status}");
+    let (status, answer) = post(
+        Some(&sid),
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"file_exists","arguments":{"path":"a.txt"}}}"#,
+    );
+    assert_eq!(status, 200, "{answer}");
+    drop(s);
+    let log = std::fs::read_to_string(&audit).expect("audit log");
+    let records: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let call = records
+        .iter()
+        .find(|r| r["operation"] == "file_exists")
+        .expect("the call's record");
+    assert_eq!(call["session_id"], sid.as_str(), "{call}");
+    assert!(
+        records
+            .iter()
+            .any(|r| r["session_id"] == sid.as_str() && r.to_string().contains("session_open")),
+        "{log}"
+    );
+}
