@@ -1082,6 +1082,11 @@ impl<'a> Ctx<'a> {
         Ok(())
     }
 
+    /// Counts bytes read from files (a search's), for the audit record; charges nothing.
+    pub fn count_read(&self, n: u64) {
+        self.bytes_read.fetch_add(n, Ordering::Relaxed);
+    }
+
     /// Counts files touched, for the audit record.
     pub fn count_files(&self, n: u64) {
         self.file_count.fetch_add(n, Ordering::Relaxed);

@@ -333,6 +333,8 @@ pub struct GrepOutcome {
     /// The call's time ran out before every file was searched: the outcome is what the
     /// files searched until then hold (see [`until_deadline`]).
     pub out_of_time: bool,
+    /// Bytes of the files opened to be searched (their sizes), for the audit record.
+    pub bytes_read: u64,
     /// `files` is shorter than `needed` for the bytes of the paths it would hold
     /// ([`collect::PATH_UNIT`]): still the first files in path order, but fewer.
     pub short: bool,
@@ -513,6 +515,7 @@ pub fn grep(
     let match_count = AtomicU64::new(0);
     let line_count = AtomicU64::new(0);
     let searched = AtomicU64::new(0);
+    let bytes_read = AtomicU64::new(0);
     let capped = AtomicBool::new(false);
     let stop = env.control.cancel.clone();
     let deadline = env.control.deadline;
@@ -559,6 +562,7 @@ pub fn grep(
             .heap_limit(Some(LINE_HEAP_LIMIT));
         let mut searcher = builder.build();
         let matcher = matcher.clone();
+        let bytes_read = &bytes_read;
         let (top, file_count, match_count, line_count, searched, capped) = (
             &top,
             &file_count,
@@ -620,6 +624,9 @@ pub fn grep(
             {
                 return !stop.is_cancelled();
             }
+            // What the audit record says the call read: at most the file's size (a
+            // files_with_matches search may stop sooner).
+            bytes_read.fetch_add(size, Ordering::Relaxed);
             // A file big enough to hold a long line (or, multiline, held whole) first
             // takes what its search may hold from the pool all searches share.
             // One buffer the fast engine gives up on is searched by a slow one that
@@ -785,6 +792,7 @@ read its bytes in parts with read_file, encoding base64 (offset and limit count 
         engine: if view.is_some() { "index" } else { "scan" },
         out_of_time,
         short,
+        bytes_read: bytes_read.into_inner(),
     })
 }
 

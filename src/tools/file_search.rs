@@ -111,6 +111,7 @@ strings in READMEs, Dockerfiles, configurations, or other non-Go source files.",
         };
         let found = search::grep(&ctx.search_env(), &bases, &opts, &q)?;
         ctx.count_files(found.files_searched);
+        ctx.count_read(found.bytes_read);
         ctx.set_engine(found.engine);
         let incomplete = crate::tools::incomplete(
             ctx,

@@ -251,6 +251,7 @@ files_with_matches (cheapest), content (lines), count. Skips .gitignored, hidden
         };
         let found = search::grep(&ctx.search_env(), &bases, &opts, &q)?;
         ctx.count_files(found.files_searched);
+        ctx.count_read(found.bytes_read);
         ctx.set_engine(found.engine);
         let incomplete = crate::tools::incomplete(
             ctx,

@@ -122,6 +122,7 @@ showing context around matches.",
             }
         })?;
         ctx.count_files(found.files_searched);
+        ctx.count_read(found.bytes_read);
         ctx.set_engine(found.engine);
         let incomplete = crate::tools::incomplete(
             ctx,

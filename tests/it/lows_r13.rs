@@ -213,3 +213,28 @@ fn http_tool_records_name_the_session_the_server_issued() {
         "{log}"
     );
 }
+
+/// A search's audit record says what it read: the bytes of the files it opened to
+/// search, not the bytes of its answer.
+#[test]
+fn a_searchs_audit_record_counts_the_bytes_it_read() {
+    let (_t, root) = tempdir();
+    for i in 0..20 {
+        write(&root, &format!("f{i}.txt"), "lorem ipsum\n".repeat(1000));
+    }
+    let f = crate::util::ferret(&root, false, None);
+    let s = ferret::Session::new("sr", "agent");
+    for tool in ["grep", "search_files", "file_search"] {
+        let args = match tool {
+            "grep" => serde_json::json!({"pattern": "nothing-here", "output_mode": "count"}),
+            "search_files" => serde_json::json!({"pattern": "nothing-here"}),
+            _ => serde_json::json!({"query": "nothing-here"}),
+        };
+        let _ = f.call(&s, tool, args, ferret::CallOptions::default());
+    }
+    let records = f.audit().entries_for_session("sr");
+    assert_eq!(records.len(), 3);
+    for r in records {
+        assert_eq!(r.bytes_read, 20 * 12_000, "{}", r.operation);
+    }
+}
