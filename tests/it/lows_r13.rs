@@ -95,39 +95,60 @@ fn an_overlong_method_name_is_not_echoed() {
     assert_eq!(r["isError"], false, "{r}");
 }
 
+/// An HTTP server with an audit log, and the log's path (kept with the temp dirs).
+fn http_server(
+    root: &std::path::Path,
+) -> (
+    crate::util::HttpServer,
+    std::path::PathBuf,
+    tempfile::TempDir,
+) {
+    let (logs_dir, logs) = tempdir();
+    let audit = logs.join("audit.jsonl");
+    let mut cmd = bin();
+    cmd.arg("--root")
+        .arg(root)
+        .arg("--audit-log")
+        .arg(&audit)
+        .args(["serve", "--http", "127.0.0.1:0"]);
+    (crate::util::HttpServer::spawn(cmd), audit, logs_dir)
+}
+
+/// One POST of `body` to `target` on a fresh connection, in session `sid` if given.
+fn post(s: &crate::util::HttpServer, target: &str, sid: Option<&str>, body: &str) -> (u16, String) {
+    let extra = sid.map_or(String::new(), |s| {
+        format!("Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-06-18\r\n")
+    });
+    s.exchange(
+        format!(
+            "POST {target} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\n{extra}Content-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            s.port,
+            body.len()
+        )
+        .as_bytes(),
+    )
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#;
+
 /// An absolute-form request target names a host of its own, which HTTP says wins over
 /// the Host header the server checks: refused, and a refused request is audited with the
 /// target as sent. A long method over HTTP is answered cut, like over stdio.
 #[test]
 fn an_absolute_form_target_is_refused_and_a_long_method_is_cut_over_http() {
     let (_t, root) = tempdir();
-    let (_a, logs) = tempdir();
-    let audit = logs.join("audit.jsonl");
-    let mut cmd = bin();
-    cmd.arg("--root")
-        .arg(&root)
-        .arg("--audit-log")
-        .arg(&audit)
-        .args(["serve", "--http", "127.0.0.1:0"]);
-    let s = crate::util::HttpServer::spawn(cmd);
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#;
-    let req = |target: &str, body: &str| {
-        format!(
-            "POST {target} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
-             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            s.port,
-            body.len()
-        )
-    };
-    let (status, _) = s.exchange(req("http://evil.example/mcp", body).as_bytes());
+    let (s, audit, _logs) = http_server(&root);
+    let (status, _) = post(&s, "http://evil.example/mcp", None, INITIALIZE);
     assert_eq!(status, 400);
-    let (status, _) = s.exchange(req("/mcp", body).as_bytes());
+    let (status, _) = post(&s, "/mcp", None, INITIALIZE);
     assert_eq!(status, 200, "the origin form still serves");
     let long = format!(
         r#"{{"jsonrpc":"2.0","id":3,"method":"{}","params":{{}}}}"#,
         "q".repeat(200_000)
     );
-    let (status, answer) = s.exchange(req("/mcp", &long).as_bytes());
+    let (status, answer) = post(&s, "/mcp", None, &long);
     assert_eq!(status, 200, "{answer}");
     assert!(
         answer.contains("-32601") && answer.len() < 2000,
@@ -147,34 +168,9 @@ fn an_absolute_form_target_is_refused_and_a_long_method_is_cut_over_http() {
 fn http_tool_records_name_the_session_the_server_issued() {
     let (_t, root) = tempdir();
     write(&root, "a.txt", "hello\n");
-    let (_a, logs) = tempdir();
-    let audit = logs.join("audit.jsonl");
-    let mut cmd = bin();
-    cmd.arg("--root")
-        .arg(&root)
-        .arg("--audit-log")
-        .arg(&audit)
-        .args(["serve", "--http", "127.0.0.1:0"]);
-    let s = crate::util::HttpServer::spawn(cmd);
-    let post = |sid: Option<&str>, body: &str| {
-        let extra = sid.map_or(String::new(), |s| {
-            format!("Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-06-18\r\n")
-        });
-        s.exchange(
-            format!(
-                "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
-                 Accept: application/json, text/event-stream\r\n{extra}Content-Length: {}\r\n\
-                 Connection: close\r\n\r\n{body}",
-                s.port,
-                body.len()
-            )
-            .as_bytes(),
-        )
-    };
-    let (status, answer) = post(
-        None,
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#,
-    );
+    let (s, audit, _logs) = http_server(&root);
+    let post = |sid: Option<&str>, body: &str| post(&s, "/mcp", sid, body);
+    let (status, answer) = post(None, INITIALIZE);
     assert_eq!(status, 200, "{answer}");
     let sid = answer
         .lines()

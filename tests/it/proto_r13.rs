@@ -6,90 +6,23 @@
 //! - A progress token is echoed in every progress notification: one longer than a token
 //!   needs gets no progress, so a client's megabytes are not sent back hundreds of times.
 
-use crate::util::{bin, tempdir, write};
+use crate::util::{StdioServer, bin, tempdir, write};
 use serde_json::{Value, json};
-use std::io::{BufRead, Write};
-use std::process::{Child, Stdio};
-use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-struct Raw {
-    child: Child,
-    answers: Receiver<Value>,
-}
-
-impl Raw {
-    fn start(root: &std::path::Path, capabilities: Value) -> Raw {
-        let mut child = bin()
-            .arg("--root")
-            .arg(root)
-            .arg("serve")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn serve");
-        let out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-        let (tx, answers) = channel();
-        std::thread::spawn(move || {
-            for line in out.lines() {
-                let Ok(line) = line else { break };
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    let _ = tx.send(v);
-                }
-            }
-        });
-        let mut r = Raw { child, answers };
-        r.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": capabilities,
-                       "clientInfo": {"name": "raw", "version": "1"}}}));
-        let init = r
-            .next(Duration::from_secs(30))
-            .expect("initialize answered");
-        assert_eq!(init["id"], 0, "{init}");
-        r.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        r
-    }
-
-    fn send(&mut self, v: &Value) {
-        let stdin = self.child.stdin.as_mut().expect("stdin");
-        stdin.write_all(format!("{v}\n").as_bytes()).expect("write");
-        stdin.flush().expect("flush");
-    }
-
-    fn next(&self, wait: Duration) -> Option<Value> {
-        self.answers.recv_timeout(wait).ok()
-    }
-
-    /// Every message until the answer to `id` (which is last), within `wait`.
-    fn until(&self, id: u64, wait: Duration) -> Vec<Value> {
-        let end = Instant::now() + wait;
-        let mut got = Vec::new();
-        while let Some(v) = self.next(end.saturating_duration_since(Instant::now())) {
-            let done = v["id"] == id && (v.get("result").is_some() || v.get("error").is_some());
-            got.push(v);
-            if done {
-                return got;
-            }
-        }
-        panic!("no answer to {id} within {wait:?}; got {got:?}");
-    }
-}
-
-impl Drop for Raw {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn start(root: &std::path::Path, capabilities: Value) -> StdioServer {
+    let mut cmd = bin();
+    cmd.arg("--root").arg(root).arg("serve");
+    StdioServer::spawn_with(cmd, "raw", capabilities)
 }
 
 #[test]
 fn a_client_that_never_answers_roots_list_does_not_pin_its_calls() {
     let (_t, root) = tempdir();
     write(&root, "a.txt", "hello\n");
-    let mut c = Raw::start(&root, json!({"roots": {"listChanged": true}}));
+    let mut c = start(&root, json!({"roots": {"listChanged": true}}));
     let asked = Instant::now();
-    c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+    c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "read_file", "arguments": {"path": "a.txt"}}}));
     let got = c.until(1, Duration::from_secs(30));
     assert!(
@@ -105,7 +38,7 @@ fn a_client_that_never_answers_roots_list_does_not_pin_its_calls() {
     );
     // The next call does not ask (or wait) again.
     let asked = Instant::now();
-    c.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+    c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "file_exists", "arguments": {"path": "a.txt"}}}));
     c.until(2, Duration::from_secs(10));
     assert!(asked.elapsed() < Duration::from_secs(3));
@@ -117,9 +50,9 @@ fn a_huge_progress_token_gets_no_progress_and_a_short_one_does() {
     for i in 0..3000 {
         write(&root, &format!("d{}/f{i}.txt", i % 30), "lorem ipsum\n");
     }
-    let mut c = Raw::start(&root, json!({}));
-    let progress = |c: &mut Raw, id: u64, token: Value| {
-        c.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+    let mut c = start(&root, json!({}));
+    let progress = |c: &mut StdioServer, id: u64, token: Value| {
+        c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "grep", "arguments": {"pattern": "lorem", "output_mode": "count"},
                        "_meta": {"progressToken": token}}}));
         let got = c.until(id, Duration::from_secs(60));

@@ -44,24 +44,11 @@ fn done(c: Child) -> Output {
 
 /// Every file under `dir` whose bytes are `content`.
 fn holders(dir: &Path, content: &[u8]) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(p),
-                Ok(t) if t.is_file() && std::fs::read(&p).is_ok_and(|b| b == content) => {
-                    out.push(p);
-                }
-                _ => {}
-            }
-        }
-    }
-    out
+    crate::util::snapshot(dir)
+        .into_iter()
+        .filter(|(p, b)| b == content && p.is_file())
+        .map(|(p, _)| p)
+        .collect()
 }
 
 #[test]

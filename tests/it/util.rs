@@ -152,7 +152,12 @@ pub struct StdioServer {
 impl StdioServer {
     /// Spawns `cmd` (a `ferret … serve` command) with piped stdio and says hello as
     /// `client`.
-    pub fn spawn(mut cmd: Command, client: &str) -> StdioServer {
+    pub fn spawn(cmd: Command, client: &str) -> StdioServer {
+        Self::spawn_with(cmd, client, serde_json::json!({}))
+    }
+
+    /// [`StdioServer::spawn`] for a client declaring `capabilities` (roots, say).
+    pub fn spawn_with(mut cmd: Command, client: &str, capabilities: Value) -> StdioServer {
         use std::io::BufRead;
         use std::process::Stdio;
         cmd.stdin(Stdio::piped())
@@ -178,7 +183,7 @@ impl StdioServer {
         };
         s.send(
             serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+            "params": {"protocolVersion": "2025-06-18", "capabilities": capabilities,
                        "clientInfo": {"name": client, "version": "1"}}}),
         );
         let init = s.recv();
@@ -209,6 +214,23 @@ impl StdioServer {
         self.answers
             .recv_timeout(std::time::Duration::from_secs(60))
             .expect("an answer")
+    }
+
+    /// Every message until the answer to `id` (the last), within `wait`.
+    pub fn until(&self, id: u64, wait: std::time::Duration) -> Vec<Value> {
+        let end = std::time::Instant::now() + wait;
+        let mut got = Vec::new();
+        while let Ok(v) = self
+            .answers
+            .recv_timeout(end.saturating_duration_since(std::time::Instant::now()))
+        {
+            let done = v["id"] == id && (v.get("result").is_some() || v.get("error").is_some());
+            got.push(v);
+            if done {
+                return got;
+            }
+        }
+        panic!("no answer to {id} within {wait:?}; got {got:?}");
     }
 
     /// One call's result (`isError`, `content`, `structuredContent`).
