@@ -766,8 +766,16 @@ fn find_by_identity(dir: &Dir, want: (u64, u64), fits: impl Fn(&str) -> bool) ->
 /// it; nothing an agent sends does.
 pub(super) fn die_here_in_tests() {
     if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED")
-        .is_some_and(|v| v != "put" && v != "trashinfo")
+        .is_some_and(|v| v != "put" && v != "trashinfo" && !v.to_string_lossy().starts_with("land"))
     {
+        std::process::abort();
+    }
+}
+
+/// Test hook: with `FERRET_TEST_DIE_AFTER_STAGED=landN`, dies once a group's first N
+/// files have landed (renamed or removed) and before the rest.
+pub(super) fn die_after_landed_in_tests(n: usize) {
+    if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED").is_some_and(|v| v == *format!("land{n}")) {
         std::process::abort();
     }
 }

@@ -112,6 +112,11 @@ pub struct GroupOp {
     pub sha256_after: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub created_dirs: Vec<PathBuf>,
+    /// The removing half of a move (a patch's `move_to`, or the undo of one): the index,
+    /// in the group, of the file that puts this one's content at its new name. The two
+    /// are settled as one: this file is removed only once that one holds its content.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub moved_by: Option<usize>,
 }
 
 fn no_path(p: &Path) -> bool {

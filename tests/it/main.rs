@@ -37,6 +37,7 @@ mod names_r4;
 mod ostrash_r6;
 mod platform;
 mod race_r7;
+mod recover_r13;
 mod safety;
 mod sandbox;
 mod search;
