@@ -516,7 +516,9 @@ impl History {
                         "the {} refused it ({e}) and it could not be moved on ({e2}); it was left in ferret's staging folder, where undo finds it",
                         os.name()
                     );
-                    (rec.clone(), Kind::Os, Some(note))
+                    // The journal keeps the staging place (undo restores from it); the
+                    // result says where the entry is: in ferret's trash folder.
+                    (rec.clone(), Kind::Ferret, Some(note))
                 }
             },
         };
@@ -703,7 +705,11 @@ fn move_on(
     if write::identity_at(from, name)? != want {
         return Err(std::io::Error::other("another object stands at its name"));
     }
-    let tname = format!("{}_{base}", stamp());
+    let tname = format!(
+        "{}_{}",
+        stamp(),
+        super::trash::fit_name(base, super::trash::STAMPED_NAME_MAX)
+    );
     write::move_noreplace(from, name, &ferret.files, OsStr::new(&tname))?;
     Ok(tname)
 }
@@ -741,7 +747,10 @@ pub(super) fn found_after_staging(h: &History, e: &Entry) -> Option<TrashRecord>
         return Some(to);
     }
     let ferret = Trash::ferret(&h.dir).ok()?;
-    let suffix = format!("_{}", rec.name);
+    let suffix = format!(
+        "_{}",
+        super::trash::fit_name(&rec.name, super::trash::STAMPED_NAME_MAX)
+    );
     let name = find_by_identity(&ferret.files, want, |n| n.ends_with(&suffix))?;
     let mut to = rec.clone();
     to.kind = Kind::Ferret;

@@ -306,3 +306,100 @@ fn recovery_of_an_unpaired_entry_keeps_removals_when_a_create_did_not_land() {
         assert!(history.contains("(conflicted)"), "{history}");
     }
 }
+
+/// `ferret --allow-write ARGS` with `FERRET_PORTABLE` set to `portable`: its JSON answer.
+fn json_call(w: &Ws, portable: &str, args: &[&str]) -> serde_json::Value {
+    let out = w
+        .cmd(&[&["--allow-write"][..], args].concat())
+        .env("FERRET_PORTABLE", portable)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+/// The names under `dir` (none if it is not there).
+fn names(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Files whose names are too long for the trash as they are (255, 246 and 245 bytes,
+/// each deleted twice, so the trash adds its suffix): the freedesktop trash (and the
+/// fake OS trash of `FERRET_PORTABLE=1`) takes them under a shortened name that fits
+/// 255 bytes with `.trashinfo`, the `.trashinfo` keeps the whole original path, the
+/// result says which trash really holds the entry, and undo brings each back byte-exact.
+#[test]
+fn long_names_go_to_the_trash_and_undo_brings_them_back() {
+    for portable in ["0", "1"] {
+        for (stem, len) in [('a', 251), ('b', 242), ('c', 241)] {
+            let case = format!("portable {portable}, {len}+4 bytes");
+            let w = Ws::new();
+            let name = format!("{}.txt", stem.to_string().repeat(len));
+            let data = w.base.join("data");
+            let mut ids = Vec::new();
+            for round in 0..2 {
+                let content = format!("copy {round} of a long name\n");
+                write(&w.root, &name, &content);
+                let arg = serde_json::json!({ "path": name }).to_string();
+                let v = json_call(&w, portable, &["call", "file_delete", &arg]);
+                assert!(!w.root.join(&name).exists(), "{case}: {v}");
+                // The result says where the entry is; it is there.
+                let os_files = if portable == "1" {
+                    data.join("ferret-os-trash")
+                } else {
+                    data.join("Trash/files")
+                };
+                let holds = |dir: &Path| {
+                    names(dir).iter().any(|n| {
+                        std::fs::read_to_string(dir.join(n)).ok().as_deref() == Some(&*content)
+                    })
+                };
+                let ferret_trash: Vec<_> = std::fs::read_dir(&w.state)
+                    .unwrap()
+                    .flatten()
+                    .map(|d| d.path().join("trash"))
+                    .collect();
+                match v["trash"].as_str() {
+                    Some("os") => assert!(holds(&os_files), "{case}: said os: {v}"),
+                    Some("ferret") => {
+                        assert!(!holds(&os_files), "{case}: said ferret: {v}");
+                        assert!(ferret_trash.iter().any(|d| holds(d)), "{case}: {v}");
+                    }
+                    other => panic!("{case}: {other:?}: {v}"),
+                }
+                if portable == "0" {
+                    assert_eq!(
+                        v["trash"], "os",
+                        "{case}: the freedesktop trash took it: {v}"
+                    );
+                    for n in names(&data.join("Trash/info")) {
+                        assert!(n.len() <= 255, "{case}: {n}");
+                        let info =
+                            std::fs::read_to_string(data.join("Trash/info").join(&n)).unwrap();
+                        assert!(
+                            info.contains(&format!("{name}\n")),
+                            "{case}: whole path: {info}"
+                        );
+                    }
+                }
+                ids.push(v["change_id"].as_u64().unwrap());
+            }
+            // Undo the second delete, set the file aside, undo the first.
+            for (round, id) in ids.iter().enumerate().rev() {
+                json_call(&w, portable, &["undo", &id.to_string(), "--yes"]);
+                assert_eq!(
+                    w.read(&name).as_deref(),
+                    Some(&*format!("copy {round} of a long name\n")),
+                    "{case}: undo {id}"
+                );
+                std::fs::rename(w.root.join(&name), w.root.join(format!("kept{round}"))).unwrap();
+            }
+        }
+    }
+}
