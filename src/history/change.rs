@@ -212,6 +212,7 @@ impl History {
         use_os: bool,
     ) -> ToolResult<Trashed> {
         let shown = ws.display(real);
+        crate::workspace::changeable_name(real.rel())?;
         let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| ToolError::io(&shown, &e.into()))?;
         let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);

@@ -335,6 +335,19 @@ pub struct Locked<'a> {
 impl Locked<'_> {
     /// Appends a `begin` line; returns the entry's id.
     pub fn begin(&mut self, mut entry: Entry, lease: &str) -> ToolResult<u64> {
+        // Every name the entry records must be one the journal can carry.
+        let names = std::iter::once(&entry.rel)
+            .chain(entry.moved.as_ref().map(|m| &m.to_rel))
+            .chain(entry.created_dirs.iter())
+            .chain(
+                entry
+                    .group
+                    .iter()
+                    .flat_map(|op| std::iter::once(&op.rel).chain(&op.created_dirs)),
+            );
+        for rel in names {
+            crate::workspace::changeable_name(rel)?;
+        }
         entry.id = self.next_id;
         entry.lease = lease.to_string();
         if entry.by.is_none() {

@@ -403,3 +403,144 @@ fn long_names_go_to_the_trash_and_undo_brings_them_back() {
         }
     }
 }
+
+/// Every file under `dir`, recursively (none if it is not there).
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A name that is not UTF-8 (`sub/caf\xe9.txt`, Latin-1) is read by its quoted
+/// reference form; every change of it (edit, write, move from and to it, delete through
+/// either trash, a patch's update, delete, move and add, a new folder of such a name)
+/// is refused up front with INVALID_ARGUMENT and an honest hint, and leaves nothing:
+/// the tree as it was, no backup, no staging folder, no trash entry, no journal entry.
+#[test]
+fn names_that_are_not_utf8_are_read_but_changes_are_refused_leaving_nothing() {
+    use std::os::unix::ffi::OsStrExt;
+    for portable in ["0", "1"] {
+        let w = Ws::new();
+        std::fs::create_dir_all(w.root.join("sub")).unwrap();
+        let latin1 = w.root.join(std::ffi::OsStr::from_bytes(b"sub/caf\xe9.txt"));
+        std::fs::write(&latin1, "hello\n").unwrap();
+        write(&w.root, "m.txt", "m\n");
+        let reference = r#"sub/"caf\xe9.txt""#;
+        let run = |args: &[&str]| {
+            w.cmd(&[&["--allow-write"][..], args].concat())
+                .env("FERRET_PORTABLE", portable)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap()
+        };
+        // Reads: by the reference form, the one `ls` gives.
+        let ls = run(&["call", "list_directory", r#"{"path":"sub"}"#]);
+        assert!(
+            String::from_utf8_lossy(&ls.stdout).contains(r#"\"caf\\xe9.txt\""#),
+            "{ls:?}"
+        );
+        let read = run(&[
+            "call",
+            "read_file",
+            &serde_json::json!({ "path": reference }).to_string(),
+        ]);
+        assert!(read.status.success(), "{read:?}");
+        assert!(String::from_utf8_lossy(&read.stdout).contains("hello"));
+        let info = run(&[
+            "call",
+            "get_file_info",
+            &serde_json::json!({ "path": reference }).to_string(),
+        ]);
+        assert!(info.status.success(), "{info:?}");
+        let before = crate::util::snapshot(&w.root);
+        let changes = [
+            (
+                "edit",
+                serde_json::json!({"path": reference, "old_string": "hello", "new_string": "bye"}),
+            ),
+            (
+                "write_file",
+                serde_json::json!({"path": reference, "content": "x", "overwrite": true}),
+            ),
+            (
+                "write_file",
+                serde_json::json!({"path": r#""d\xe9"/new.txt"#, "content": "x"}),
+            ),
+            (
+                "write_file",
+                serde_json::json!({"path": r#""n\xe9.txt""#, "content": "x"}),
+            ),
+            (
+                "move",
+                serde_json::json!({"source": reference, "destination": "x.txt"}),
+            ),
+            (
+                "move",
+                serde_json::json!({"source": reference, "destination": "m.txt", "overwrite": true}),
+            ),
+            (
+                "move",
+                serde_json::json!({"source": "m.txt", "destination": r#""n\xe9.txt""#}),
+            ),
+            ("file_delete", serde_json::json!({"path": reference})),
+            (
+                "apply_patch",
+                serde_json::json!({"changes": [{"path": reference, "edits": [{"old_string": "hello", "new_string": "bye"}]}]}),
+            ),
+            (
+                "apply_patch",
+                serde_json::json!({"changes": [{"path": reference, "delete": true}]}),
+            ),
+            (
+                "apply_patch",
+                serde_json::json!({"changes": [{"path": "m.txt", "move_to": r#""n\xe9.txt""#}]}),
+            ),
+            (
+                "apply_patch",
+                serde_json::json!({"changes": [{"path": r#""n\xe9.txt""#, "create": "x\n"}]}),
+            ),
+        ];
+        for (tool, args) in changes {
+            let case = format!("portable {portable}: {tool} {args}");
+            let out = run(&["call", tool, &args.to_string()]);
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(!out.status.success(), "{case}: {text}");
+            assert!(text.contains("INVALID_ARGUMENT"), "{case}: {text}");
+            assert!(text.contains("not a UTF-8 name"), "{case}: {text}");
+            assert!(!text.contains("operating system refused"), "{case}: {text}");
+            assert_eq!(crate::util::snapshot(&w.root), before, "{case}: the tree");
+            // Nothing in the state directory but the journal's own files: no backup, no
+            // staging folder, no trash entry.
+            let left: Vec<_> = files_under(&w.state)
+                .into_iter()
+                .filter(|p| {
+                    !p.ends_with("journal.jsonl") && !p.to_string_lossy().contains("/leases/")
+                })
+                .collect();
+            assert!(left.is_empty(), "{case}: {left:?}");
+            let staging: Vec<_> = std::fs::read_dir(&w.state)
+                .unwrap()
+                .flatten()
+                .flat_map(|d| names(&d.path().join("trash")))
+                .collect();
+            assert!(staging.is_empty(), "{case}: {staging:?}");
+            assert!(files_under(&w.base.join("data")).is_empty(), "{case}");
+            assert!(!w.journal().contains("caf"), "{case}: journalled");
+        }
+        // The folder holding it has a UTF-8 name: deleted whole, and undo brings the
+        // name back byte for byte.
+        let out = run(&["call", "file_delete", r#"{"path":"sub"}"#]);
+        assert!(out.status.success(), "portable {portable}: {out:?}");
+        assert!(!latin1.exists());
+        let out = run(&["undo", "--yes"]);
+        assert!(out.status.success(), "portable {portable}: {out:?}");
+        assert_eq!(std::fs::read(&latin1).unwrap(), b"hello\n");
+    }
+}
