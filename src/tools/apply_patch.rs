@@ -774,6 +774,13 @@ fn confirm_listed(ctx: &Ctx, plan: &[PlannedFile]) -> ToolResult<bool> {
 /// Writes the plan as one journal group.
 fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()> {
     let ws = ctx.workspace();
+    // Every name the group will record, checked before any file's backup is written.
+    for op in plan.iter().flat_map(|f| &f.ops) {
+        crate::workspace::changeable_name(op.wp.rel())?;
+        if let Some((_, at)) = &op.old {
+            crate::workspace::changeable_name(at.real.rel())?;
+        }
+    }
     let asked = confirm_listed(ctx, &plan)?;
     let history = ctx.history()?;
     let backups = ctx.config().backup_enabled;

@@ -506,6 +506,19 @@ fn names_that_are_not_utf8_are_read_but_changes_are_refused_leaving_nothing() {
                 "apply_patch",
                 serde_json::json!({"changes": [{"path": r#""n\xe9.txt""#, "create": "x\n"}]}),
             ),
+            // A file with a UTF-8 name first: its backup is not written either.
+            (
+                "apply_patch",
+                serde_json::json!({"changes": [
+                    {"path": "m.txt", "edits": [{"old_string": "m", "new_string": "n"}]},
+                    {"path": r#""n\xe9.txt""#, "create": "x\n"}]}),
+            ),
+            (
+                "apply_patch",
+                serde_json::json!({"changes": [
+                    {"path": "m.txt", "edits": [{"old_string": "m", "new_string": "n"}]},
+                    {"path": reference, "delete": true}]}),
+            ),
         ];
         for (tool, args) in changes {
             let case = format!("portable {portable}: {tool} {args}");
