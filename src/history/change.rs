@@ -215,6 +215,7 @@ impl History {
         use_os: bool,
     ) -> ToolResult<Trashed> {
         let shown = ws.display(real);
+        crate::workspace::changeable_name(real.rel())?;
         let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| ToolError::io(&shown, &e.into()))?;
         let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
@@ -519,7 +520,9 @@ impl History {
                         "the {} refused it ({e}) and it could not be moved on ({e2}); it was left in ferret's staging folder, where undo finds it",
                         os.name()
                     );
-                    (rec.clone(), Kind::Os, Some(note))
+                    // The journal keeps the staging place (undo restores from it); the
+                    // result says where the entry is: in ferret's trash folder.
+                    (rec.clone(), Kind::Ferret, Some(note))
                 }
             },
         };
@@ -706,7 +709,11 @@ fn move_on(
     if write::identity_at(from, name)? != want {
         return Err(std::io::Error::other("another object stands at its name"));
     }
-    let tname = format!("{}_{base}", stamp());
+    let tname = format!(
+        "{}_{}",
+        stamp(),
+        super::trash::fit_name(base, super::trash::STAMPED_NAME_MAX)
+    );
     write::move_noreplace(from, name, &ferret.files, OsStr::new(&tname))?;
     Ok(tname)
 }
@@ -744,7 +751,10 @@ pub(super) fn found_after_staging(h: &History, e: &Entry) -> Option<TrashRecord>
         return Some(to);
     }
     let ferret = Trash::ferret(&h.dir).ok()?;
-    let suffix = format!("_{}", rec.name);
+    let suffix = format!(
+        "_{}",
+        super::trash::fit_name(&rec.name, super::trash::STAMPED_NAME_MAX)
+    );
     let name = find_by_identity(&ferret.files, want, |n| n.ends_with(&suffix))?;
     let mut to = rec.clone();
     to.kind = Kind::Ferret;
@@ -769,8 +779,16 @@ fn find_by_identity(dir: &Dir, want: (u64, u64), fits: impl Fn(&str) -> bool) ->
 /// it; nothing an agent sends does.
 pub(super) fn die_here_in_tests() {
     if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED")
-        .is_some_and(|v| v != "put" && v != "trashinfo")
+        .is_some_and(|v| v != "put" && v != "trashinfo" && !v.to_string_lossy().starts_with("land"))
     {
+        std::process::abort();
+    }
+}
+
+/// Test hook: with `FERRET_TEST_DIE_AFTER_STAGED=landN`, dies once a group's first N
+/// files have landed (renamed or removed) and before the rest.
+pub(super) fn die_after_landed_in_tests(n: usize) {
+    if std::env::var_os("FERRET_TEST_DIE_AFTER_STAGED").is_some_and(|v| v == *format!("land{n}")) {
         std::process::abort();
     }
 }

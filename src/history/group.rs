@@ -99,6 +99,7 @@ impl History {
                 self.settle(id, Outcome::Aborted, Some(err.message.clone()))?;
                 return Err(err);
             }
+            super::change::die_after_landed_in_tests(i + 1);
         }
         for p in &planned {
             write::sync_dir(&p.dir);
@@ -215,10 +216,33 @@ pub(super) fn settle_orphan_group(ws: &Workspace, e: &Entry) -> (Outcome, String
         return (Outcome::Aborted, note, foreign);
     }
     let mut conflicted = Vec::new();
-    for (op, place) in &opened {
+    // A move's two halves are settled as one: its source is removed only once its
+    // destination holds exactly the moved content (rolled forward, or already there).
+    // So every removal waits until the rest is settled. An entry written before moves
+    // were paired names no pair: each of its removals then waits for every file the
+    // group creates.
+    let unpaired = !e.group.iter().any(|op| op.moved_by.is_some());
+    let mut landed = vec![false; opened.len()];
+    let mut held = Vec::new();
+    let removes = |i: &usize| opened[*i].0.kind == OpKind::Remove;
+    let order: Vec<usize> = (0..opened.len())
+        .filter(|i| !removes(i))
+        .chain((0..opened.len()).filter(removes))
+        .collect();
+    for i in order {
+        let (op, place) = &opened[i];
         let Some((dir, name)) = place else {
             conflicted.push(op.path.clone());
             continue;
+        };
+        let other_half_landed = match op.moved_by {
+            _ if op.kind != OpKind::Remove => true,
+            Some(j) => landed.get(j).copied().unwrap_or(false),
+            None if unpaired => opened
+                .iter()
+                .zip(&landed)
+                .all(|((o, _), l)| o.kind != OpKind::Create || *l),
+            None => true,
         };
         let temp = op
             .temp
@@ -249,6 +273,11 @@ pub(super) fn settle_orphan_group(ws: &Workspace, e: &Entry) -> (Outcome, String
             } else if now != before || (op.kind != OpKind::Remove && !staged_here) {
                 // Changed since (or its new content is gone): not ferret's to overwrite.
                 Err(())
+            } else if !other_half_landed {
+                // The source of a move whose destination did not get its content: kept,
+                // as it is, so the content is still in the tree.
+                held.push(op.path.clone());
+                Err(())
             } else {
                 match (op.kind, temp) {
                     (OpKind::Replace, Some(t)) => {
@@ -273,6 +302,7 @@ pub(super) fn settle_orphan_group(ws: &Workspace, e: &Entry) -> (Outcome, String
         if done.is_err() {
             conflicted.push(op.path.clone());
         }
+        landed[i] = done.is_ok();
         write::sync_dir(dir);
     }
     for f in &foreign {
@@ -280,15 +310,26 @@ pub(super) fn settle_orphan_group(ws: &Workspace, e: &Entry) -> (Outcome, String
             conflicted.push(f.clone());
         }
     }
-    let note = if conflicted.is_empty() {
+    let changed: Vec<&String> = conflicted.iter().filter(|c| !held.contains(c)).collect();
+    let mut note = if changed.is_empty() {
         "recovered: the group was staged; finished it".to_string()
     } else {
         format!(
             "recovered: the group was staged; finished it but for {} file(s) changed since (content ferret did \
              not write), left as they are: {}",
-            conflicted.len(),
-            conflicted.join(", ")
+            changed.len(),
+            changed
+                .iter()
+                .map(|c| c.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     };
+    if !held.is_empty() {
+        note.push_str(&format!(
+            "; not removed, as the other half of its move did not land: {}",
+            held.join(", ")
+        ));
+    }
     (Outcome::Committed, note, conflicted)
 }

@@ -112,6 +112,11 @@ pub struct GroupOp {
     pub sha256_after: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub created_dirs: Vec<PathBuf>,
+    /// The removing half of a move (a patch's `move_to`, or the undo of one): the index,
+    /// in the group, of the file that puts this one's content at its new name. The two
+    /// are settled as one: this file is removed only once that one holds its content.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub moved_by: Option<usize>,
 }
 
 fn no_path(p: &Path) -> bool {
@@ -330,6 +335,19 @@ pub struct Locked<'a> {
 impl Locked<'_> {
     /// Appends a `begin` line; returns the entry's id.
     pub fn begin(&mut self, mut entry: Entry, lease: &str) -> ToolResult<u64> {
+        // Every name the entry records must be one the journal can carry.
+        let names = std::iter::once(&entry.rel)
+            .chain(entry.moved.as_ref().map(|m| &m.to_rel))
+            .chain(entry.created_dirs.iter())
+            .chain(
+                entry
+                    .group
+                    .iter()
+                    .flat_map(|op| std::iter::once(&op.rel).chain(&op.created_dirs)),
+            );
+        for rel in names {
+            crate::workspace::changeable_name(rel)?;
+        }
         entry.id = self.next_id;
         entry.lease = lease.to_string();
         if entry.by.is_none() {

@@ -446,6 +446,7 @@ impl History {
     /// Saves `content` as the backup of `rel` (named `{filename}.{timestamp}.bak`, in a
     /// folder per file) and drops the oldest beyond [`BACKUPS_PER_FILE`].
     pub fn backup(&self, root: usize, rel: &Path, content: &[u8]) -> ToolResult<PathBuf> {
+        crate::workspace::changeable_name(rel)?;
         self.made()?;
         let all = self.dir.join("backups");
         let per_file = all.join(&sha256(format!("{root}/{}", rel.display()).as_bytes())[..16]);

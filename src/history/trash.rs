@@ -144,6 +144,10 @@ impl Trash {
     /// trash makes it unique with the change's stamp. A name is only taken by
     /// [`Trash::claim`], after the journal records it: a process killed in between
     /// leaves a `.trashinfo` that recovery knows to be its own.
+    ///
+    /// Every name fits a file name's limit (255 bytes), with the home trash's
+    /// `.trashinfo` and ferret's stamp: a longer one is shortened by [`fit_name`] (the
+    /// original path, which undo does not need, stays whole in the `.trashinfo`).
     pub fn candidate(&self, original: &OsStr, stamp: &str, n: u32) -> Option<String> {
         let base = original
             .to_str()
@@ -151,6 +155,7 @@ impl Trash {
             .unwrap_or("item")
             .to_string();
         let Some(info) = &self.info else {
+            let base = fit_name(&base, STAMPED_NAME_MAX);
             return Some(if n == 1 {
                 format!("{stamp}_{base}")
             } else {
@@ -158,6 +163,7 @@ impl Trash {
             });
         };
         let name = if n == 1 { base } else { format!("{base}.{n}") };
+        let name = fit_name(&name, NAME_MAX - TRASHINFO.len());
         let used = |d: &Dir, n: &str| rustix::fs::statat(d, n, AtFlags::SYMLINK_NOFOLLOW).is_ok();
         (!used(&self.files, &name) && !used(info, &format!("{name}.trashinfo"))).then_some(name)
     }
@@ -175,7 +181,7 @@ impl Trash {
         );
         match rustix::fs::openat(
             info,
-            format!("{name}.trashinfo").as_str(),
+            format!("{name}{TRASHINFO}").as_str(),
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o600),
         ) {
@@ -233,6 +239,37 @@ impl Trash {
                 rustix::fs::unlinkat(info, format!("{name}.trashinfo").as_str(), AtFlags::empty());
         }
     }
+}
+
+/// The longest file name (bytes) the systems ferret runs on take.
+const NAME_MAX: usize = 255;
+const TRASHINFO: &str = ".trashinfo";
+/// The longest original name kept whole after a stamp (`STAMP_name`, `STAMP_N_name`):
+/// a stamp with its separators takes at most 75 bytes.
+pub(super) const STAMPED_NAME_MAX: usize = NAME_MAX - 75;
+
+/// `name` if it is at most `max` bytes; else a prefix of it, `~`, eight hex digits of
+/// its hash (two long names sharing a prefix stay apart), and its extension when that
+/// is short: at most `max` bytes, cut on a character boundary. The same name always
+/// gives the same result.
+pub(super) fn fit_name(name: &str, max: usize) -> String {
+    if name.len() <= max {
+        return name.to_string();
+    }
+    use sha2::Digest;
+    let tag = format!(
+        "~{}",
+        &hex::encode(sha2::Sha256::digest(name.as_bytes()))[..8]
+    );
+    let ext = match name.rfind('.') {
+        Some(i) if i > 0 && name.len() - i <= 16 => &name[i..],
+        _ => "",
+    };
+    let mut cut = max.saturating_sub(tag.len() + ext.len());
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}{tag}{ext}", &name[..cut])
 }
 
 /// The spec's `DeletionDate`: local time, `YYYY-MM-DDThh:mm:ss`; UTC here (no time-zone

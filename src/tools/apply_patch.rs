@@ -774,11 +774,28 @@ fn confirm_listed(ctx: &Ctx, plan: &[PlannedFile]) -> ToolResult<bool> {
 /// Writes the plan as one journal group.
 fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()> {
     let ws = ctx.workspace();
+    // Every name the group will record, checked before any file's backup is written.
+    for op in plan.iter().flat_map(|f| &f.ops) {
+        crate::workspace::changeable_name(op.wp.rel())?;
+        if let Some((_, at)) = &op.old {
+            crate::workspace::changeable_name(at.real.rel())?;
+        }
+    }
     let asked = confirm_listed(ctx, &plan)?;
     let history = ctx.history()?;
     let backups = ctx.config().backup_enabled;
     let mut planned = Vec::new();
-    for op in plan.into_iter().flat_map(|f| f.ops) {
+    // A move is two ops, its create then its remove: the remove names its create, so
+    // recovery settles the two as one.
+    let ops = plan.into_iter().flat_map(|f| {
+        let is_move = f.ops.len() == 2;
+        f.ops
+            .into_iter()
+            .enumerate()
+            .map(move |(k, op)| (op, is_move && k == 1))
+    });
+    for (op, removes_moved) in ops {
+        let moved_by = removes_moved.then(|| planned.len().saturating_sub(1));
         let (at, created_dirs, old) = match op.old {
             Some((file, at)) => (at, Vec::new(), Some(file)),
             None => {
@@ -823,6 +840,7 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
                 sha256_before: op.before.as_deref().map(sha256),
                 sha256_after: op.content.as_deref().map(sha256),
                 created_dirs,
+                moved_by,
             },
             dir,
             name,

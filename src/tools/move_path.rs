@@ -244,6 +244,9 @@ impl Tool for Move {
             return Ok(out);
         }
         asked?;
+        // A source the journal cannot name is refused before anything is made (the
+        // destination's name is checked where its directories would be).
+        crate::workspace::changeable_name(from.real.rel())?;
         let history = ctx.history()?;
         // Where the destination leads at the rename, by the walk that opens its
         // directory: one on the way may have been swapped for a link since the question

@@ -557,7 +557,9 @@ fn undo_group(
     let mut planned = Vec::new();
     // The memory the files read and the backups restored hold, until they are written.
     let mut held = Vec::new();
-    for op in target.group.iter().rev() {
+    // Which planned file undoes which of the patch's (by index), to pair a move's halves.
+    let mut undone_by = std::collections::HashMap::new();
+    for (i, op) in target.group.iter().enumerate().rev() {
         let wp = ws.root_path(op.root).join(&op.rel);
         let at = ws.entry(&wp, false)?;
         if at.real.rel() != op.rel {
@@ -651,6 +653,7 @@ fn undo_group(
             _ => None,
         };
         out.backed_up |= backup_path.is_some();
+        undone_by.insert(i, planned.len());
         planned.push(Planned {
             op: crate::history::GroupOp {
                 kind,
@@ -662,6 +665,7 @@ fn undo_group(
                 sha256_before: now,
                 sha256_after: content.as_deref().map(sha256),
                 created_dirs: Vec::new(),
+                moved_by: None,
             },
             dir,
             name,
@@ -669,6 +673,16 @@ fn undo_group(
             before: current,
             old,
         });
+    }
+    // The undo of a move is a move back: the removal at the patch's destination is
+    // settled with the restore at its source, as the patch's own halves were.
+    for (i, op) in target.group.iter().enumerate() {
+        if let Some(j) = op.moved_by
+            && let (Some(&back), Some(&from)) = (undone_by.get(&i), undone_by.get(&j))
+            && planned[from].op.kind == OpKind::Remove
+        {
+            planned[from].op.moved_by = Some(back);
+        }
     }
     if !changed.is_empty() && !force {
         return Err(conflict(format!(

@@ -427,6 +427,28 @@ fn glob_escape(s: &str) -> String {
     e
 }
 
+/// Refuses a change to the workspace-relative name `rel` when it is not UTF-8: such a
+/// name is read (its reference form quotes the bytes) but not changed, since the undo
+/// journal, backups and trash records carry names as UTF-8. Checked before anything is
+/// written (a backup, a staging folder, a directory), so a refusal leaves no trace.
+pub fn changeable_name(rel: &std::path::Path) -> crate::error::ToolResult<()> {
+    if rel.to_str().is_some() {
+        return Ok(());
+    }
+    Err(crate::error::ToolError::new(
+        crate::error::ErrorCode::InvalidArgument,
+        format!(
+            "{} is not a UTF-8 name: ferret reads such names but does not change, move, delete or create \
+             them (its undo journal records names as UTF-8); nothing was changed",
+            reference(rel.as_os_str().as_encoded_bytes())
+        ),
+    )
+    .with_hint(
+        "read_file and get_file_info work on it as it is; to change it, have the person rename it to a \
+         UTF-8 name outside ferret (mv, or convmv -f latin1 -t utf8), then use that name",
+    ))
+}
+
 /// The JSON (reference) form of a `/`-separated name given as bytes: the exact name when
 /// it is UTF-8 and no component starts with `"`; otherwise [`quote`]d, so that it reads
 /// back ([`unquote_path`]) as these bytes and cannot be taken for another name.

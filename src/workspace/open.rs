@@ -363,6 +363,7 @@ impl Workspace {
         p: &WsPath,
         settle: &dyn Fn(&WsPath) -> ToolResult<()>,
     ) -> ToolResult<(Resolved, Vec<std::path::PathBuf>)> {
+        super::changeable_name(&p.rel)?;
         let shown = self.shown_name(p);
         let r = self.entry(p, true)?;
         if r.parent.is_some() {

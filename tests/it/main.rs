@@ -41,6 +41,7 @@ mod platform;
 mod proto_r13;
 mod race_r13;
 mod race_r7;
+mod recover_r13;
 mod safety;
 mod sandbox;
 mod search;
