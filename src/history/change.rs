@@ -226,6 +226,9 @@ impl History {
         } else {
             None
         };
+        // Just before it moves: its folder still where its path leads (one moved under
+        // `.github/` meanwhile would have its entry trashed from there unasked).
+        ws.still_holds(dir, real.root_index(), real.rel(), &shown)?;
         let os = use_os
             .then(|| crate::platform::os_trash(&crate::platform::process_env))
             .flatten();

@@ -351,7 +351,10 @@ pub fn replace_file(
             format!("{shown} is gone"),
         ));
     };
-    let placed = || ws.still_holds(dir, real.root_index(), real.rel(), &shown);
+    let placed = || {
+        ws.still_holds(dir, real.root_index(), real.rel(), &shown)?;
+        ws.still_the_file(dir, name, file, &shown)
+    };
     let id = history.replace(
         dir,
         name,

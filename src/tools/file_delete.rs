@@ -156,6 +156,8 @@ for confirmation. dry_run previews.",
         }
         asked?;
         let history = ctx.history()?;
+        // One at a time with this process's moves (see move_path::serial).
+        let _serial = super::move_path::serial();
         // A file is locked as an edit locks it, until it is gone: an edit in flight lands
         // first (its rename would otherwise bring the file back at its name once it was
         // trashed), and one that starts waits, then finds it gone.
@@ -175,6 +177,7 @@ for confirmation. dry_run previews.",
             ));
         };
         if p.permanent {
+            ws.still_holds(dir, at.real.root_index(), at.real.rel(), &shown)?;
             out.change_id = Some(history.remove(dir, name, &at.real, &shown, is_dir)?);
         } else {
             let done = history.trash(dir, name, &at.real, ws, ctx.config().use_os_trash)?;

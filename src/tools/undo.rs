@@ -66,6 +66,23 @@ fn not_undone(target: u64) -> impl FnOnce(&Locked) -> ToolResult<()> {
     }
 }
 
+/// [`not_undone`], then each folder the undo lands in must still be where it is
+/// recorded ([`crate::workspace::Workspace::still_holds`]): checked with the journal
+/// locked, just before the change.
+fn not_undone_in<'a>(
+    target: u64,
+    ws: &'a crate::workspace::Workspace,
+    places: Vec<(&'a cap_std::fs::Dir, usize, &'a std::path::Path, &'a str)>,
+) -> impl FnOnce(&Locked) -> ToolResult<()> + 'a {
+    move |journal| {
+        not_undone(target)(journal)?;
+        for (dir, root, rel, shown) in places {
+            ws.still_holds(dir, root, rel, shown)?;
+        }
+        Ok(())
+    }
+}
+
 fn already_undone(id: u64) -> ToolError {
     ToolError::new(
         ErrorCode::Conflict,
@@ -254,7 +271,13 @@ fn undo_delete(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -
         return preview(out, asked);
     }
     asked?;
-    out.change_id = Some(history.restore(target, dir, name, not_undone(target.id))?);
+    let ws = ctx.workspace();
+    let guard = not_undone_in(
+        target.id,
+        ws,
+        vec![(dir, target.root, &target.rel, &target.path)],
+    );
+    out.change_id = Some(history.restore(target, dir, name, guard)?);
     Ok(())
 }
 
@@ -410,7 +433,13 @@ fn undo_create(
             target.path
         )));
     };
-    out.change_id = Some(history.unlink(dir, name, entry, not_undone(target.id))?);
+    let ws = ctx.workspace();
+    let guard = not_undone_in(
+        target.id,
+        ws,
+        vec![(dir, target.root, &target.rel, &target.path)],
+    );
+    out.change_id = Some(history.unlink(dir, name, entry, guard)?);
     remove_empty_dirs(ctx, target.root, &target.created_dirs);
     Ok(())
 }
@@ -507,15 +536,32 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         dev: m.dev,
         ino: m.ino,
     });
-    let id = history.move_entry(
-        to_dir,
-        to_name,
-        from_dir,
-        from_name,
-        false,
-        entry,
-        not_undone(target.id),
+    // Walked again one at a time with this process's moves, up to the rename (see
+    // move_path::serial): after the question, which may wait for a person.
+    let _serial = super::move_path::serial();
+    let again = super::move_path::links_stay_inside(
+        ctx,
+        &to,
+        &crate::workspace::shown_in_prose(&m.to_path),
+        &from.real,
+        &crate::workspace::shown_in_prose(&target.path),
     )?;
+    if again != walked {
+        return Err(conflict(format!(
+            "{} was replaced while it was being checked; nothing was moved back",
+            m.to_path
+        )));
+    }
+    let ws = ctx.workspace();
+    let guard = not_undone_in(
+        target.id,
+        ws,
+        vec![
+            (to_dir, m.to_root, &m.to_rel, &m.to_path),
+            (from_dir, target.root, &target.rel, &target.path),
+        ],
+    );
+    let id = history.move_entry(to_dir, to_name, from_dir, from_name, false, entry, guard)?;
     out.change_id = Some(id);
     // The directories the move made at its destination, if nothing else is in them.
     remove_empty_dirs(ctx, m.to_root, &target.created_dirs);
@@ -529,6 +575,8 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         let mut entry = Entry::new(Action::Undo, m.to_path.clone(), m.to_root, &m.to_rel);
         entry.undoes = Some(target.id);
         entry.sha256_after = Some(sha256(&content));
+        ctx.workspace()
+            .still_holds(to_dir, m.to_root, &m.to_rel, &m.to_path)?;
         history.create(to_dir, to_name, &content, entry)?;
         out.diff.push_str(&format!(
             "{} restored from its backup\n",
@@ -726,7 +774,11 @@ fn undo_group(
     entry.undoes = Some(target.id);
     let ws = ctx.workspace();
     let placed = |p: &crate::history::group::Planned| {
-        ws.still_holds(&p.dir, p.op.root, &p.op.rel, &p.op.path)
+        ws.still_holds(&p.dir, p.op.root, &p.op.rel, &p.op.path)?;
+        match &p.old {
+            Some(old) => ws.still_the_file(&p.dir, &p.name, old, &p.op.path),
+            None => Ok(()),
+        }
     };
     out.change_id = Some(history.apply_group(planned, entry, not_undone(target.id), &placed)?);
     for op in target.group.iter().filter(|op| op.kind == OpKind::Create) {
@@ -836,7 +888,13 @@ fn undo_edit(
     };
     let like = locked.as_ref().map(|(f, _, _)| f.as_fd());
     let ws = ctx.workspace();
-    let placed = || ws.still_holds(dir, at.real.root_index(), at.real.rel(), &target.path);
+    let placed = || {
+        ws.still_holds(dir, at.real.root_index(), at.real.rel(), &target.path)?;
+        match &locked {
+            Some((f, _, _)) => ws.still_the_file(dir, name, f, &target.path),
+            None => Ok(()),
+        }
+    };
     out.change_id = Some(history.replace(
         dir,
         name,

@@ -75,6 +75,39 @@ impl Workspace {
         .with_hint("look where the folder is now (glob, list_directory), then change the file there"))
     }
 
+    /// Refuses (`CONFLICT`) when the entry `name` in `dir` is no longer the open `file`
+    /// a change read: a person's editor saves by renaming a new file over the old one,
+    /// so their save, made while the change was computed, would be replaced by it and
+    /// kept nowhere (the lock only holds other ferret changes back).
+    pub fn still_the_file(
+        &self,
+        dir: &impl AsFd,
+        name: &std::ffi::OsStr,
+        file: &impl AsFd,
+        shown: &str,
+    ) -> ToolResult<()> {
+        let stat = |fd: BorrowedFd<'_>, at: Option<&std::ffi::OsStr>| {
+            match at {
+                Some(n) => rustix::fs::statat(fd, n, rustix::fs::AtFlags::SYMLINK_NOFOLLOW),
+                None => rustix::fs::fstat(fd),
+            }
+            .ok()
+            .map(|st| crate::platform::file_id(&st))
+        };
+        let now = stat(dir.as_fd(), Some(name));
+        if now.is_some() && now == stat(file.as_fd(), None) {
+            return Ok(());
+        }
+        Err(ToolError::new(
+            ErrorCode::Conflict,
+            format!(
+                "{} was replaced by another program while this change was being made; nothing was changed",
+                super::shown_in_prose(shown)
+            ),
+        )
+        .with_hint("read it again, then make the change on what it holds now"))
+    }
+
     /// Confirms names a walk listed, one by one, more cheaply than [`open_found`] each:
     /// a name is confirmed when it is a regular file (not followed) in a directory opened
     /// beneath its root with no symlink on the way — one `openat2` per directory, kept

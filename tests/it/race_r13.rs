@@ -191,3 +191,124 @@ fn an_edit_whose_folder_is_moved_meanwhile_is_refused_and_changes_nothing() {
         assert!(!root.join("docs/big.yml").exists());
     }
 }
+
+// Round 14: every change that lands in a folder checks the folder is still where its
+// path leads, just before its rename: move (both ends), file_delete, undo's move back,
+// restore and removal; and the file it replaces is still the one it read.
+
+#[test]
+fn a_move_whose_destination_folder_is_moved_under_github_meanwhile_is_refused() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    big(&root, "d/ci.yml", 32);
+    write(&root, "src.yml", "on: push\njobs: {evil: 1}\n");
+    std::fs::create_dir_all(root.join(".github")).expect("mkdir");
+    let mv = spawn(&root, &state, &["mv", "--overwrite", "src.yml", "d/ci.yml"]);
+    std::thread::sleep(Duration::from_millis(30));
+    std::fs::rename(root.join("d"), root.join(".github/workflows")).expect("rename");
+    let out = done(mv);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the move claimed success: {err}");
+    assert!(err.contains("CONFLICT"), "{err}");
+    assert!(root.join("src.yml").exists(), "the source stays");
+    let ci = std::fs::read(root.join(".github/workflows/ci.yml")).expect("ci.yml");
+    assert!(
+        ci.starts_with(b"START here"),
+        "the file under .github is the person's"
+    );
+}
+
+#[test]
+fn a_delete_whose_folder_is_moved_under_github_meanwhile_takes_nothing_from_there() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    let (_d, data) = tempdir();
+    for i in 0..3000 {
+        write(&root, &format!("d/t/f{i}.txt"), "x\n");
+    }
+    std::fs::create_dir_all(root.join(".github")).expect("mkdir");
+    let mut rm = ferret(&root, &state, &["rm", "d/t"]);
+    let rm = rm.env("XDG_DATA_HOME", &data).spawn().expect("spawn");
+    std::thread::sleep(Duration::from_millis(15));
+    std::fs::rename(root.join("d"), root.join(".github/d")).expect("rename");
+    let out = done(rm);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        root.join(".github/d/t/f0.txt").exists(),
+        "trashed from under .github unasked: {err}"
+    );
+}
+
+#[test]
+fn a_persons_save_during_an_edit_is_never_replaced() {
+    for tool in ["edit", "write"] {
+        let (_t, root) = tempdir();
+        let (_s, state) = tempdir();
+        big(&root, "x.txt", 32);
+        let args: Vec<&str> = match tool {
+            "edit" => vec!["edit", "x.txt", "--old", "START", "--new", "NEW"],
+            _ => vec![
+                "write",
+                "x.txt",
+                "--overwrite",
+                "--content",
+                "NEW CONTENT\n",
+            ],
+        };
+        let change = spawn(&root, &state, &args);
+        std::thread::sleep(Duration::from_millis(30));
+        // An editor's atomic save: a new file renamed over the old one.
+        write(&root, ".x.swp", "PERSON SAVED THIS\n");
+        std::fs::rename(root.join(".x.swp"), root.join("x.txt")).expect("save");
+        let out = done(change);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let now = std::fs::read(root.join("x.txt")).expect("x.txt");
+        if out.status.success() {
+            // Only if the change landed before the save: then the save is what stands.
+            assert_eq!(now, b"PERSON SAVED THIS\n", "{tool}: {err}");
+        } else {
+            assert!(err.contains("CONFLICT"), "{tool}: {err}");
+            assert_eq!(now, b"PERSON SAVED THIS\n", "{tool}");
+        }
+    }
+}
+
+#[test]
+fn parallel_moves_never_plant_a_link_leading_outside() {
+    for i in 0..8u64 {
+        let (_o, outer) = tempdir();
+        let root = outer.join("ws");
+        for i in 0..3000 {
+            write(&root, &format!("s1/s2/big/f{i}.txt"), "x\n");
+        }
+        write(&root, "t.txt", "inside\n");
+        write(&outer, "t.txt", "OUTSIDE\n");
+        std::os::unix::fs::symlink("../../../t.txt", root.join("s1/s2/big/l.txt")).expect("link");
+        std::fs::create_dir_all(root.join("m/p")).expect("mkdir");
+        let f = std::sync::Arc::new(crate::util::ferret(&root, true, Some(&outer.join("state"))));
+        let a = {
+            let f = f.clone();
+            std::thread::spawn(move || {
+                crate::util::call(
+                    &f,
+                    "move",
+                    serde_json::json!({"source": "s1/s2/big", "destination": "m/p/big"}),
+                )
+            })
+        };
+        std::thread::sleep(Duration::from_millis(5 + 8 * i));
+        let b = crate::util::call(
+            &f,
+            "move",
+            serde_json::json!({"source": "m/p", "destination": "p2"}),
+        );
+        let a = a.join().expect("thread");
+        for l in ["p2/big/l.txt", "m/p/big/l.txt", "s1/s2/big/l.txt"] {
+            let p = root.join(l);
+            if p.symlink_metadata().is_ok() {
+                let target = std::fs::read(&p).unwrap_or_default();
+                assert_ne!(target, b"OUTSIDE\n", "{l} leads outside: {a:?} {b:?}");
+            }
+        }
+    }
+}
