@@ -89,6 +89,19 @@ impl Tool for Move {
             ));
         };
         let kind = EntryType::of(&meta.file_type());
+        // `d/y.txt/` names a directory: moving a file there would make the file `d/y.txt`
+        // (the slash is dropped when the path is resolved), which is not what was said.
+        let said_dir = p.destination.ends_with('/') || p.destination.ends_with("/.");
+        if said_dir && !meta.is_dir() {
+            return Err(ToolError::invalid(format!(
+                "the destination {dst_said}/ ends with a slash, which names a directory, and {src_said} is a file"
+            ))
+            .with_hint(format!(
+                "to move it into that directory, pass destination {}/{}; to rename it, drop the slash",
+                dst_shown.trim_end_matches('/'),
+                src_shown.rsplit('/').next().unwrap_or(&src_shown)
+            )));
+        }
         let to = ws.entry(&dst, false)?;
         // What the move makes must be servable once made (a file's extension). An
         // existing directory there is refused below with the path that would do it.

@@ -234,3 +234,31 @@ fn a_searchs_audit_record_counts_the_bytes_it_read() {
         assert_eq!(r.bytes_read, 20 * 12_000, "{}", r.operation);
     }
 }
+
+/// A destination ending in `/` names a directory: a file is not moved to the name
+/// without the slash.
+#[test]
+fn a_file_moved_to_a_path_ending_in_a_slash_is_refused() {
+    let (_t, root) = tempdir();
+    write(&root, "x.txt", "x\n");
+    std::fs::create_dir(root.join("d")).expect("mkdir");
+    let (_s, state) = tempdir();
+    let f = crate::util::ferret(&root, true, Some(&state));
+    for dest in ["d/y.txt/", "d/y.txt/.", "d/"] {
+        let e = crate::util::call(
+            &f,
+            "move",
+            serde_json::json!({"source": "x.txt", "destination": dest}),
+        )
+        .expect_err(dest);
+        assert!(
+            e.code == ferret::ErrorCode::InvalidArgument
+                || e.code == ferret::ErrorCode::AlreadyExists,
+            "{dest}: {e:?}"
+        );
+        assert!(
+            root.join("x.txt").exists() && !root.join("d/y.txt").exists(),
+            "{dest}"
+        );
+    }
+}
