@@ -136,7 +136,8 @@ fn calls_on_legacy_encoded_files_hold_their_decoded_text() {
     }
     let peak = s.peak_mib();
     assert!(ok >= 4, "only {ok} of {} succeeded", answers.len());
-    assert!(peak < 800, "peak {peak} MiB");
+    // 723 MiB charged by bytes on disk (the splice's copies already gone), 273 now.
+    assert!(peak < 450, "peak {peak} MiB");
     assert!(
         small < Duration::from_secs(10),
         "the small call took {small:?}"
@@ -229,7 +230,7 @@ fn a_notebook_of_millions_of_values_is_refused_before_it_is_parsed() {
     let (_t, root) = tempdir();
     let zeros = vec!["0"; 2_500_000].join(",");
     let nb = format!(
-        "{{\"cells\": [{{\"cell_type\": \"code\", \"id\": \"c1\", \"metadata\": {{\"z\": [{zeros}]}}, \"source\": [\"print(1)\\n\"], \"outputs\": [], \"execution_count\": null}}], \"metadata\": {{}}, \"nbformat\": 4, \"nbformat_minor\": 5}}\n"
+        "{{\n \"cells\": [\n  {{\n   \"cell_type\": \"code\",\n   \"id\": \"c1\",\n   \"metadata\": {{\"z\": [\n{zeros}\n]}},\n   \"source\": [\"print(1)\\n\"],\n   \"outputs\": [],\n   \"execution_count\": null\n  }}\n ],\n \"metadata\": {{}},\n \"nbformat\": 4,\n \"nbformat_minor\": 5\n}}\n"
     );
     for i in 0..8 {
         write(&root, &format!("s{i}.ipynb"), &nb);
@@ -242,6 +243,8 @@ fn a_notebook_of_millions_of_values_is_refused_before_it_is_parsed() {
             "request_timeout=60s",
             "--set",
             "max_output_chars=2000",
+            "--set",
+            "max_file_size=0",
         ],
         "notebook_edit,read_file,list_directory",
     );
@@ -380,7 +383,9 @@ fn writes_queued_on_one_files_lock_count_among_the_waiters() {
 fn reads_of_each_kind_of_file_answer_right() {
     let (_t, root) = tempdir();
     write(&root, "legacy.txt", ibm866(1));
-    write(&root, "wide.txt", utf16_cjk(1));
+    let mut wide = utf16_cjk(1);
+    wide.truncate(600_000);
+    write(&root, "wide.txt", wide);
     write(&root, "plain.txt", "hello\n".repeat(1000));
     write(&root, "bin.dat", b"\x00\x01\x02binary\x00".repeat(1000));
     let mut s = serving(&root, &[], "read_file,list_directory");
@@ -394,4 +399,62 @@ fn reads_of_each_kind_of_file_answer_right() {
     check(&mut s, "plain.txt", "hello");
     let r = s.call("read_file", &json!({"path": "bin.dat"}));
     assert!(said(&r).starts_with("BINARY_FILE"), "{}", said(&r));
+}
+
+/// The lock held by another process (an editor, another ferret) for a while: writes of
+/// 9 MB each to that file, each holding its content, queue for the lock. At most 8 may
+/// wait; the rest are refused at once (`TIMEOUT`, "calls are already waiting", nothing
+/// written) while the lock is still held, not each kept until its wait ends. Once it is
+/// released the waiting ones are written, one after another.
+#[test]
+fn past_eight_writes_waiting_for_a_files_lock_are_refused_at_once() {
+    use std::os::fd::AsRawFd;
+    let (_t, root) = tempdir();
+    write(&root, "t.txt", "old\n");
+    let locked = std::fs::File::open(root.join("t.txt")).expect("open");
+    // SAFETY: flock on an fd this test owns.
+    assert_eq!(unsafe { libc::flock(locked.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let mut s = serving(
+        &root,
+        &["--allow-write", "--set", "request_timeout=60s"],
+        "write_file,list_directory",
+    );
+    let n = 20u64;
+    let content = "z".repeat(9_000_000);
+    for i in 0..n {
+        s.ask(
+            i + 1,
+            "write_file",
+            &json!({"path": "t.txt", "content": format!("{content}{i}"), "overwrite": true}),
+        );
+    }
+    // While the lock is held: all but the waiters are refused, at once.
+    let mut got = Vec::new();
+    let started = Instant::now();
+    while got.len() < (n - 8) as usize && started.elapsed() < Duration::from_secs(8) {
+        let v = s.recv();
+        got.push((v["id"].as_u64().unwrap_or(0), v["result"].clone()));
+    }
+    let refused = got
+        .iter()
+        .filter(|(_, r)| said(r).contains("calls are already waiting"))
+        .count();
+    assert!(
+        refused >= (n - 8) as usize,
+        "only {refused} of {n} refused while the lock was held: {:?}",
+        got.iter()
+            .map(|(_, r)| said(r).chars().take(120).collect::<String>())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("t.txt")).expect("read"),
+        "old\n"
+    );
+    drop(locked);
+    while got.len() < n as usize {
+        let v = s.recv();
+        got.push((v["id"].as_u64().unwrap_or(0), v["result"].clone()));
+    }
+    let written = got.iter().filter(|(_, r)| r["isError"] != true).count();
+    assert!(written >= 1, "none written once the lock was released");
 }
