@@ -872,6 +872,45 @@ mod tests {
         }
     }
 
+    /// `measure` says what `decode` makes, without holding the file: a decoded file's
+    /// text to the byte, a UTF-8 or binary one its size; bytes past `limit` count three.
+    #[test]
+    fn measure_agrees_with_decode() {
+        let mut legacy = b"caf\xe9 na\xefve ".to_vec();
+        legacy.extend(std::iter::repeat_n(0x80u8, 3000));
+        let legacy = legacy.repeat(1000); // 3 MB: past the detector's prefix
+        let mut wide = vec![0xFF, 0xFE];
+        wide.extend(
+            "漢字\nabc\n"
+                .repeat(50_000)
+                .encode_utf16()
+                .flat_map(u16::to_le_bytes),
+        );
+        let cases: Vec<Vec<u8>> = vec![
+            legacy.clone(),
+            wide,
+            "héllo\n".repeat(300_000).into_bytes(),
+            b"\xEF\xBB\xBFbom\n".to_vec(),
+            b"\x00\x01binary".repeat(10),
+            Vec::new(),
+        ];
+        for bytes in &cases {
+            let n = bytes.len() as u64;
+            let m = measure(&bytes[..], n, n).expect("measure");
+            match decode(bytes) {
+                Some(d) if !d.codec.is_plain_utf8() && d.codec.encoding != UTF_8 => {
+                    assert!(m.decoded, "{:?}", d.codec);
+                    assert_eq!(m.text, d.text.len() as u64, "{:?}", d.codec);
+                }
+                _ => assert_eq!(m.text, n, "{m:?}"),
+            }
+        }
+        // Only the first part decoded: the rest counted three a byte.
+        let n = legacy.len() as u64;
+        let m = measure(&legacy[..], n, 2 << 20).expect("measure");
+        assert!(m.decoded && m.text > decode(&legacy).expect("text").text.len() as u64);
+    }
+
     /// `reads_as` agrees with `decode` (what read_file shows) on every kind of file.
     #[test]
     fn reads_as_agrees_with_decode() {
