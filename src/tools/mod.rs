@@ -191,6 +191,15 @@ pub fn read_locked_within(
     if hold.per_line && locate::lines_in_bytes(&content) > lines {
         return Err(changed_while_read(shown));
     }
+    // Its text measured again on the bytes read (a writer that ignores the lock may
+    // have changed them since): never decoded past what was held.
+    if hold.decoded > 0 {
+        let again = crate::text::measure(&content[..], content.len() as u64, size)
+            .map_err(|e| ToolError::io(shown, &e))?;
+        if again.decoded && text.is_none_or(|t| again.text > t) {
+            return Err(changed_while_read(shown));
+        }
+    }
     Ok((file, content, at, held))
 }
 
