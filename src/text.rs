@@ -192,6 +192,100 @@ pub fn decode(bytes: &[u8]) -> Option<Decoded> {
     })
 }
 
+/// What a file's text takes in memory once decoded as [`decode`] decodes it, found
+/// without holding the file: see [`measure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Measured {
+    /// Bytes of UTF-8 the whole text takes (at most the file's size when it is read as
+    /// UTF-8 or is binary: no copy is decoded then).
+    pub text: u64,
+    /// Whether reading it as text makes a decoded copy (a BOM, UTF-16 or a legacy
+    /// encoding), or a UTF-8 file is read as it is.
+    pub decoded: bool,
+}
+
+/// Measures the text of a file of `size` bytes read from `r` (at its start) as
+/// [`decode`] would decode it, in blocks, holding at most [`DETECT_MAX`] bytes: a file
+/// read as UTF-8 (or binary, refused before any decoding) is its size; a file with a BOM
+/// or in a detected legacy encoding is decoded into nothing and its UTF-8 counted. Only
+/// the first `limit` bytes are decoded; each byte past them counts three (the most a
+/// byte of UTF-16 or of a legacy encoding becomes). The reader is left where it stopped.
+pub fn measure<R: Read>(mut r: R, size: u64, limit: u64) -> io::Result<Measured> {
+    let plain = Measured {
+        text: size,
+        decoded: false,
+    };
+    let mut prefix = Vec::with_capacity(size.min(DETECT_MAX as u64) as usize);
+    (&mut r)
+        .take(size.min(DETECT_MAX as u64))
+        .read_to_end(&mut prefix)?;
+    let whole = size <= prefix.len() as u64;
+    let (encoding, skip) = match bom(&prefix) {
+        Some(c) if c.encoding == UTF_8 => {
+            return Ok(Measured {
+                text: size,
+                decoded: true,
+            });
+        }
+        Some(c) => (c.encoding, c.bom_bytes().len()),
+        None if memchr::memchr(0, &prefix).is_some() => return Ok(plain),
+        None if whole && std::str::from_utf8(&prefix).is_ok() => return Ok(plain),
+        None => match detect_legacy(&prefix, whole) {
+            Some(e) => (e, 0),
+            None => return Ok(plain),
+        },
+    };
+    let counted = size.min(limit.max(prefix.len() as u64));
+    let body = (&prefix[skip..])
+        .chain(r)
+        .take(counted.saturating_sub(skip as u64));
+    let mut decoder = DecodeReader::new(body, encoding);
+    let text = match io::copy(&mut decoder, &mut io::sink()) {
+        Ok(n) => n,
+        // Bytes that do not decode: binary, refused before anything is decoded whole.
+        Err(e) if is_not_utf8(&e) => return Ok(plain),
+        Err(e) => return Err(e),
+    };
+    Ok(Measured {
+        text: text.saturating_add(size.saturating_sub(counted).saturating_mul(3)),
+        decoded: true,
+    })
+}
+
+/// How many JSON values `bytes` holds, roughly (every container opened and every
+/// separator outside strings), counting no further than `cap + 1`: one pass, no
+/// allocation, strings and their escapes skipped. What parsing it costs follows this
+/// count, not its bytes (`[0,0,0,…]` is two bytes a value, each value tens of bytes
+/// parsed): the stdio framing and the notebook tools count before they parse.
+pub fn count_json_values(bytes: &[u8], cap: usize) -> usize {
+    let mut n = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' | b',' => {
+                n += 1;
+                if n > cap {
+                    return n;
+                }
+            }
+            _ => {}
+        }
+    }
+    n
+}
+
 /// Why text could not be written in a file's encoding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unwritable {
@@ -393,20 +487,19 @@ pub fn splice(
     let bom = codec.bom_bytes();
     let body = before.get(bom.len()..).unwrap_or_default();
     let ranges = byte_lines(codec, body);
-    // Each line decoded alone: a line break is never inside a character in these
-    // encodings, so together they are the text (checked; else the whole is encoded).
-    let mut old_lines: Vec<String> = Vec::with_capacity(ranges.len());
-    for r in &ranges {
-        match decode_strict(codec.encoding, &body[r.clone()]) {
-            Some(s) => old_lines.push(s),
-            None => return whole(codec, new, had_fffd),
-        }
-    }
-    if old_lines.iter().map(String::len).sum::<usize>() != old.len() || old_lines.concat() != old {
+    // Each line decoded alone is the text's line: a line break is never inside a
+    // character in these encodings (checked as it is decoded, no copy of the text made;
+    // else the whole is encoded).
+    let old_refs: Vec<&str> = old.split_inclusive('\n').collect();
+    if old_refs.len() != ranges.len()
+        || ranges
+            .iter()
+            .zip(&old_refs)
+            .any(|(r, line)| !decodes_to(codec.encoding, &body[r.clone()], line))
+    {
         return whole(codec, new, had_fffd);
     }
     let new_lines: Vec<&str> = new.split_inclusive('\n').collect();
-    let old_refs: Vec<&str> = old_lines.iter().map(String::as_str).collect();
     let ops = similar::capture_diff_slices_deadline(
         similar::Algorithm::Myers,
         &old_refs,
@@ -434,18 +527,44 @@ pub fn splice(
         let new_text = new_lines[n].concat();
         hunk(codec, old_bytes, &old_text, &new_text, &mut out)?;
     }
-    match decode_strict(codec.encoding, &out[bom.len()..]) {
-        Some(back) if back == new => Ok(out),
-        _ => Err(Unwritable::NoRoundTrip),
+    if decodes_to(codec.encoding, &out[bom.len()..], new) {
+        Ok(out)
+    } else {
+        Err(Unwritable::NoRoundTrip)
+    }
+}
+
+/// Whether `bytes` (no BOM) decode in `encoding`, with no replacement, to `text`:
+/// compared as they are decoded, in blocks, so no copy of a large text is made.
+fn decodes_to(encoding: &'static Encoding, bytes: &[u8], text: &str) -> bool {
+    if encoding == UTF_8 {
+        return bytes == text.as_bytes();
+    }
+    let mut decoder = encoding.new_decoder_without_bom_handling();
+    let (mut input, mut rest) = (bytes, text.as_bytes());
+    let mut buf = [0u8; 4096];
+    loop {
+        let (r, read, written) = decoder.decode_to_utf8_without_replacement(input, &mut buf, true);
+        match rest.strip_prefix(&buf[..written]) {
+            Some(r) => rest = r,
+            None => return false,
+        }
+        input = &input[read..];
+        match r {
+            DecoderResult::InputEmpty => return rest.is_empty(),
+            DecoderResult::OutputFull => {}
+            DecoderResult::Malformed(..) => return false,
+        }
     }
 }
 
 /// The whole text encoded (the splice's fallback), checked to read back.
 fn whole(codec: &Codec, new: &str, had_fffd: bool) -> Result<Vec<u8>, Unwritable> {
     let out = encode(codec, new, had_fffd)?;
-    match decode_strict(codec.encoding, &out[codec.bom_bytes().len()..]) {
-        Some(back) if back == new => Ok(out),
-        _ => Err(Unwritable::NoRoundTrip),
+    if decodes_to(codec.encoding, &out[codec.bom_bytes().len()..], new) {
+        Ok(out)
+    } else {
+        Err(Unwritable::NoRoundTrip)
     }
 }
 
@@ -751,6 +870,45 @@ mod tests {
             let kept = encode(&codec, &same, false).expect("representable");
             assert!(out.starts_with(&kept), "{}: {old:?} -> {new:?}", enc.name());
         }
+    }
+
+    /// `measure` says what `decode` makes, without holding the file: a decoded file's
+    /// text to the byte, a UTF-8 or binary one its size; bytes past `limit` count three.
+    #[test]
+    fn measure_agrees_with_decode() {
+        let mut legacy = b"caf\xe9 na\xefve ".to_vec();
+        legacy.extend(std::iter::repeat_n(0x80u8, 3000));
+        let legacy = legacy.repeat(1000); // 3 MB: past the detector's prefix
+        let mut wide = vec![0xFF, 0xFE];
+        wide.extend(
+            "漢字\nabc\n"
+                .repeat(50_000)
+                .encode_utf16()
+                .flat_map(u16::to_le_bytes),
+        );
+        let cases: Vec<Vec<u8>> = vec![
+            legacy.clone(),
+            wide,
+            "héllo\n".repeat(300_000).into_bytes(),
+            b"\xEF\xBB\xBFbom\n".to_vec(),
+            b"\x00\x01binary".repeat(10),
+            Vec::new(),
+        ];
+        for bytes in &cases {
+            let n = bytes.len() as u64;
+            let m = measure(&bytes[..], n, n).expect("measure");
+            match decode(bytes) {
+                Some(d) if !d.codec.is_plain_utf8() && d.codec.encoding != UTF_8 => {
+                    assert!(m.decoded, "{:?}", d.codec);
+                    assert_eq!(m.text, d.text.len() as u64, "{:?}", d.codec);
+                }
+                _ => assert_eq!(m.text, n, "{m:?}"),
+            }
+        }
+        // Only the first part decoded: the rest counted three a byte.
+        let n = legacy.len() as u64;
+        let m = measure(&legacy[..], n, 2 << 20).expect("measure");
+        assert!(m.decoded && m.text > decode(&legacy).expect("text").text.len() as u64);
     }
 
     /// `reads_as` agrees with `decode` (what read_file shows) on every kind of file.

@@ -161,6 +161,9 @@ impl<T: Tool> DynTool for T {
                 T::Params::deserialize(&args).map_err(|e| bad_arguments(name, &e, &strict))?
             }
         };
+        // The params hold their own copy: a megabyte `content` is not kept twice while
+        // the call runs (or waits for memory or a file's lock).
+        drop(args);
         let out = self.run(ctx, params)?;
         let text = fit_text(self.render(&out), ctx.output_budget());
         let media = self.media(&out);

@@ -472,36 +472,9 @@ fn batch_len(line: &[u8]) -> usize {
     if seen { count + 1 } else { count }
 }
 
-/// How many JSON values `bytes` holds, roughly (every container opened and every
-/// separator outside strings), counting no further than `cap + 1`: one pass, no
-/// allocation, strings and their escapes skipped.
+/// How many JSON values `bytes` holds, roughly (see [`crate::text::count_json_values`]).
 pub fn count_values(bytes: &[u8], cap: usize) -> usize {
-    let mut n = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in bytes {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' | b',' => {
-                n += 1;
-                if n > cap {
-                    return n;
-                }
-            }
-            _ => {}
-        }
-    }
-    n
+    crate::text::count_json_values(bytes, cap)
 }
 
 /// The answer to a message holding more than [`MAX_VALUES`] values, which is never

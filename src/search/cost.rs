@@ -454,6 +454,9 @@ pub mod copies {
     /// A whole file read to be changed, compared or backed up (`write_file`'s old
     /// content, `move`'s replaced file, `undo`'s current file and its backup).
     pub const READ: u64 = 1;
+    /// `write_file`'s content (and the bytes it is encoded to over a text file), and the
+    /// old file it replaces (and the old text kept for the diff).
+    pub const WRITE: u64 = 2;
     /// `read_file` and each file of `read_files`: the bytes read, the text, the
     /// numbered lines rendered from it.
     pub const READ_FILE: u64 = 3;
@@ -464,6 +467,47 @@ pub mod copies {
     /// What a forgiving (line by line) match keeps per line of the file: a span of three
     /// offsets. A file of 64 MiB of empty lines is 64 million lines: 1.5 GiB.
     pub const PER_LINE: u64 = 24;
+    /// Copies of its decoded text (UTF-8, measured before the file is read: see
+    /// `text::measure`) a change of a file in another encoding (a BOM, UTF-16, a legacy
+    /// one) holds beside its bytes: the text, the changed text, and the splice's working
+    /// copy (its lines, the hunks encoded, the read-back compared in blocks). A 34 MB
+    /// ibm866 file is 66 MB of text: one dry-run edit peaked at 474 MB when charged 102
+    /// MiB by its bytes; with the splice's copies gone it peaks at 263 MB, charged 318.
+    pub const DECODED_EDIT: u64 = 3;
+    /// Copies of its decoded text a whole read (or a diff, or a write over it in its
+    /// encoding) holds of a file in another encoding: the text and what is made of it.
+    pub const DECODED: u64 = 2;
+    /// What re-encoding a changed file keeps per line of it beside the match's spans:
+    /// each line's byte range, its text and the new text's (16 bytes each) and the diff.
+    pub const SPLICE_PER_LINE: u64 = 64;
+    /// What a parsed JSON value holds (a `serde_json::Value` in its array or map, the
+    /// vector's spare room, a map entry's key): the attacker's notebook of 2.5 million
+    /// numbers took 574 MB for one edit holding three parses of it, ~75 bytes a value.
+    pub const PER_JSON_VALUE: u64 = 80;
+}
+
+/// A file tool waiting for something other than memory (another call's lock on the
+/// file) while it holds content: counted among the [`MAX_HOLD_WAITERS`] as if it waited
+/// for room, so a flood of calls queued on one file is refused at once past them instead
+/// of each keeping its content. The slot is given back when dropped.
+pub struct WaitSlot(());
+
+impl Drop for WaitSlot {
+    fn drop(&mut self) {
+        HOLD_WAITERS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Takes one of the [`MAX_HOLD_WAITERS`] slots for a call about to wait on a file's lock
+/// holding `held` bytes of the budget (`what` names the file), or refuses it at once with
+/// `TIMEOUT` ("the server is busy", nothing changed) when they are all taken.
+pub fn wait_slot(held: u64, what: &str, control: &Control) -> ToolResult<WaitSlot> {
+    use std::sync::atomic::Ordering;
+    if HOLD_WAITERS.fetch_add(1, Ordering::SeqCst) >= MAX_HOLD_WAITERS {
+        HOLD_WAITERS.fetch_sub(1, Ordering::SeqCst);
+        return Err(busy(held, what, control, true));
+    }
+    Ok(WaitSlot(()))
 }
 
 /// The weight of holding `copies` copies of `bytes` bytes (saturating).

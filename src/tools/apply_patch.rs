@@ -351,9 +351,13 @@ fn plan(
                 )?;
             }
             FileChange::Delete { .. } => {
-                let (file, before, at, permit) =
-                    read_locked(ctx, &wp, &shown, super::Hold::copies(cost::copies::READ))
-                        .map_err(at_change)?;
+                let (file, before, at, permit) = read_locked(
+                    ctx,
+                    &wp,
+                    &shown,
+                    super::Hold::copies(cost::copies::READ).decoded(cost::copies::DECODED),
+                )
+                .map_err(at_change)?;
                 if let Some(v) = versions.get(change.path()) {
                     super::edit::check_version(ctx, v, &before, &shown).map_err(at_change)?;
                 }
@@ -392,6 +396,7 @@ fn plan(
                     super::Hold {
                         copies: cost::copies::READ + cost::copies::PATCH_UPDATE,
                         per_line: true,
+                        decoded: cost::copies::DECODED_EDIT,
                     },
                 )
                 .map_err(at_change)?;

@@ -121,6 +121,7 @@ Unicode punctuation; keeps charset, BOM, line endings (or refuses). undo reverts
             super::Hold {
                 copies: cost::copies::EDIT,
                 per_line: true,
+                decoded: cost::copies::DECODED_EDIT,
             },
         )?;
         let (bom, codec, text) = decode_for_change(&before, &shown)?;

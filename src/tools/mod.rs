@@ -39,7 +39,8 @@ pub fn read_locked(ctx: &Ctx, wp: &crate::workspace::WsPath, shown: &str) -> Too
         wp,
         shown,
         &|_| Ok(()),
-        Hold::copies(crate::search::cost::copies::READ),
+        Hold::copies(crate::search::cost::copies::READ)
+            .decoded(crate::search::cost::copies::DECODED),
     )
 }
 
@@ -53,11 +54,15 @@ pub type Locked = (
 );
 
 /// What a change holds of a file it reads: `copies` of it, and with `per_line` a span
-/// for each of its lines (a hunk or an `old_string` found line by line).
+/// for each of its lines (a hunk or an `old_string` found line by line); for a file whose
+/// text is decoded (a BOM, UTF-16, a legacy encoding), `decoded` copies of that text
+/// too (measured before the file is read) and, with `per_line`, what re-encoding it
+/// keeps per line.
 #[derive(Clone, Copy)]
 pub struct Hold {
     pub copies: u64,
     pub per_line: bool,
+    pub decoded: u64,
 }
 
 impl Hold {
@@ -65,8 +70,66 @@ impl Hold {
         Hold {
             copies,
             per_line: false,
+            decoded: 0,
         }
     }
+
+    /// The same, holding `copies` copies of the text of a file that is decoded.
+    pub fn decoded(self, copies: u64) -> Hold {
+        Hold {
+            decoded: copies,
+            ..self
+        }
+    }
+}
+
+/// Opens a file locked for a change (see `Workspace::open_file_locked`). A call that
+/// holds part of the memory budget already (a write's content, a patch's earlier files)
+/// and finds the file locked by another change waits as one of the budget's
+/// `MAX_HOLD_WAITERS`: past them it is refused at once (`TIMEOUT`, nothing changed)
+/// rather than each queued call keeping its content while it waits.
+pub fn open_locked(
+    ctx: &Ctx,
+    wp: &crate::workspace::WsPath,
+    shown: &str,
+) -> ToolResult<(
+    crate::workspace::SandboxFile,
+    crate::workspace::SandboxMetadata,
+    crate::workspace::Resolved,
+)> {
+    use std::sync::atomic::Ordering;
+    let ws = ctx.workspace();
+    let held = ctx.control().spent.held.load(Ordering::SeqCst);
+    if held == 0 {
+        return ws.open_file_locked(wp, crate::workspace::LOCK_WAIT);
+    }
+    match ws.open_file_locked(wp, std::time::Duration::ZERO) {
+        Err(e) if e.code == ErrorCode::Conflict => {}
+        done => return done,
+    }
+    let _slot = crate::search::cost::wait_slot(
+        held,
+        &crate::workspace::shown_in_prose(shown),
+        ctx.control(),
+    )?;
+    ws.open_file_locked(wp, crate::workspace::LOCK_WAIT)
+}
+
+/// What a file's text takes once decoded (see [`crate::text::measure`]), read from the
+/// open `file` without holding it (the first `limit` bytes decoded, 3 bytes counted for
+/// each past them), the file left at its start.
+pub fn measure_text(
+    file: &crate::workspace::SandboxFile,
+    size: u64,
+    limit: u64,
+    shown: &str,
+) -> ToolResult<crate::text::Measured> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = file;
+    let m = crate::text::measure(&mut f, size, limit).map_err(|e| ToolError::io(shown, &e))?;
+    f.seek(SeekFrom::Start(0))
+        .map_err(|e| ToolError::io(shown, &e))?;
+    Ok(m)
 }
 
 /// [`read_locked`], the file's size first passed to `check` (which may refuse it before
@@ -81,13 +144,29 @@ pub fn read_locked_within(
     hold: Hold,
 ) -> ToolResult<Locked> {
     use crate::search::cost;
-    let (file, meta, at) = ctx
-        .workspace()
-        .open_file_locked(wp, crate::workspace::LOCK_WAIT)?;
+    let (file, meta, at) = open_locked(ctx, wp, shown)?;
     let size = meta.len();
     check(size)?;
     let what = crate::workspace::shown_in_prose(shown);
-    let base = cost::file_weight(size, hold.copies);
+    // A file whose text is decoded holds that text, up to three bytes a byte: measured
+    // first, and held to the size limit as it will be (before anything is decoded).
+    let text = if hold.decoded > 0 {
+        let m = measure_text(&file, size, size, shown)?;
+        if m.decoded {
+            check(m.text).map_err(|mut e| {
+                e.message.push_str(&format!(
+                    " once decoded to UTF-8 ({} on disk)",
+                    human_size(size)
+                ));
+                e
+            })?;
+        }
+        m.decoded.then_some(m.text)
+    } else {
+        None
+    };
+    let base = cost::file_weight(size, hold.copies)
+        .saturating_add(text.map_or(0, |t| cost::file_weight(t, hold.decoded)));
     // The copies first: a call refused (the budget full, the queue too) is refused
     // before it reads the file even to count its lines.
     let mut held = cost::hold(base, &what, ctx.control())?;
@@ -100,12 +179,26 @@ pub fn read_locked_within(
         // Nothing of the file is held yet, so giving the share back and taking the whole
         // weight in one step cannot wait on another call doing the same.
         drop(held);
-        let weight = base.saturating_add(cost::file_weight(lines, cost::copies::PER_LINE));
+        let per_line = if text.is_some() {
+            cost::copies::PER_LINE + cost::copies::SPLICE_PER_LINE
+        } else {
+            cost::copies::PER_LINE
+        };
+        let weight = base.saturating_add(cost::file_weight(lines, per_line));
         held = cost::hold(weight, &what, ctx.control())?;
     }
     let content = read_whole(&file, size, shown)?;
     if hold.per_line && locate::lines_in_bytes(&content) > lines {
         return Err(changed_while_read(shown));
+    }
+    // Its text measured again on the bytes read (a writer that ignores the lock may
+    // have changed them since): never decoded past what was held.
+    if hold.decoded > 0 {
+        let again = crate::text::measure(&content[..], content.len() as u64, size)
+            .map_err(|e| ToolError::io(shown, &e))?;
+        if again.decoded && text.is_none_or(|t| again.text > t) {
+            return Err(changed_while_read(shown));
+        }
     }
     Ok((file, content, at, held))
 }

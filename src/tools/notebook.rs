@@ -22,8 +22,52 @@ pub struct Span {
     pub end: usize,
 }
 
+/// The most JSON values (containers and separators, see
+/// [`crate::text::count_json_values`]) a notebook may hold to be parsed: parsing costs
+/// tens of bytes a value (a 5 MB notebook of 2.5 million zeros in a cell's metadata took
+/// 574 MB for one `notebook_edit`, 4.5 GB at 40 MB). Real notebooks hold thousands to tens
+/// of thousands; outputs are mostly strings, one value each.
+pub const MAX_VALUES: usize = 500_000;
+
+/// The JSON values `text` holds, or None past [`MAX_VALUES`] (counted without parsing).
+pub fn values(text: &str) -> Option<u64> {
+    let n = crate::text::count_json_values(text.as_bytes(), MAX_VALUES);
+    (n <= MAX_VALUES).then_some(n as u64 + 1)
+}
+
+/// What parsing a notebook of `values` values into `copies` values at once weighs,
+/// taken from the shared memory budget (see [`crate::search::cost::hold`]) before it is
+/// parsed.
+pub fn hold_parse(
+    values: u64,
+    copies: u64,
+    shown: &str,
+    control: &crate::control::Control,
+) -> ToolResult<crate::search::cost::Permit<'static>> {
+    use crate::search::cost;
+    cost::hold(
+        cost::file_weight(values, cost::copies::PER_JSON_VALUE.saturating_mul(copies)),
+        &crate::workspace::shown_in_prose(shown),
+        control,
+    )
+}
+
+/// `notebook_edit`'s refusal of a notebook of more than [`MAX_VALUES`] values.
+pub fn too_many_values(shown: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::FileTooLarge,
+        format!(
+            "{} holds over {MAX_VALUES} JSON values; notebooks are parsed up to that many (parsing takes tens of bytes a value); nothing was changed",
+            crate::workspace::shown_in_prose(shown)
+        ),
+    )
+    .with_hint("read it raw with read_files (or read_file with offset and limit) and change it as text with edit; clearing large outputs or metadata in Jupyter brings it under the limit")
+}
+
 /// A parsed notebook: its value and, for nbformat 4, nothing else is needed to view it.
+/// None for text that is not one, or holds over [`MAX_VALUES`] values (not parsed).
 pub fn parse(text: &str) -> Option<Value> {
+    values(text)?;
     let v: Value = serde_json::from_str(text).ok()?;
     let major = v.get("nbformat")?.as_u64()?;
     (major >= 4 && v.get("cells")?.is_array()).then_some(v)
@@ -31,6 +75,9 @@ pub fn parse(text: &str) -> Option<Value> {
 
 /// Why `text` is not a notebook `notebook_edit` can change.
 pub fn refuse(shown: &str, text: &str) -> ToolError {
+    if values(text).is_none() {
+        return too_many_values(shown);
+    }
     let v: Option<Value> = serde_json::from_str(text).ok();
     let why = match v
         .as_ref()

@@ -134,12 +134,17 @@ its outputs cleared. undo reverts.",
                 Ok(())
             },
             // The text, its value, the new text and the value it must read back as.
-            super::Hold::copies(cost::copies::EDIT.saturating_add(4)),
+            super::Hold::copies(cost::copies::EDIT.saturating_add(4))
+                .decoded(cost::copies::DECODED),
         )?;
         if let Some(v) = &p.expected_version {
             super::edit::check_version(ctx, v, &before, &shown)?;
         }
         let text = utf8_notebook(&before, &shown)?;
+        // Counted before it is parsed, and the parse's weight held: the notebook, the
+        // notebook changed as a value, and the new text parsed back.
+        let values = notebook::values(text).ok_or_else(|| notebook::too_many_values(&shown))?;
+        let _parsed = notebook::hold_parse(values, 3, &shown, ctx.control())?;
         let nb = notebook::parse(text).ok_or_else(|| notebook::refuse(&shown, text))?;
         let cells = nb["cells"].as_array().map_or(&[][..], Vec::as_slice);
         ctx.check()?;

@@ -276,11 +276,22 @@ fn read_as(
     // A read holds at most `max_file_size` of the file (a ranged read streams past the
     // rest), taken from the shared memory budget first; read_files holds one file at a
     // time.
-    let _held = super::hold_file(
-        ctx,
-        if max > 0 { size.min(max) } else { size },
-        crate::search::cost::copies::READ_FILE,
-        &shown,
+    let whole = if max > 0 { size.min(max) } else { size };
+    // A file whose text is decoded (a BOM, UTF-16, a legacy encoding) holds that text,
+    // up to three bytes a byte: measured first (the part a read may hold), held too.
+    let text = super::measure_text(&file, size, whole, &shown)?;
+    let _held = crate::search::cost::hold(
+        crate::search::cost::file_weight(whole, crate::search::cost::copies::READ_FILE)
+            .saturating_add(if text.decoded {
+                crate::search::cost::file_weight(
+                    text.text.min(whole.saturating_mul(3)),
+                    crate::search::cost::copies::DECODED,
+                )
+            } else {
+                0
+            }),
+        &crate::workspace::shown_in_prose(&shown),
+        ctx.control(),
     )?;
     let limit = match (p.limit, p.max_lines) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -322,7 +333,7 @@ fn read_as(
             .map_err(|e| ToolError::io(&shown, &e))
             .and_then(|f| read_capped(f, size, max, &shown))?;
         if let Ok(content) = String::from_utf8(whole)
-            && let Some(nb) = super::notebook::parse(&content)
+            && let Some((nb, _parsed)) = parse_notebook(ctx, &content, &shown)?
         {
             return notebook_view(ctx, &nb, content, size, shown, p.offset, limit, budget);
         }
@@ -342,7 +353,7 @@ fn read_as(
         let (content, codec) = into_text(bytes, &shown)?;
         if views
             && is_notebook_name(&shown)
-            && let Some(nb) = super::notebook::parse(&content)
+            && let Some((nb, _parsed)) = parse_notebook(ctx, &content, &shown)?
         {
             return notebook_view(ctx, &nb, content, size, shown, None, None, budget);
         }
@@ -741,6 +752,21 @@ fn is_notebook_name(shown: &str) -> bool {
         .rsplit('.')
         .next()
         .is_some_and(|e| e.eq_ignore_ascii_case("ipynb"))
+}
+
+/// A notebook parsed for its cell view, with the parse's weight (the value and the view
+/// made of it) held from the shared memory budget first; None when the text is not a
+/// notebook or holds too many JSON values to parse (then it is read as text).
+fn parse_notebook(
+    ctx: &Ctx,
+    content: &str,
+    shown: &str,
+) -> ToolResult<Option<(serde_json::Value, crate::search::cost::Permit<'static>)>> {
+    let Some(values) = super::notebook::values(content) else {
+        return Ok(None);
+    };
+    let held = super::notebook::hold_parse(values, 2, shown, ctx.control())?;
+    Ok(super::notebook::parse(content).map(|nb| (nb, held)))
 }
 
 #[allow(clippy::too_many_arguments)] // the read's parts, each already checked

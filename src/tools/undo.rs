@@ -1060,6 +1060,19 @@ fn hold_backup(
     b: &std::path::Path,
     shown: &str,
 ) -> ToolResult<crate::search::cost::Permit<'static>> {
+    use crate::search::cost;
     let size = std::fs::symlink_metadata(b).map_or(0, |m| m.len());
-    super::hold_file(ctx, size, crate::search::cost::copies::READ, shown)
+    // A backup of a file in another encoding is decoded for the diff: its text held too
+    // (measured in blocks, as the read itself opens it: a regular file, no link).
+    let text = crate::history::safe::open_regular(b, std::fs::OpenOptions::new().read(true))
+        .ok()
+        .and_then(|f| crate::text::measure(f, size, size).ok())
+        .filter(|m| m.decoded)
+        .map_or(0, |m| m.text);
+    cost::hold(
+        cost::file_weight(size, cost::copies::READ)
+            .saturating_add(cost::file_weight(text, cost::copies::DECODED)),
+        &crate::workspace::shown_in_prose(shown),
+        ctx.control(),
+    )
 }

@@ -118,11 +118,12 @@ endings (prefer edit for parts). undo reverts; dry_run previews.",
         let shown = ws.display(&wp);
         ctx.set_audit_path(shown.clone());
         // The new content is held already; counted so that other calls' files wait
-        // while it is (the old content, when replaced, is counted as it is read).
+        // while it is (the old content, when replaced, is counted as it is read), with
+        // the bytes it is encoded to over a text file.
         let _held = super::hold_file(
             ctx,
             content.len() as u64,
-            crate::search::cost::copies::READ,
+            crate::search::cost::copies::WRITE,
             &shown,
         )?;
         let dry_run = p.dry_run || ctx.config().dry_run;
@@ -343,7 +344,15 @@ fn replace(
     expected_version: Option<&str>,
     dry_run: bool,
 ) -> ToolResult<Output> {
-    let (file, before, at, _held) = super::read_locked(ctx, wp, shown)?;
+    // The old bytes and their text (decoded, or copied when UTF-8) for the diff.
+    let (file, before, at, _held) = super::read_locked_within(
+        ctx,
+        wp,
+        shown,
+        &|_| Ok(()),
+        super::Hold::copies(crate::search::cost::copies::WRITE)
+            .decoded(crate::search::cost::copies::DECODED),
+    )?;
     if let Some(v) = expected_version {
         super::edit::check_version(ctx, v, &before, shown)?;
     }

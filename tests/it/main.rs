@@ -31,6 +31,7 @@ mod mcp_inprocess;
 mod mcp_r4;
 mod media_r6;
 mod media_r7;
+mod memory_r13;
 mod memory_r5;
 mod misc_r8;
 mod names_r3;
