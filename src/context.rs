@@ -459,9 +459,11 @@ impl Ferret {
             .begin_request(&session.budget)
             .and_then(|()| run(&ctx))
             .and_then(|out| {
-                // What the model receives counts, once (see `sent_once`).
-                bytes_sent = sent(&out);
-                self.limiter.charge_bytes(&session.budget, bytes_sent)?;
+                // What the model receives counts, once (see `sent_once`); a refused
+                // answer is not sent, and the audit says 0.
+                let n = sent(&out);
+                self.limiter.charge_bytes(&session.budget, n)?;
+                bytes_sent = n;
                 Ok(out)
             });
         // Every error says what to do instead: one that has no hint of its own gets its

@@ -729,13 +729,25 @@ impl Gate {
             (!all.is_empty()).then(|| all.join(" | "))
         };
         let (host, origin) = (seen(&req, header::HOST), seen(&req, header::ORIGIN));
-        req.extensions_mut()
-            .insert(principal(self.token.is_some(), peer_addr));
+        let who = principal(self.token.is_some(), peer_addr);
+        let budget_key = who.0.clone();
+        req.extensions_mut().insert(who);
         req.extensions_mut().insert(Client(client_key(peer_addr)));
         let response = self.pass(req, next).await;
         let status = response.status();
         let refused = response.extensions().get::<Refused>().map(|r| r.0);
-        if refused.is_some() || matches!(status.as_u16(), 401 | 403 | 408 | 413 | 429 | 503) {
+        // What rmcp refuses past the checks here (a bad header, an unknown session, a
+        // wrong method or media type) is a request like any other: counted against the
+        // principal's budget and audited, or a client could send them without end unseen.
+        if refused.is_none() && matches!(status.as_u16(), 400 | 404 | 405 | 406 | 415) {
+            let _ = self.ferret.limiter().begin_request(&budget_key);
+        }
+        if refused.is_some()
+            || matches!(
+                status.as_u16(),
+                400 | 401 | 403 | 404 | 405 | 406 | 408 | 413 | 415 | 429 | 503
+            )
+        {
             let mut reason = format!("{peer}: {what}");
             if let Some(why) = refused {
                 reason.push_str(&format!(": {why}"));
@@ -767,6 +779,22 @@ impl Gate {
         }
         if let Some(why) = ambiguous_host_or_origin(&req) {
             return refuse(StatusCode::BAD_REQUEST, why);
+        }
+        // A protocol version is a date: anything else is refused here, short (rmcp
+        // echoed the whole header back, 50 KB a request).
+        if let Some(v) = req.headers().get("mcp-protocol-version")
+            && (v.len() > 16
+                || !v
+                    .as_bytes()
+                    .iter()
+                    .all(|b| b.is_ascii_digit() || *b == b'-'))
+        {
+            let why = "unsupported MCP-Protocol-Version (a version is a date: 2025-06-18)";
+            let who = req
+                .extensions()
+                .get::<Principal>()
+                .map_or_else(|| "http-unknown".to_string(), |p| p.0.clone());
+            return self.charge_refusal(&who, refuse(StatusCode::BAD_REQUEST, why), why);
         }
         // An absolute-form target names a host of its own, which HTTP says wins over the
         // Host header the checks below read: a client of this server (not a proxy) has no

@@ -1037,7 +1037,8 @@ impl Index {
             )
             .with_hint(
                 "searches scan instead; to index it, narrow the roots, or raise index_max_files or \
-                 index_max_bytes in ferret.toml (the bound on paths is fixed)",
+                 index_max_bytes in your own config (~/.config/ferret/config.toml, or --set; a \
+                 workspace ferret.toml may only lower them; the bound on paths is fixed)",
             ));
         }
         let (mut list, mut dirs) = out

@@ -262,3 +262,52 @@ fn a_file_moved_to_a_path_ending_in_a_slash_is_refused() {
         );
     }
 }
+
+/// What the HTTP layer refuses past its own checks (a bad protocol version header, an
+/// unknown session, a wrong media type) counts against the principal's request budget and
+/// is audited, and a header is never echoed back whole.
+#[test]
+fn refused_http_requests_are_counted_audited_and_answered_short() {
+    let (_t, root) = tempdir();
+    let (s, audit, _logs) = http_server(&root);
+    let big = "Z".repeat(50_000);
+    let mut statuses = Vec::new();
+    for i in 0..60 {
+        let extra = match i % 3 {
+            0 => format!("MCP-Protocol-Version: {big}\r\n"),
+            1 => "Mcp-Session-Id: no-such-session\r\nMCP-Protocol-Version: 2025-06-18\r\n"
+                .to_string(),
+            _ => String::new(),
+        };
+        let ctype = if i % 3 == 2 {
+            "text/plain"
+        } else {
+            "application/json"
+        };
+        let body = r#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#;
+        let (status, answer) = s.exchange(
+            format!(
+                "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: {ctype}\r\n\
+                 Accept: application/json, text/event-stream\r\n{extra}Content-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                s.port,
+                body.len()
+            )
+            .as_bytes(),
+        );
+        assert!(answer.len() < 4000, "{} bytes answered", answer.len());
+        statuses.push(status);
+    }
+    // The default HTTP budget is 50 requests a round: the refusals spent it.
+    assert!(statuses.contains(&429), "{statuses:?}");
+    let (status, _) = post(&s, "/mcp", None, INITIALIZE);
+    assert_eq!(
+        status, 429,
+        "a normal request after 60 refused ones meets the budget"
+    );
+    drop(s);
+    let log = std::fs::read_to_string(&audit).unwrap_or_default();
+    for code in ["HTTP_400", "HTTP_404", "HTTP_415"] {
+        assert!(log.contains(code), "{code} not audited: {log}");
+    }
+}
