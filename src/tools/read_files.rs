@@ -117,12 +117,19 @@ impl Tool for ReadFiles {
             };
             truncated |= found.truncated;
             if found.files.is_empty() {
+                // What the walk could not look at is said (a path past the system's
+                // limit, an ignore file not used): "no file matches" alone would be false.
+                let met = if found.warnings.is_empty() {
+                    String::new()
+                } else {
+                    format!(" among the files looked at ({})", found.warnings.join("; "))
+                };
                 names.push((
                     path.clone(),
                     Some(ToolError::new(
                         ErrorCode::NotFound,
                         format!(
-                            "{}: no such file, and no file matches it as a glob",
+                            "{}: no such file, and no file matches it as a glob{met}",
                             shown(path)
                         ),
                     )

@@ -311,3 +311,31 @@ fn refused_http_requests_are_counted_audited_and_answered_short() {
         assert!(log.contains(code), "{code} not audited: {log}");
     }
 }
+
+/// read_files' glob over a tree with a file past the system's path limit does not say
+/// "no file matches" alone: it says what could not be looked at (as glob and grep do).
+#[test]
+fn read_files_says_what_its_glob_could_not_look_at() {
+    let (_t, root) = tempdir();
+    let mut dir =
+        cap_std::fs::Dir::open_ambient_dir(&root, cap_std::ambient_authority()).expect("root");
+    for i in 0..19 {
+        let name = format!("E{i:02}").repeat(83);
+        dir.create_dir(&name).expect("mkdir");
+        dir = dir.open_dir(&name).expect("open");
+    }
+    dir.write("deep.txt", "deep\n").expect("write");
+    let f = crate::util::ferret(&root, false, None);
+    let v = crate::util::call(
+        &f,
+        "read_files",
+        serde_json::json!({"paths": ["**/deep.txt"]}),
+    )
+    .expect("read_files");
+    let entry = &v["files"][0];
+    // The component-walk resolver (FERRET_PORTABLE=1) reaches it; openat2 cannot, and says so.
+    if entry["file"].is_null() {
+        let msg = entry["error"]["message"].as_str().unwrap_or("");
+        assert!(msg.contains("longer than the system's limit"), "{v}");
+    }
+}
