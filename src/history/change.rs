@@ -68,6 +68,7 @@ impl History {
             .map_err(|e| ToolError::io(&shown, &e))
             .and_then(|()| {
                 die_here_in_tests();
+                pause_here_in_tests();
                 placed()?;
                 write::commit(dir, &temp, name).map_err(|e| ToolError::io(&shown, &e))
             });
@@ -76,25 +77,40 @@ impl History {
 
     /// Creates the file `name` in `dir` with `content`, never over anything that stands
     /// there (even something that appeared a moment ago), journalled as `entry`.
+    /// `placed` runs once the content is staged, just before it lands (see
+    /// [`History::replace`]).
     pub fn create(
         &self,
         dir: &Dir,
         name: &OsStr,
         content: &[u8],
         mut entry: Entry,
+        placed: &dyn Fn() -> ToolResult<()>,
     ) -> ToolResult<u64> {
         let shown = entry.path.clone();
         let temp = format!(".ferret-{}.tmp", stamp());
         entry.temp = Some(temp.clone());
         let id = self.write_journal(|j| j.begin(entry, self.lease()))?;
         let temp = OsString::from(temp);
+        // A refusal of `placed` rides out as an I/O error and is taken back below.
+        let refused: std::cell::Cell<Option<ToolError>> = std::cell::Cell::new(None);
         let done = write::stage(dir, &temp, content, None)
+            .and_then(|()| {
+                pause_here_in_tests();
+                placed().map_err(|e| {
+                    refused.set(Some(e));
+                    std::io::Error::other("refused before it landed")
+                })
+            })
             .and_then(|()| write::move_noreplace(dir, &temp, dir, name))
             .map(|()| write::sync_dir(dir));
         self.finish(
             id,
             done.map_err(|e| {
                 write::discard(dir, &temp);
+                if let Some(r) = refused.take() {
+                    return r;
+                }
                 if e.kind() == std::io::ErrorKind::AlreadyExists {
                     ToolError::new(
                         ErrorCode::AlreadyExists,
@@ -785,6 +801,18 @@ pub(super) fn die_here_in_tests() {
         .is_some_and(|v| v != "put" && v != "trashinfo" && !v.to_string_lossy().starts_with("land"))
     {
         std::process::abort();
+    }
+}
+
+/// Test hook: with `FERRET_TEST_PAUSE_AFTER_STAGED=MS` (the environment of the person
+/// running ferret), a change waits that long once its content is staged, before its last
+/// checks and its rename: a test moves a folder or saves a file in that window, surely.
+pub(super) fn pause_here_in_tests() {
+    if let Some(ms) = std::env::var("FERRET_TEST_PAUSE_AFTER_STAGED")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms.min(10_000)));
     }
 }
 

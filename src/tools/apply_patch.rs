@@ -871,7 +871,7 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
     let placed = |p: &crate::history::group::Planned| {
         ws.still_holds(&p.dir, p.op.root, &p.op.rel, &p.op.path)?;
         match &p.old {
-            Some(old) => ws.still_the_file(&p.dir, &p.name, old, &p.op.path),
+            Some(old) => ws.still_the_file(&p.dir, &p.name, old, p.before.as_deref(), &p.op.path),
             None => Ok(()),
         }
     };

@@ -354,7 +354,7 @@ pub fn replace_file(
     };
     let placed = || {
         ws.still_holds(dir, real.root_index(), real.rel(), &shown)?;
-        ws.still_the_file(dir, name, file, &shown)
+        ws.still_the_file(dir, name, file, Some(before), &shown)
     };
     let id = history.replace(
         dir,

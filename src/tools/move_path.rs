@@ -92,7 +92,13 @@ impl Tool for Move {
         // `d/y.txt/` names a directory: moving a file there would make the file `d/y.txt`
         // (the slash is dropped when the path is resolved), which is not what was said.
         let said_dir = p.destination.ends_with('/') || p.destination.ends_with("/.");
-        if said_dir && !meta.is_dir() {
+        let into_dir = ws
+            .entry(&dst, false)
+            .ok()
+            .and_then(|t| t.meta)
+            .is_some_and(|m| m.is_dir());
+        // (An existing directory is refused below with the path that moves into it.)
+        if said_dir && !meta.is_dir() && !into_dir {
             return Err(ToolError::invalid(format!(
                 "the destination {dst_said}/ ends with a slash, which names a directory, and {src_said} is a file"
             ))
@@ -353,12 +359,14 @@ impl Tool for Move {
             ino: crate::platform::file_id(&st).1,
         });
         entry.created_dirs = created;
-        let mut _replaced_lock = None;
+        // The file replaced: locked, and what it held (with its share of the budget),
+        // kept until the rename to check it still holds that.
+        let mut replaced = None;
         if replacing {
             // The file about to be replaced, read through its own handle, locked until
             // it is replaced (another move onto it, or an edit of it, waits).
             let (file, meta, _) = ws.open_file_locked(&to.real, crate::workspace::LOCK_WAIT)?;
-            let _held = super::hold_file(
+            let held = super::hold_file(
                 ctx,
                 meta.len(),
                 crate::search::cost::copies::READ,
@@ -369,7 +377,7 @@ impl Tool for Move {
             out.backed_up = true;
             entry.backup_path = Some(b);
             entry.sha256_before = Some(sha256(&before));
-            _replaced_lock = Some(file);
+            replaced = Some((file, before, held));
         }
         out.change_id = Some(history.move_entry(
             from_dir,
@@ -390,7 +398,15 @@ impl Tool for Move {
                     from.real.rel(),
                     &src_shown,
                 )?;
-                ws.still_holds(to_dir, to.real.root_index(), to.real.rel(), &dst_shown)
+                ws.still_holds(to_dir, to.real.root_index(), to.real.rel(), &dst_shown)?;
+                // The file replaced still holds what was backed up (a person's save
+                // into it meanwhile would be replaced, kept nowhere).
+                match &replaced {
+                    Some((f, before, _)) => {
+                        ws.still_the_file(to_dir, to_name, f, Some(before), &dst_shown)
+                    }
+                    None => Ok(()),
+                }
             },
         )?);
         Ok(out)

@@ -575,9 +575,11 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         let mut entry = Entry::new(Action::Undo, m.to_path.clone(), m.to_root, &m.to_rel);
         entry.undoes = Some(target.id);
         entry.sha256_after = Some(sha256(&content));
-        ctx.workspace()
-            .still_holds(to_dir, m.to_root, &m.to_rel, &m.to_path)?;
-        history.create(to_dir, to_name, &content, entry)?;
+        let placed = || {
+            ctx.workspace()
+                .still_holds(to_dir, m.to_root, &m.to_rel, &m.to_path)
+        };
+        history.create(to_dir, to_name, &content, entry, &placed)?;
         out.diff.push_str(&format!(
             "{} restored from its backup\n",
             crate::workspace::shown_in_prose(&m.to_path),
@@ -776,7 +778,7 @@ fn undo_group(
     let placed = |p: &crate::history::group::Planned| {
         ws.still_holds(&p.dir, p.op.root, &p.op.rel, &p.op.path)?;
         match &p.old {
-            Some(old) => ws.still_the_file(&p.dir, &p.name, old, &p.op.path),
+            Some(old) => ws.still_the_file(&p.dir, &p.name, old, p.before.as_deref(), &p.op.path),
             None => Ok(()),
         }
     };
@@ -891,7 +893,7 @@ fn undo_edit(
     let placed = || {
         ws.still_holds(dir, at.real.root_index(), at.real.rel(), &target.path)?;
         match &locked {
-            Some((f, _, _)) => ws.still_the_file(dir, name, f, &target.path),
+            Some((f, b, _)) => ws.still_the_file(dir, name, f, Some(b), &target.path),
             None => Ok(()),
         }
     };

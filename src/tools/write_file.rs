@@ -277,7 +277,11 @@ fn create(
     );
     entry.sha256_after = Some(sha256(content));
     entry.created_dirs = created;
-    out.change_id = Some(history.create(dir, name, content, entry)?);
+    // Once staged, just before it lands: its folder (made by this call or not) still
+    // where its path leads.
+    let real = at.real.clone();
+    let placed = || ws.still_holds(dir, real.root_index(), real.rel(), shown);
+    out.change_id = Some(history.create(dir, name, content, entry, &placed)?);
     Ok(out)
 }
 

@@ -10,6 +10,29 @@ use rustix::fs::{Mode, OFlags};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+/// Whether the open file holds exactly `bytes` (its size, then its content read in
+/// blocks: no copy of the file is made).
+fn holds_exactly(fd: BorrowedFd<'_>, bytes: &[u8]) -> bool {
+    if rustix::fs::fstat(fd).map_or(true, |st| st.st_size as u64 != bytes.len() as u64) {
+        return false;
+    }
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0usize;
+    while at < bytes.len() {
+        let want = (bytes.len() - at).min(buf.len());
+        match rustix::io::pread(fd, &mut buf[..want], at as u64) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => {
+                if buf[..n] != bytes[at..at + n] {
+                    return false;
+                }
+                at += n;
+            }
+        }
+    }
+    true
+}
+
 impl Workspace {
     /// Opens a file a walk found at `rel` under root `root`, for reading, race-free:
     /// [`crate::platform::open_beneath`] refuses any symlink anywhere in the path
@@ -79,11 +102,14 @@ impl Workspace {
     /// a change read: a person's editor saves by renaming a new file over the old one,
     /// so their save, made while the change was computed, would be replaced by it and
     /// kept nowhere (the lock only holds other ferret changes back).
+    /// With `before`, the file must also still hold exactly those bytes: a save that
+    /// writes into the same file (truncate and write) keeps its inode.
     pub fn still_the_file(
         &self,
         dir: &impl AsFd,
         name: &std::ffi::OsStr,
         file: &impl AsFd,
+        before: Option<&[u8]>,
         shown: &str,
     ) -> ToolResult<()> {
         let stat = |fd: BorrowedFd<'_>, at: Option<&std::ffi::OsStr>| {
@@ -95,7 +121,10 @@ impl Workspace {
             .map(|st| crate::platform::file_id(&st))
         };
         let now = stat(dir.as_fd(), Some(name));
-        if now.is_some() && now == stat(file.as_fd(), None) {
+        if now.is_some()
+            && now == stat(file.as_fd(), None)
+            && before.is_none_or(|b| holds_exactly(file.as_fd(), b))
+        {
             return Ok(());
         }
         Err(ToolError::new(

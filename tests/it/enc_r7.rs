@@ -753,7 +753,18 @@ fn edits_racing_a_swap_between_encodings_write_text_read_from_the_bytes_replaced
             "edit",
             json!({"path": "race.txt", "old_string": "marker\n", "new_string": "marker edited\n"}),
         );
-        let Ok(v) = r else { continue };
+        // An edit the swapper replaced the file under is refused (CONFLICT: the file was
+        // replaced by another program while it was made), never landed on other bytes.
+        let v = match r {
+            Ok(v) => v,
+            Err(e) => {
+                assert!(
+                    matches!(e.code, ErrorCode::Conflict | ErrorCode::NoMatch),
+                    "{e:?}"
+                );
+                continue;
+            }
+        };
         landed += 1;
         // The change was made from, and in, one version's bytes: its diff is that text
         // and the charset named is that version's.
@@ -772,7 +783,8 @@ fn edits_racing_a_swap_between_encodings_write_text_read_from_the_bytes_replaced
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let seen = swapper.join().unwrap();
-    assert!(seen > 10 && landed > 0, "seen {seen}, landed {landed}");
+    // (Every edit may meet a swap: then none lands, each refused.)
+    assert!(seen > 10, "seen {seen}, landed {landed}");
     // Once still, an edit lands byte-exact in the version that stands.
     write(&ws.root, "race.txt", &versions[1].0);
     ok(

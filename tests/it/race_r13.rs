@@ -312,3 +312,76 @@ fn parallel_moves_never_plant_a_link_leading_outside() {
         }
     }
 }
+
+// Round 15: a new file's folder is checked just before it lands, as a replaced file's is;
+// and a file saved in place (truncate and write, same inode) during a change is seen.
+
+#[test]
+fn a_new_file_whose_folder_is_moved_under_github_meanwhile_is_refused() {
+    for made in [false, true] {
+        let (_t, root) = tempdir();
+        let (_s, state) = tempdir();
+        if !made {
+            std::fs::create_dir_all(root.join("n/a/b")).expect("mkdir");
+        } else {
+            std::fs::create_dir_all(root.join("n")).expect("mkdir");
+        }
+        std::fs::create_dir_all(root.join(".github")).expect("mkdir");
+        // The change waits 400 ms once staged (a test hook): the folder moves then.
+        let mut w = ferret(
+            &root,
+            &state,
+            &["write", "n/a/b/x.txt", "--content", "on: push\n"],
+        );
+        let w = w
+            .env("FERRET_TEST_PAUSE_AFTER_STAGED", "400")
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(Duration::from_millis(150));
+        std::fs::rename(root.join("n"), root.join(".github/n")).expect("rename");
+        let out = done(w);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "made {made}: claimed success: {err}");
+        assert!(err.contains("CONFLICT"), "{err}");
+        assert!(
+            !root.join(".github/n/a/b/x.txt").exists(),
+            "made {made}: landed under .github: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_file_saved_in_place_during_an_edit_is_never_replaced() {
+    for tool in ["edit", "write"] {
+        let (_t, root) = tempdir();
+        let (_s, state) = tempdir();
+        big(&root, "x.txt", 32);
+        let args: Vec<&str> = match tool {
+            "edit" => vec!["edit", "x.txt", "--old", "START", "--new", "NEW"],
+            _ => vec![
+                "write",
+                "x.txt",
+                "--overwrite",
+                "--content",
+                "NEW CONTENT\n",
+            ],
+        };
+        let change = spawn(&root, &state, &args);
+        std::thread::sleep(Duration::from_millis(40));
+        // An editor that saves into the same file: truncate, then write.
+        std::fs::write(root.join("x.txt"), "PERSON SAVED THIS\n").expect("save");
+        let out = done(change);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let now = std::fs::read(root.join("x.txt")).expect("x.txt");
+        if !out.status.success() {
+            assert!(
+                err.contains("CONFLICT") || err.contains("NO_MATCH"),
+                "{tool}: {err}"
+            );
+        }
+        assert_eq!(
+            now, b"PERSON SAVED THIS\n",
+            "{tool}: the save was replaced: {err}"
+        );
+    }
+}
