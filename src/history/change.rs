@@ -807,7 +807,7 @@ pub(super) fn die_here_in_tests() {
 /// Test hook: with `FERRET_TEST_PAUSE_AFTER_STAGED=MS` (the environment of the person
 /// running ferret), a change waits that long once its content is staged, before its last
 /// checks and its rename: a test moves a folder or saves a file in that window, surely.
-pub(super) fn pause_here_in_tests() {
+pub fn pause_here_in_tests() {
     if let Some(ms) = std::env::var("FERRET_TEST_PAUSE_AFTER_STAGED")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())

@@ -886,8 +886,17 @@ pub async fn serve_stdio(ferret: Arc<Ferret>, questions: Questions) -> anyhow::R
         .serve(transport)
         .await
         .map_err(|e| anyhow::anyhow!("MCP handshake failed: {e}"))?;
-    server.waiting().await?;
-    // The transport is gone: the writer drains what is queued, then ends.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), writer).await;
+    let mut writer = writer;
+    tokio::select! {
+        done = server.waiting() => {
+            done?;
+            // The transport is gone: the writer drains what is queued, then ends.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), writer).await;
+        }
+        // The writer ended first: stdout is closed, so nothing more can be said; the
+        // service is dropped (cancelled) rather than left reading requests it cannot
+        // answer (it sometimes went on for ever while stdin kept coming).
+        _ = &mut writer => {}
+    }
     Ok(())
 }

@@ -99,6 +99,13 @@ for confirmation. dry_run previews.",
         })?;
         let kind = EntryType::of(&meta.file_type());
         let is_dir = kind == EntryType::Directory;
+        // The object named now, before any question (see below).
+        let named = match (&at.parent, at.name()) {
+            (Some(d), Some(n)) => rustix::fs::statat(d, n, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                .ok()
+                .map(|st| crate::platform::file_id(&st)),
+            _ => None,
+        };
         if kind == EntryType::Symlink
             && let Err(e) = ws.entry(&wp, true)
             && e.code == ErrorCode::DeniedPattern
@@ -176,6 +183,20 @@ for confirmation. dry_run previews.",
                 &std::io::Error::from(std::io::ErrorKind::NotFound),
             ));
         };
+        // What stands at the name now is what was named when the question was asked:
+        // while a person answered, a parallel call could move something else there (a
+        // file nobody asked about, then deleted for good).
+        crate::history::change::pause_here_in_tests();
+        match rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if Some(crate::platform::file_id(&st)) == named => {}
+            _ => {
+                return Err(ToolError::new(
+                    ErrorCode::Conflict,
+                    format!("{said} was replaced while the call ran (or the question waited); nothing was deleted"),
+                )
+                .with_hint("look at what is there now, then delete it again if it is still meant"));
+            }
+        }
         if p.permanent {
             ws.still_holds(dir, at.real.root_index(), at.real.rel(), &shown)?;
             out.change_id = Some(history.remove(dir, name, &at.real, &shown, is_dir)?);

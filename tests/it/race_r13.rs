@@ -385,3 +385,40 @@ fn a_file_saved_in_place_during_an_edit_is_never_replaced() {
         );
     }
 }
+
+// Round 16: a delete (permanent or to the trash) takes only the object that was named
+// when it started (and when its question was asked), never one moved to the name since.
+
+#[test]
+fn a_delete_takes_only_what_was_named_never_what_was_moved_there_since() {
+    for permanent in [true, false] {
+        let (_t, root) = tempdir();
+        let (_s, state) = tempdir();
+        let (_d, data) = tempdir();
+        write(&root, "notes.tmp", "junk\n");
+        write(&root, "important.rs", "precious\n");
+        let mut args = vec!["rm", "notes.tmp", "--yes"];
+        if permanent {
+            args.push("--permanent");
+        }
+        let mut rm = ferret(&root, &state, &args);
+        let rm = rm
+            .env("XDG_DATA_HOME", &data)
+            .env("FERRET_TEST_PAUSE_AFTER_STAGED", "400")
+            .args(["--set", "allow_permanent_delete=true"])
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(Duration::from_millis(150));
+        // Meanwhile, something else is put at the name.
+        std::fs::rename(root.join("important.rs"), root.join("notes.tmp")).expect("swap");
+        let out = done(rm);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "permanent {permanent}: {err}");
+        assert!(err.contains("CONFLICT"), "{err}");
+        assert_eq!(
+            std::fs::read(root.join("notes.tmp")).expect("still there"),
+            b"precious\n",
+            "permanent {permanent}"
+        );
+    }
+}
