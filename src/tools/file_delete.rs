@@ -186,8 +186,12 @@ for confirmation. dry_run previews.",
         // What stands at the name now is what was named when the question was asked:
         // while a person answered, a parallel call could move something else there (a
         // file nobody asked about, then deleted for good).
+        // (For good only: a delete to the trash can be undone, and a ferret edit that
+        // lands first, while this call waits for the file's lock, makes a new inode of
+        // the same file, which that delete then rightly takes.)
         crate::history::change::pause_here_in_tests();
         match rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+            _ if !p.permanent => {}
             Ok(st) if Some(crate::platform::file_id(&st)) == named => {}
             _ => {
                 return Err(ToolError::new(
