@@ -867,14 +867,7 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
     };
     ctx.set_audit_path(label.clone());
     let entry = Entry::new(Action::Patch, label, root, &rel);
-    let ws = ctx.workspace();
-    let placed = |p: &crate::history::group::Planned| {
-        ws.still_holds(&p.dir, p.op.root, &p.op.rel, &p.op.path)?;
-        match &p.old {
-            Some(old) => ws.still_the_file(&p.dir, &p.name, old, p.before.as_deref(), &p.op.path),
-            None => Ok(()),
-        }
-    };
+    let placed = super::group_placed(ctx.workspace());
     out.change_id = Some(history.apply_group(planned, entry, |_| Ok(()), &placed)?);
     Ok(())
 }

@@ -532,3 +532,18 @@ pub fn is_break(c: char) -> bool {
         '\r' | '\u{b}' | '\u{c}' | '\u{1c}'..='\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}'
     )
 }
+
+/// The last check of each file of a group (apply_patch, undo of a patch), just before
+/// anything lands: its folder still where its path leads, and a file it replaces still
+/// the one it read, holding what it read.
+pub fn group_placed(
+    ws: &crate::workspace::Workspace,
+) -> impl Fn(&crate::history::group::Planned) -> ToolResult<()> + '_ {
+    move |p| {
+        ws.still_holds(&p.dir, p.op.root, &p.op.rel, &p.op.path)?;
+        match &p.old {
+            Some(old) => ws.still_the_file(&p.dir, &p.name, old, p.before.as_deref(), &p.op.path),
+            None => Ok(()),
+        }
+    }
+}

@@ -774,14 +774,7 @@ fn undo_group(
     asked?;
     let mut entry = Entry::new(Action::Undo, target.path.clone(), target.root, &target.rel);
     entry.undoes = Some(target.id);
-    let ws = ctx.workspace();
-    let placed = |p: &crate::history::group::Planned| {
-        ws.still_holds(&p.dir, p.op.root, &p.op.rel, &p.op.path)?;
-        match &p.old {
-            Some(old) => ws.still_the_file(&p.dir, &p.name, old, p.before.as_deref(), &p.op.path),
-            None => Ok(()),
-        }
-    };
+    let placed = super::group_placed(ctx.workspace());
     out.change_id = Some(history.apply_group(planned, entry, not_undone(target.id), &placed)?);
     for op in target.group.iter().filter(|op| op.kind == OpKind::Create) {
         remove_empty_dirs(ctx, op.root, &op.created_dirs);
