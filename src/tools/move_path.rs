@@ -316,16 +316,19 @@ impl Tool for Move {
         // first, and one that starts waits. Unlocked, an edit's rename landed after the
         // move and brought the file back at its old name, or replaced the file the move
         // brought in, which was then nowhere.
-        // Moves (and deletes) of this process one at a time from here to their rename,
-        // and a moved directory's links walked again under that: two parallel moves, one
-        // of a directory holding a link into a folder, the other of that folder up a
-        // level, each passed its own walk and together planted a link leading outside.
-        let _serial = serial();
+        // Moves (and deletes) of every ferret process on this tree one at a time from
+        // here to their rename, and a moved directory's links walked again under that:
+        // two parallel moves, one of a directory holding a link into a folder, the other
+        // of that folder up a level, each passed its own walk and together planted a
+        // link leading outside; and a link moved into a big directory by another process
+        // during its walk was never judged at the directory's new place.
+        let _serial = ws.moves_serial(crate::workspace::LOCK_WAIT)?;
         let walked = if meta.is_dir() {
             links_stay_inside(ctx, &from, &src_said, &to.real, &dst_said)?
         } else {
             walked
         };
+        crate::history::change::pause_here_in_tests();
         let _source_lock = if meta.is_file() {
             Some(
                 ws.open_file_locked(&from.real, crate::workspace::LOCK_WAIT)?
@@ -446,15 +449,6 @@ impl Tool for Move {
 /// finish refuses). Each link is judged by its words at its new place against its old
 /// one. Returns the walked directory's identity, for the caller to check it is what
 /// moves. Undo's move back is checked the same way.
-/// Moves and deletes of this process, one at a time from their last check to their
-/// rename (see `run`).
-static MOVES: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Holds [`MOVES`] while alive.
-pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
-    crate::error::lock(&MOVES)
-}
-
 pub(crate) fn links_stay_inside(
     ctx: &Ctx,
     from: &crate::workspace::Resolved,

@@ -536,9 +536,9 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         dev: m.dev,
         ino: m.ino,
     });
-    // Walked again one at a time with this process's moves, up to the rename (see
-    // move_path::serial): after the question, which may wait for a person.
-    let _serial = super::move_path::serial();
+    // Walked again one at a time with every ferret process's moves, up to the rename
+    // (see workspace::serial): after the question, which may wait for a person.
+    let _serial = ctx.workspace().moves_serial(crate::workspace::LOCK_WAIT)?;
     let again = super::move_path::links_stay_inside(
         ctx,
         &to,

@@ -18,6 +18,7 @@ mod open;
 mod path;
 pub mod patterns;
 pub mod resolve;
+mod serial;
 mod walk;
 pub mod write;
 

@@ -313,6 +313,84 @@ fn parallel_moves_never_plant_a_link_leading_outside() {
     }
 }
 
+// Round 16: moves of two processes wait for each other. A directory move holds the lock
+// from its last walk of the links inside to its rename (a test hook pauses it there);
+// a link another server moves into the directory meanwhile waits, so it is either judged
+// at the directory's new place or lands elsewhere, never carried outside unjudged.
+
+#[test]
+fn a_link_moved_into_a_directory_by_another_process_during_its_move_never_leads_outside() {
+    // (A's root below the workspace, B's root, B's link's place, where B puts it,
+    // A's move, where the moved link would be)
+    let cases: [(&str, &str, &str, &str, [&str; 2], &str); 2] = [
+        // Two servers of one tree, each with its own state directory.
+        (
+            "",
+            "",
+            "q/r/s/lk",
+            "s1/s2/big/lk",
+            ["s1/s2/big", "m/big"],
+            "m/big/lk",
+        ),
+        // A server of a subtree, and one of the whole tree moving into it.
+        (
+            "s1",
+            "",
+            "q/r/lk",
+            "s1/s2/big/lk",
+            ["s2/big", "big2"],
+            "s1/big2/lk",
+        ),
+    ];
+    for (a_root, b_root, link, into, [from, to], landed) in cases {
+        let (_o, outer) = tempdir();
+        let ws = outer.join("ws");
+        write(&ws, "s1/s2/big/f.txt", "x\n");
+        write(&ws, "t.txt", "OUTSIDE A\n");
+        write(&ws, "s1/t.txt", "inside\n");
+        write(&outer, "t.txt", "OUTSIDE\n");
+        std::fs::create_dir_all(ws.join("m")).expect("mkdir");
+        let at = ws.join(link);
+        std::fs::create_dir_all(at.parent().expect("parent")).expect("mkdir");
+        // Inside at its place and at B's destination (three or two levels up).
+        let up = "../".repeat(link.matches('/').count());
+        std::os::unix::fs::symlink(format!("{up}t.txt"), &at).expect("link");
+        let (_sa, state_a) = tempdir();
+        let (_sb, state_b) = tempdir();
+        let a = ferret(&ws.join(a_root), &state_a, &["mv", from, to])
+            .env("FERRET_TEST_PAUSE_AFTER_STAGED", "700")
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(Duration::from_millis(250));
+        let b_at = |p: &str| {
+            Path::new(p)
+                .strip_prefix(b_root)
+                .expect("in B's root")
+                .to_string_lossy()
+                .into_owned()
+        };
+        let b = done(spawn(
+            &ws.join(b_root),
+            &state_b,
+            &["mv", &b_at(link), &b_at(into)],
+        ));
+        let a = done(a);
+        let said = format!(
+            "A: {} {}\nB: {} {}",
+            a.status,
+            String::from_utf8_lossy(&a.stderr),
+            b.status,
+            String::from_utf8_lossy(&b.stderr)
+        );
+        assert!(a.status.success(), "{said}");
+        let p = ws.join(landed);
+        if p.symlink_metadata().is_ok() {
+            let read = std::fs::read_to_string(&p).unwrap_or_default();
+            assert!(!read.contains("OUTSIDE"), "{landed} leads outside: {said}");
+        }
+    }
+}
+
 // Round 15: a new file's folder is checked just before it lands, as a replaced file's is;
 // and a file saved in place (truncate and write, same inode) during a change is seen.
 

@@ -1,0 +1,114 @@
+//! Moves and deletes of every ferret process, one at a time per tree.
+//!
+//! A directory move walks the links inside the directory, then renames it. A link moved
+//! into that directory by another process between the walk and the rename was never
+//! judged at the directory's new place, where its words may lead outside. Within one
+//! process a mutex orders the two; across processes an advisory `flock` does, held from
+//! the last walk to the rename.
+//!
+//! Which processes must wait for each other: any two whose roots overlap. Each takes an
+//! exclusive lock on its own roots and a shared one on every folder above them it can
+//! open, so a server rooted at `/p` waits for one rooted at `/p/sub` (which holds `/p`
+//! shared) and the other way round, while servers of unrelated trees (sharing only `/`
+//! and `/home`, shared) do not wait at all. The locks are taken in one order, by device
+//! and inode, in every process: no two can each hold what the other waits for.
+//!
+//! The locks are advisory: a person's `mv` is not held back by them (their `mv` is not an
+//! agent's), nor is a process that cannot open a folder above its root for reading (that
+//! folder is skipped).
+
+use crate::error::{ErrorCode, ToolError, ToolResult};
+use rustix::fd::OwnedFd;
+use rustix::fs::{FlockOperation, Mode, OFlags};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Moves and deletes of this process, one at a time (the cross-process locks, being
+/// per open file, would order them too; the mutex spares the polling).
+static LOCAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Held while alive: this process's moves wait on the mutex, other processes' on the
+/// locks (released when the files close).
+pub struct Serial {
+    _held: Vec<OwnedFd>,
+    _local: std::sync::MutexGuard<'static, ()>,
+}
+
+/// How many folders above a root are locked at most (a bound, should `..` never end).
+const MAX_ANCESTORS: usize = 256;
+
+impl super::Workspace {
+    /// Waits (up to `wait`) until no other ferret process moves or deletes in a tree
+    /// that overlaps this workspace's roots, and holds that until dropped.
+    pub fn moves_serial(&self, wait: Duration) -> ToolResult<Serial> {
+        let local = crate::error::lock(&LOCAL);
+        // (device, inode) -> (an open handle of our own, exclusive?)
+        let mut want: BTreeMap<(u64, u64), (OwnedFd, bool)> = BTreeMap::new();
+        for root in &self.roots {
+            // A handle of our own: a lock on the root's long-lived handle would outlive
+            // this call.
+            let Ok(mut fd) = reopen(&root.dir, ".") else {
+                continue;
+            };
+            let mut exclusive = true;
+            for _ in 0..MAX_ANCESTORS {
+                let Ok(id) = super::write::identity(&fd) else {
+                    break;
+                };
+                let up = reopen(&fd, "..");
+                match want.get_mut(&id) {
+                    Some(e) => e.1 |= exclusive,
+                    None => {
+                        want.insert(id, (fd, exclusive));
+                    }
+                }
+                exclusive = false;
+                match up {
+                    Ok(up) if super::write::identity(&up).is_ok_and(|u| u != id) => fd = up,
+                    // The top (`..` of `/` is `/`), or a folder this user cannot read.
+                    _ => break,
+                }
+            }
+        }
+        let until = Instant::now() + wait;
+        let mut held = Vec::with_capacity(want.len());
+        for (_, (fd, exclusive)) in want {
+            let op = if exclusive {
+                FlockOperation::NonBlockingLockExclusive
+            } else {
+                FlockOperation::NonBlockingLockShared
+            };
+            loop {
+                match rustix::fs::flock(&fd, op) {
+                    Ok(()) => break,
+                    Err(e) if e == rustix::io::Errno::WOULDBLOCK && Instant::now() < until => {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+                        return Err(ToolError::new(
+                            ErrorCode::Conflict,
+                            "another ferret process is moving or deleting in this tree",
+                        )
+                        .with_hint("retry in a moment"));
+                    }
+                    // A filesystem without locks: nothing to order by here.
+                    Err(_) => break,
+                }
+            }
+            held.push(fd);
+        }
+        Ok(Serial {
+            _held: held,
+            _local: local,
+        })
+    }
+}
+
+fn reopen(dir: &impl rustix::fd::AsFd, name: &str) -> std::io::Result<OwnedFd> {
+    Ok(rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+    )?)
+}
