@@ -235,6 +235,15 @@ impl Workspace {
                     )
                     .with_hint("delete or move it outside ferret, or raise max_path_depth"));
                 }
+                // ferret's own staging file of a change in flight is no secret (it is
+                // denied so no agent reads or feeds it): it does not make a delete ask.
+                // The change then finds its folder gone and is refused, unchanged.
+                if ft.is_file()
+                    && std::ptr::eq(set, &self.deny)
+                    && super::write::is_temp_name(entry.file_name().as_os_str())
+                {
+                    continue;
+                }
                 // Whatever the entry is: a link or a file at a name a directory rule
                 // lists (`.github`) counts as the directory would.
                 if set.matches_any_type(&here) {

@@ -502,3 +502,44 @@ fn a_delete_takes_only_what_was_named_never_what_was_moved_there_since() {
         );
     }
 }
+
+// Round 16, lesser: ferret's own staging file of an edit in flight is no secret; a
+// delete of its folder meanwhile does not ask about "secrets", and the edit is refused,
+// the folder whole in the trash.
+#[test]
+fn a_delete_does_not_ask_about_an_edits_staging_file() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    let (_d, data) = tempdir();
+    write(&root, "d/a.txt", "old\n");
+    let edit = ferret(
+        &root,
+        &state,
+        &["edit", "d/a.txt", "--old", "old", "--new", "new"],
+    )
+    .env("XDG_DATA_HOME", &data)
+    .env("FERRET_TEST_PAUSE_AFTER_STAGED", "700")
+    .spawn()
+    .expect("spawn");
+    std::thread::sleep(Duration::from_millis(300));
+    let staged = std::fs::read_dir(root.join("d"))
+        .expect("dir")
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().starts_with(".ferret-"));
+    let rm = ferret(&root, &state, &["rm", "d"])
+        .env("XDG_DATA_HOME", &data)
+        .output()
+        .expect("rm");
+    let edit = done(edit);
+    let said = format!(
+        "rm: {}\nedit: {}",
+        String::from_utf8_lossy(&rm.stderr),
+        String::from_utf8_lossy(&edit.stderr)
+    );
+    assert!(staged, "the edit staged nothing in d/ to test with: {said}");
+    assert!(rm.status.success(), "{said}");
+    assert!(!said.contains("deny patterns"), "{said}");
+    assert!(!edit.status.success(), "{said}");
+    assert!(said.contains("CONFLICT"), "{said}");
+    assert!(!root.join("d").exists(), "{said}");
+}
