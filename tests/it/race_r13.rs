@@ -322,7 +322,8 @@ fn parallel_moves_never_plant_a_link_leading_outside() {
 fn a_link_moved_into_a_directory_by_another_process_during_its_move_never_leads_outside() {
     // (A's root below the workspace, B's root, B's link's place, where B puts it,
     // A's move, where the moved link would be)
-    let cases: [(&str, &str, &str, &str, [&str; 2], &str); 2] = [
+    type Case<'a> = (&'a str, &'a str, &'a str, &'a str, [&'a str; 2], &'a str);
+    let cases: [Case; 2] = [
         // Two servers of one tree, each with its own state directory.
         (
             "",
