@@ -295,6 +295,8 @@ impl Tool for Move {
             Ok(())
         };
         let (to, created) = ws.make_parents(&dst, &settle)?;
+        // Removed again if the move is refused.
+        let made = ws.made_dirs(to.parent.as_ref(), &created);
         out.created_dirs = created
             .iter()
             .map(|rel| ws.display(&ws.root_path(dst.root_index()).join(rel)))
@@ -412,6 +414,7 @@ impl Tool for Move {
                 }
             },
         )?);
+        made.keep();
         Ok(out)
     }
 

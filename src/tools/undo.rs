@@ -440,7 +440,8 @@ fn undo_create(
         vec![(dir, target.root, &target.rel, &target.path)],
     );
     out.change_id = Some(history.unlink(dir, name, entry, guard)?);
-    remove_empty_dirs(ctx, target.root, &target.created_dirs);
+    ctx.workspace()
+        .remove_empty_dirs(target.root, &target.created_dirs);
     Ok(())
 }
 
@@ -564,7 +565,8 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
     let id = history.move_entry(to_dir, to_name, from_dir, from_name, false, entry, guard)?;
     out.change_id = Some(id);
     // The directories the move made at its destination, if nothing else is in them.
-    remove_empty_dirs(ctx, m.to_root, &target.created_dirs);
+    ctx.workspace()
+        .remove_empty_dirs(m.to_root, &target.created_dirs);
     // The file the move replaced comes back from its backup.
     if let Some(b) = &target.backup_path {
         let _held = hold_backup(ctx, b, &m.to_path)?;
@@ -777,27 +779,9 @@ fn undo_group(
     let placed = super::group_placed(ctx.workspace());
     out.change_id = Some(history.apply_group(planned, entry, not_undone(target.id), &placed)?);
     for op in target.group.iter().filter(|op| op.kind == OpKind::Create) {
-        remove_empty_dirs(ctx, op.root, &op.created_dirs);
+        ctx.workspace().remove_empty_dirs(op.root, &op.created_dirs);
     }
     Ok(())
-}
-
-/// Removes `dirs` (made for a created file), innermost first, while they are empty.
-fn remove_empty_dirs(ctx: &Ctx, root: usize, dirs: &[std::path::PathBuf]) {
-    let ws = ctx.workspace();
-    for rel in dirs.iter().rev() {
-        let Ok(at) = ws.entry(&ws.root_path(root).join(rel), false) else {
-            break;
-        };
-        let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
-            break;
-        };
-        if at.real.rel() != rel.as_path()
-            || rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::REMOVEDIR).is_err()
-        {
-            break;
-        }
-    }
 }
 
 /// Puts an edited file's earlier content back.

@@ -253,6 +253,8 @@ fn create(
     // Where the name leads at the write, by the walk that opens its directory: one on
     // the way may have been swapped for a link since the question was settled.
     let (at, created) = ws.make_parents(wp, &ws.unasked(listed, wp))?;
+    // Removed again if the file does not land.
+    let made = ws.made_dirs(at.parent.as_ref(), &created);
     out.created_dirs = created
         .iter()
         .map(|rel| ws.display(&ws.root_path(wp.root_index()).join(rel)))
@@ -282,6 +284,7 @@ fn create(
     let real = at.real.clone();
     let placed = || ws.still_holds(dir, real.root_index(), real.rel(), shown);
     out.change_id = Some(history.create(dir, name, content, entry, &placed)?);
+    made.keep();
     Ok(out)
 }
 

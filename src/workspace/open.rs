@@ -354,7 +354,93 @@ impl Workspace {
     }
 }
 
+/// Directories a change made on its way, removed again (each if still empty) unless the
+/// change lands: a refused write or move leaves no trace. They are found from the handle
+/// of the innermost, up, wherever they are now: a refusal because the folder was moved
+/// (under `.github/`, say) would otherwise leave them there.
+pub struct MadeDirs {
+    innermost: Option<rustix::fd::OwnedFd>,
+    names: Vec<std::ffi::OsString>,
+}
+
+impl MadeDirs {
+    /// The change landed: its directories stay (its receipt names them).
+    pub fn keep(mut self) {
+        self.names.clear();
+    }
+}
+
+impl Drop for MadeDirs {
+    fn drop(&mut self) {
+        let Some(mut here) = self.innermost.take() else {
+            return;
+        };
+        for name in self.names.iter().rev() {
+            let Ok(id) = super::write::identity(&here) else {
+                return;
+            };
+            let Ok(up) = rustix::fs::openat(
+                &here,
+                "..",
+                rustix::fs::OFlags::RDONLY
+                    | rustix::fs::OFlags::DIRECTORY
+                    | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            ) else {
+                return;
+            };
+            // Only the directory made, if it still has its name (and is empty: the
+            // call fails otherwise).
+            let same =
+                rustix::fs::statat(&up, name.as_os_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                    .is_ok_and(|st| crate::platform::file_id(&st) == id);
+            if !same
+                || rustix::fs::unlinkat(&up, name.as_os_str(), rustix::fs::AtFlags::REMOVEDIR)
+                    .is_err()
+            {
+                return;
+            }
+            here = up;
+        }
+    }
+}
+
 impl Workspace {
+    /// Removes the directories `dirs` (relative to root `root`, outermost first), the
+    /// innermost first, each only if it is still at that path and empty; stops at the
+    /// first that is not.
+    pub fn remove_empty_dirs(&self, root: usize, dirs: &[std::path::PathBuf]) {
+        for rel in dirs.iter().rev() {
+            let Ok(at) = self.entry(&self.root_path(root).join(rel), false) else {
+                break;
+            };
+            let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
+                break;
+            };
+            if at.real.rel() != rel.as_path()
+                || rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::REMOVEDIR).is_err()
+            {
+                break;
+            }
+        }
+    }
+
+    /// Guards the directories `made` (relative to a root, outermost first, as
+    /// [`Workspace::make_parents`] gives them) of which `innermost` is the last.
+    pub fn made_dirs(&self, innermost: Option<&Dir>, made: &[std::path::PathBuf]) -> MadeDirs {
+        let innermost = match (innermost, made.is_empty()) {
+            (Some(d), false) => rustix::io::fcntl_dupfd_cloexec(d, 0).ok(),
+            _ => None,
+        };
+        MadeDirs {
+            innermost,
+            names: made
+                .iter()
+                .filter_map(|p| p.file_name().map(|n| n.to_os_string()))
+                .collect(),
+        }
+    }
+
     /// For creating `p`: the directory that will hold it, opened beneath the root, with
     /// the directories missing on the way created one by one through the handle of the
     /// one before (`mkdirat`, then an `O_NOFOLLOW` open, so a name swapped for a symlink

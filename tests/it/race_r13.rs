@@ -426,6 +426,14 @@ fn a_new_file_whose_folder_is_moved_under_github_meanwhile_is_refused() {
             !root.join(".github/n/a/b/x.txt").exists(),
             "made {made}: landed under .github: {err}"
         );
+        // The folders the refused write made are gone again, wherever they went
+        // (round 16); folders it found stay.
+        assert_eq!(
+            root.join(".github/n/a").exists(),
+            !made,
+            "made {made}: {err}"
+        );
+        assert!(root.join(".github/n").is_dir());
     }
 }
 
@@ -543,4 +551,30 @@ fn a_delete_does_not_ask_about_an_edits_staging_file() {
     assert!(!edit.status.success(), "{said}");
     assert!(said.contains("CONFLICT"), "{said}");
     assert!(!root.join("d").exists(), "{said}");
+}
+
+// Round 16, lesser: a refused move leaves no folders it made, wherever they went.
+#[test]
+fn a_refused_move_removes_the_folders_it_made() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "src.txt", "hello\n");
+    std::fs::create_dir_all(root.join("d")).expect("mkdir");
+    std::fs::create_dir_all(root.join(".github")).expect("mkdir");
+    let mv = ferret(&root, &state, &["mv", "src.txt", "d/new/deep/x.txt"])
+        .env("FERRET_TEST_PAUSE_AFTER_STAGED", "600")
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(250));
+    std::fs::rename(root.join("d"), root.join(".github/d")).expect("rename");
+    let out = done(mv);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the move claimed success: {err}");
+    assert!(err.contains("CONFLICT"), "{err}");
+    assert!(root.join("src.txt").exists(), "the source stays");
+    assert!(root.join(".github/d").is_dir());
+    assert!(
+        !root.join(".github/d/new").exists(),
+        "left its folders: {err}"
+    );
 }
