@@ -43,6 +43,9 @@ pub struct CallOptions {
     /// and images, as sent), if the front end has a cap (HTTP): a bigger one is refused
     /// inside the call, so it is neither charged nor audited as a success.
     pub max_result_bytes: Option<u64>,
+    /// With `confirmed` after a question: what the question's first run pinned
+    /// ([`crate::error::ToolError::pins`]), for this run to check it still holds.
+    pub asked_pins: Option<Vec<u64>>,
 }
 
 /// A typed call's result: the tool's own output and the text a person reads.
@@ -450,7 +453,8 @@ impl Ferret {
             audit_path,
         )
         .with_output_chars(opts.max_output_chars)
-        .with_media_bytes(opts.max_media_bytes);
+        .with_media_bytes(opts.max_media_bytes)
+        .with_asked_pins(opts.asked_pins.clone());
         let mut bytes_sent = 0;
         // Every change the call makes is recorded as this session's.
         let _as = crate::history::acting_as(session.owner());

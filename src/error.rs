@@ -196,6 +196,11 @@ pub struct ToolError {
     /// What to do instead, when there is something better to say than the message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// With `CONFIRMATION_REQUIRED`: what the question was about, as the call saw it
+    /// when it asked (`Ctx::pin`); the call made again once the person
+    /// says yes must see the same. Never sent.
+    #[serde(skip)]
+    pub pins: Vec<u64>,
 }
 
 impl ToolError {
@@ -204,6 +209,7 @@ impl ToolError {
             code,
             message: message.into(),
             hint: None,
+            pins: Vec::new(),
         }
     }
 

@@ -858,6 +858,11 @@ pub struct Ctx<'a> {
     control: Control,
     scope: Option<Arc<Vec<PathBuf>>>,
     confirmed: bool,
+    /// What the questions of this call's first run were about ([`Ctx::pin`]), when this
+    /// run is the one made after the person said yes.
+    asked_pins: Option<Vec<u64>>,
+    /// What this run's questions are about, in the order pinned.
+    pins: Mutex<Vec<u64>>,
     bytes_read: AtomicU64,
     file_count: AtomicU64,
     path: Mutex<Option<String>>,
@@ -886,6 +891,8 @@ impl<'a> Ctx<'a> {
             control,
             scope,
             confirmed,
+            asked_pins: None,
+            pins: Mutex::new(Vec::new()),
             bytes_read: AtomicU64::new(0),
             file_count: AtomicU64::new(0),
             path: Mutex::new(audit_path),
@@ -893,6 +900,13 @@ impl<'a> Ctx<'a> {
             output_chars: None,
             media_bytes: None,
         }
+    }
+
+    /// The same, run again after the person answered yes to a question of a first run
+    /// that saw `pins` ([`ToolError::pins`]).
+    pub fn with_asked_pins(mut self, pins: Option<Vec<u64>>) -> Self {
+        self.asked_pins = pins;
+        self
     }
 
     /// The same with the front end's cap on an image's bytes (HTTP: what fits a result).
@@ -1028,11 +1042,35 @@ impl<'a> Ctx<'a> {
         if self.confirmed || allowed {
             return Ok(());
         }
-        Err(ToolError::new(
+        let mut e = ToolError::new(
             ErrorCode::ConfirmationRequired,
             format!("{what} needs the user's confirmation"),
         )
-        .with_hint(CONFIRM_HINT))
+        .with_hint(CONFIRM_HINT);
+        e.pins = crate::error::lock(&self.pins).clone();
+        Err(e)
+    }
+
+    /// Pins what a question is about (`stamp`: a digest of a file's or a tree's state),
+    /// before the question. The first run's pins travel with its `CONFIRMATION_REQUIRED`;
+    /// the run made once the person says yes must pin the same, in the same order, or it
+    /// is refused `CONFLICT`: what they approved is not what would change (an agent's own
+    /// other call rewrote it while they read the question).
+    pub fn pin(&self, what: &str, stamp: u64) -> ToolResult<()> {
+        let mut pins = crate::error::lock(&self.pins);
+        let i = pins.len();
+        pins.push(stamp);
+        match self.asked_pins.as_ref().and_then(|a| a.get(i)) {
+            Some(&asked) if asked != stamp => Err(ToolError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "{} changed while the question about it waited for the user; nothing was changed",
+                    crate::workspace::shown_in_prose(what)
+                ),
+            )
+            .with_hint("call again: the user is then asked about what it holds now")),
+            _ => Ok(()),
+        }
     }
 
     /// [`Ctx::confirm`] for a permanent delete, which a setting can allow for good.

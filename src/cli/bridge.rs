@@ -259,10 +259,9 @@ where
                 eprintln!("ferret: not confirmed; nothing was changed");
                 return Ok(2);
             }
-            match c
-                .ferret
-                .call_typed(c.session, tool, params, c.options(true))
-            {
+            let mut again = c.options(true);
+            again.asked_pins = Some(e.pins);
+            match c.ferret.call_typed(c.session, tool, params, again) {
                 Ok(t) => t,
                 Err(e) => return Ok(report(&e)),
             }

@@ -98,6 +98,8 @@ struct Asked {
     args: [u8; 32],
     client: String,
     at: std::time::Instant,
+    /// What the question was about, as the call saw it ([`crate::tool::Ctx::pin`]).
+    pins: Vec<u64>,
 }
 
 const ASKED_TTL: std::time::Duration = std::time::Duration::from_secs(600);
@@ -172,7 +174,7 @@ impl Shared {
 
 impl Shared {
     /// Records a question and returns the nonce that an answer must echo.
-    fn ask(&self, tool: &str, args: &Value, client: &str) -> String {
+    fn ask(&self, tool: &str, args: &Value, client: &str, pins: Vec<u64>) -> String {
         let nonce = nonce();
         let mut asked = crate::error::lock(&self.asked);
         asked.retain(|_, a| a.at.elapsed() < ASKED_TTL);
@@ -195,23 +197,24 @@ impl Shared {
                 args: digest(args),
                 client: client.to_string(),
                 at: std::time::Instant::now(),
+                pins,
             },
         );
         nonce
     }
 
     /// Whether `state` answers a live question for this call; the question is used up.
-    fn take_asked(&self, state: &str, tool: &str, args: &Value, client: &str) -> bool {
+    /// The pins of the question `state` names, if this server asked it of this client
+    /// about this call (tool and arguments), lately; the question is then used up.
+    fn take_asked(&self, state: &str, tool: &str, args: &Value, client: &str) -> Option<Vec<u64>> {
         let mut asked = crate::error::lock(&self.asked);
-        match asked.remove(state) {
-            Some(a) => {
-                a.at.elapsed() < ASKED_TTL
-                    && a.tool == tool
-                    && a.args == digest(args)
-                    && a.client == client
-            }
-            None => false,
-        }
+        asked.remove(state).and_then(|a| {
+            (a.at.elapsed() < ASKED_TTL
+                && a.tool == tool
+                && a.args == digest(args)
+                && a.client == client)
+                .then_some(a.pins)
+        })
     }
 }
 
@@ -535,22 +538,28 @@ impl ServerHandler for FerretServer {
         // with the user's answer in input_responses and our requestState. An answer to a
         // question this server did not ask (no or unknown state, other tool, arguments or
         // client) is ignored: the question is asked again.
-        let answer = request
+        let asked_pins = request
             .input_responses
             .as_ref()
             .and_then(|r| r.get(CONFIRM_KEY))
-            .filter(|_| {
-                request
+            .and_then(|answer| {
+                let pins = request
                     .request_state
                     .as_deref()
-                    .is_some_and(|state| self.shared.take_asked(state, &name, &args, &session.id))
+                    .and_then(|state| self.shared.take_asked(state, &name, &args, &session.id))?;
+                Some((answer, pins))
             });
+        let answer = asked_pins.as_ref().map(|(a, _)| *a);
         let answered = answer.is_some_and(accepted);
         let mut opts = CallOptions {
             cancel: cancel.clone(),
             progress,
             scope: self.client_scope(&ctx).await,
             confirmed: answered,
+            asked_pins: asked_pins
+                .as_ref()
+                .filter(|_| answered)
+                .map(|(_, pins)| pins.clone()),
             // Over HTTP an image is refused by the tool itself when its base64 would not
             // fit a result: refused before it is read, charged or audited as a success.
             max_media_bytes: self.shared.http.then_some(HTTP_MAX_IMAGE_BYTES),
@@ -585,12 +594,15 @@ impl ServerHandler for FerretServer {
                     InputRequest::Elicitation(ElicitRequest::new(params)),
                 )]);
                 let mut result = InputRequiredResult::from_input_requests(requests);
-                result.request_state = Some(self.shared.ask(&name, &args, &session.id));
+                result.request_state =
+                    Some(self.shared.ask(&name, &args, &session.id, e.pins.clone()));
                 return Ok(CallToolResponse::InputRequired(result));
             }
+            let pins = e.pins.clone();
             match self.ask_client(&ctx, &session, params).await {
                 Answered::Yes => {
                     opts.confirmed = true;
+                    opts.asked_pins = Some(pins);
                     outcome = self.run(&session, &name, &args, opts, &ctx).await;
                 }
                 Answered::No => {}

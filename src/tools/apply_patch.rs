@@ -764,6 +764,13 @@ fn confirm_listed(ctx: &Ctx, plan: &[PlannedFile]) -> ToolResult<bool> {
         };
         // The real name, and the name as spelled (`.github` may be a link elsewhere).
         if ws.needs_confirmation(&real, false) || ws.needs_confirmation(&op.wp, false) {
+            // Each file as it stands when asked (see edit::confirm_listed).
+            if let Some((_, at)) = &op.old {
+                ctx.pin(
+                    &ws.display(&real),
+                    ws.state_stamp(at, &|| ctx.check())?.unwrap_or_default(),
+                )?;
+            }
             listed.push(crate::workspace::shown_in_prose(&ws.display(&real)).into_owned());
         }
     }

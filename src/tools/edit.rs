@@ -310,6 +310,13 @@ fn plural(n: usize) -> &'static str {
 pub fn confirm_listed(ctx: &Ctx, at: &crate::workspace::Resolved, verb: &str) -> ToolResult<()> {
     let ws = ctx.workspace();
     if ws.needs_confirmation(&at.real, false) {
+        // The file as it stands when asked: rewritten while the person reads the
+        // question (through a hard link elsewhere, by a person), the change made from it
+        // is not the one they approved.
+        ctx.pin(
+            &ws.display(&at.real),
+            ws.state_stamp(at, &|| ctx.check())?.unwrap_or_default(),
+        )?;
         ctx.confirm(
             &format!(
                 "{verb} {} (on the confirm list)",

@@ -130,32 +130,45 @@ for confirmation. dry_run previews.",
         // The real name: a question asks about what changes, not a spelling through a link.
         let real_shown = ws.display(&at.real);
         let q = crate::workspace::shown_in_prose(&real_shown);
-        // The questions, first to last; a dry run asks no one, and says what it would ask.
+        // Every reason to ask, in one question (a yes to the first alone used to let the
+        // others through unread); a dry run asks no one, and says what it would ask.
         let asked = (|| {
+            let mut why = Vec::new();
             if ws.needs_confirmation(&at.real, is_dir) {
-                ctx.confirm(&format!("deleting {q} (on the confirm list)"), false)?;
+                why.push(format!("deleting {q} (on the confirm list)"));
             }
             // A directory takes what it holds along: an entry on the confirm list inside
             // asks as deleting it alone would.
             if is_dir && ws.holds_confirm_listed(&at, &|| ctx.check())? {
-                ctx.confirm(
-                    &format!("deleting {q}, which holds entries on the confirm list"),
-                    false,
-                )?;
+                why.push(format!(
+                    "deleting {q}, which holds entries on the confirm list"
+                ));
             }
             if is_dir && ws.holds_denied(&at, &|| ctx.check())? {
-                ctx.confirm(
-                    &format!(
-                        "deleting {q}, which holds entries matching the deny patterns (secrets or version-control \
-                         internals, which ferret never touches one by one)"
-                    ),
-                    false,
-                )?;
+                why.push(format!(
+                    "deleting {q}, which holds entries matching the deny patterns (secrets or version-control \
+                     internals, which ferret never touches one by one)"
+                ));
             }
-            if p.permanent {
-                ctx.confirm_permanent(&format!("permanently deleting {q}"))?;
+            let permanent = p.permanent && !ctx.config().allow_permanent_delete;
+            if permanent {
+                why.push(format!("permanently deleting {q}"));
             }
-            Ok(())
+            if why.is_empty() {
+                return Ok(());
+            }
+            // What is asked about is pinned: the file or tree as it stands now. Changed
+            // while the person reads the question, it is not what they approved deleting.
+            ctx.pin(
+                &real_shown,
+                ws.state_stamp(&at, &|| ctx.check())?.unwrap_or_default(),
+            )?;
+            let what = why.join("; ");
+            if permanent {
+                ctx.confirm_permanent(&what)
+            } else {
+                ctx.confirm(&what, false)
+            }
         })();
         if dry_run {
             out.would_ask = super::would_ask(asked)?;

@@ -237,26 +237,33 @@ impl Tool for Move {
             || ws.needs_confirmation(&to.real, meta.is_dir())
             || ws.needs_confirmation(&dst, meta.is_dir())
             || (meta.is_dir() && ws.move_holds_confirm_listed(&from, &to.real, &|| ctx.check())?);
-        let mut asked = Ok(());
+        // Every reason to ask, in one question: a yes to the first alone used to let
+        // the others through unread.
+        let mut why = Vec::new();
         if confirm_listed {
-            asked = ctx.confirm(
-                &format!(
-                    "moving {} to {}{} (on the confirm list)",
-                    crate::workspace::shown_in_prose(&ws.display(&from.real)),
-                    crate::workspace::shown_in_prose(&ws.display(&to.real)),
-                    super::write_file::through(ws, &dst, &to.real)
-                ),
-                false,
-            );
+            why.push(format!(
+                "moving {} to {}{} (on the confirm list)",
+                crate::workspace::shown_in_prose(&ws.display(&from.real)),
+                crate::workspace::shown_in_prose(&ws.display(&to.real)),
+                super::write_file::through(ws, &dst, &to.real)
+            ));
         }
-        if asked.is_ok() && meta.is_dir() && ws.holds_denied(&from, &|| ctx.check())? {
-            asked = ctx.confirm(
-                &format!(
-                    "moving {}, which holds secrets or VCS internals",
-                    crate::workspace::shown_in_prose(&ws.display(&from.real))
-                ),
-                false,
-            );
+        if meta.is_dir() && ws.holds_denied(&from, &|| ctx.check())? {
+            why.push(format!(
+                "moving {}, which holds secrets or VCS internals",
+                crate::workspace::shown_in_prose(&ws.display(&from.real))
+            ));
+        }
+        // What the person is asked about is pinned: the file or tree as it stands now
+        // (checked again just before the rename). Rewritten, or added to, while they
+        // read the question, it is not what they approved moving.
+        let mut pinned = None;
+        let mut asked = Ok(());
+        if !why.is_empty() {
+            let stamp = ws.state_stamp(&from, &|| ctx.check())?.unwrap_or_default();
+            ctx.pin(&ws.display(&from.real), stamp)?;
+            pinned = Some(stamp);
+            asked = ctx.confirm(&why.join("; "), false);
         }
         if dry_run {
             out.would_ask = super::would_ask(asked)?;
@@ -339,6 +346,15 @@ impl Tool for Move {
         } else {
             None
         };
+        if let Some(stamp) = pinned
+            && ws.state_stamp(&from, &|| ctx.check())? != Some(stamp)
+        {
+            return Err(ToolError::new(
+                ErrorCode::Conflict,
+                format!("{src_said} changed while the move was being checked; nothing was moved"),
+            )
+            .with_hint("call again: the user is then asked about what it holds now"));
+        }
         let st = rustix::fs::statat(from_dir, from_name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| ToolError::io(&src_said, &e.into()))?;
         // The directory moved is the one whose links were checked (the rename moves the

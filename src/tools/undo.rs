@@ -272,6 +272,11 @@ fn undo_delete(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -
     }
     asked?;
     let ws = ctx.workspace();
+    // One at a time with every ferret process's moves (see workspace::serial): a link
+    // restored into a directory while that directory's move walks its links, after the
+    // walk passed its folder, was carried to where it leads outside. Waiting, the
+    // restore then finds its folder moved (the guard) and is refused.
+    let _serial = ws.moves_serial(crate::workspace::LOCK_WAIT)?;
     let guard = not_undone_in(
         target.id,
         ws,

@@ -260,6 +260,89 @@ impl Workspace {
         Ok(false)
     }
 
+    /// A digest of the state of what stands at `at` (from [`Workspace::entry`], not
+    /// followed): its device, inode, size, mode and times, and for a directory those of
+    /// every entry at any depth, with their names. Any write, rename, addition or removal
+    /// inside changes it (a change time moves with every one). What a question is pinned
+    /// to (`Ctx::pin`); `None` when nothing stands there.
+    // The stat fields' types differ from one OS to another: the casts are not all no-ops.
+    #[allow(clippy::unnecessary_cast)]
+    pub fn state_stamp(
+        &self,
+        at: &Resolved,
+        check: &dyn Fn() -> ToolResult<()>,
+    ) -> ToolResult<Option<u64>> {
+        use rustix::fs::{AtFlags, statat};
+        let shown = self.shown_name(&at.real);
+        let (Some(parent), Some(name)) = (&at.parent, at.name()) else {
+            return Ok(None);
+        };
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        let add =
+            |h: &mut xxhash_rust::xxh3::Xxh3, rel: &std::path::Path, st: &rustix::fs::Stat| {
+                let (dev, ino) = crate::platform::file_id(st);
+                h.update(rel.as_os_str().as_encoded_bytes());
+                h.update(&[0]);
+                for v in [
+                    dev,
+                    ino,
+                    st.st_size as u64,
+                    st.st_mode as u64,
+                    st.st_mtime as u64,
+                    st.st_mtime_nsec as u64,
+                    st.st_ctime as u64,
+                    st.st_ctime_nsec as u64,
+                ] {
+                    h.update(&v.to_le_bytes());
+                }
+            };
+        let Ok(st) = statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) else {
+            return Ok(None);
+        };
+        add(&mut h, std::path::Path::new(""), &st);
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory {
+            let dir = parent
+                .open_dir_nofollow(name)
+                .map_err(|e| raced_or_io(&shown, &e))?;
+            let mut stack = vec![(dir, std::path::PathBuf::new())];
+            while let Some((dir, rel)) = stack.pop() {
+                check()?;
+                let mut names = Vec::new();
+                for entry in dir.entries().map_err(|e| ToolError::io(&shown, &e))? {
+                    names.push(entry.map_err(|e| ToolError::io(&shown, &e))?.file_name());
+                }
+                // In one order whatever order the directory lists them in.
+                names.sort();
+                for n in names {
+                    let here = rel.join(&n);
+                    let limit = self.max_path_depth();
+                    if limit > 0 && here.components().count() > limit {
+                        return Err(ToolError::new(
+                            ErrorCode::PathTooDeep,
+                            format!("{shown} holds entries deeper than {limit} levels: ferret cannot check what they are"),
+                        )
+                        .with_hint("move it outside ferret, or raise max_path_depth"));
+                    }
+                    let Ok(st) = statat(&dir, n.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) else {
+                        // Gone meanwhile: a change, as the digest says.
+                        h.update(b"\0gone");
+                        continue;
+                    };
+                    add(&mut h, &here, &st);
+                    if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                        == rustix::fs::FileType::Directory
+                    {
+                        let sub = dir
+                            .open_dir_nofollow(&n)
+                            .map_err(|e| raced_or_io(&shown, &e))?;
+                        stack.push((sub, here));
+                    }
+                }
+            }
+        }
+        Ok(Some(h.digest()))
+    }
+
     /// Calls `each(place, target)` for every symbolic link at any depth in the directory
     /// `at` (from [`Workspace::entry`]): `place` relative to `at`, `target` the link's
     /// words. Walks handles, never following a link; `check` is called per directory (the

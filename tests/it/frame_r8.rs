@@ -626,3 +626,140 @@ fn http_one_id_for_every_call_one_at_a_time_is_never_refused() {
         assert!(!text.contains("already in use"), "call {i}: {text}");
     }
 }
+
+/// Round 16, lesser: a move asked about moves the bytes the person was asked about. A
+/// file rewritten while the question waits is not what lands at the confirm-listed name.
+#[test]
+fn a_file_rewritten_while_its_move_is_asked_about_is_not_moved() {
+    for rewrite in [false, true] {
+        let (_t, root) = util::tempdir();
+        util::write(&root, "ci.yml", "on: push\n");
+        std::fs::create_dir_all(root.join(".github/workflows")).unwrap();
+        let (_s, state) = util::tempdir();
+        let state_arg = state.to_string_lossy().to_string();
+        let mut s = Raw::spawn(
+            &root,
+            &["--allow-write", "--state-dir", &state_arg],
+            json!({"elicitation": {}}),
+        );
+        s.line(
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"move",
+                "arguments":{"source":"ci.yml","destination":".github/workflows/ci.yml"}}})
+            .to_string()
+            .as_bytes(),
+        );
+        let question = s.next();
+        assert_eq!(question["method"], "elicitation/create", "{question}");
+        if rewrite {
+            std::fs::write(root.join("ci.yml"), "on: push\njobs: {evil: 1}\n").unwrap();
+        }
+        s.line(
+            json!({"jsonrpc":"2.0","id":question["id"],"result":{"action":"accept","content":{"confirm":true}}})
+                .to_string()
+                .as_bytes(),
+        );
+        let v = s.next();
+        assert_eq!(v["id"], 1, "{v}");
+        let landed = std::fs::read_to_string(root.join(".github/workflows/ci.yml"));
+        if rewrite {
+            assert_eq!(v["result"]["isError"], true, "{v}");
+            assert!(v.to_string().contains("CONFLICT"), "{v}");
+            assert!(landed.is_err(), "the rewritten file was moved");
+            assert!(root.join("ci.yml").exists());
+        } else {
+            assert_ne!(v["result"]["isError"], true, "{v}");
+            assert_eq!(landed.unwrap(), "on: push\n");
+        }
+    }
+}
+
+/// The same for a folder: what it holds when asked is what moves; and every reason to
+/// ask is in the one question (a yes to the first used to let the others through).
+#[test]
+fn a_folder_added_to_while_its_move_is_asked_about_is_not_moved() {
+    for add in [false, true] {
+        let (_t, root) = util::tempdir();
+        util::write(&root, "wf/ci.yml", "on: push\n");
+        util::write(&root, "wf/.env", "TOKEN=1\n");
+        std::fs::create_dir_all(root.join(".github")).unwrap();
+        let (_s, state) = util::tempdir();
+        let state_arg = state.to_string_lossy().to_string();
+        let mut s = Raw::spawn(
+            &root,
+            &["--allow-write", "--state-dir", &state_arg],
+            json!({"elicitation": {}}),
+        );
+        s.line(
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"move",
+                "arguments":{"source":"wf","destination":".github/workflows"}}})
+            .to_string()
+            .as_bytes(),
+        );
+        let question = s.next();
+        assert_eq!(question["method"], "elicitation/create", "{question}");
+        let asked = question["params"]["message"].as_str().unwrap_or_default();
+        assert!(
+            asked.contains("confirm list") && asked.contains("secrets"),
+            "{asked}"
+        );
+        if add {
+            util::write(&root, "wf/evil.yml", "jobs: {evil: 1}\n");
+        }
+        s.line(
+            json!({"jsonrpc":"2.0","id":question["id"],"result":{"action":"accept","content":{"confirm":true}}})
+                .to_string()
+                .as_bytes(),
+        );
+        let v = s.next();
+        assert_eq!(v["id"], 1, "{v}");
+        if add {
+            assert_eq!(v["result"]["isError"], true, "{v}");
+            assert!(v.to_string().contains("CONFLICT"), "{v}");
+            assert!(!root.join(".github/workflows").exists(), "moved: {v}");
+            assert!(root.join("wf/evil.yml").exists());
+        } else {
+            assert_ne!(v["result"]["isError"], true, "{v}");
+            assert!(root.join(".github/workflows/ci.yml").exists());
+        }
+    }
+}
+
+/// An edit asked about is made on the file the person was asked about: rewritten while
+/// the question waited, the edit is refused, the rewrite kept.
+#[test]
+fn a_file_rewritten_while_its_edit_is_asked_about_is_not_edited() {
+    let (_t, root) = util::tempdir();
+    util::write(&root, ".github/workflows/ci.yml", "on: push\n");
+    let (_s, state) = util::tempdir();
+    let state_arg = state.to_string_lossy().to_string();
+    let mut s = Raw::spawn(
+        &root,
+        &["--allow-write", "--state-dir", &state_arg],
+        json!({"elicitation": {}}),
+    );
+    s.line(
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"edit",
+            "arguments":{"path":".github/workflows/ci.yml","old_string":"push","new_string":"pull_request"}}})
+        .to_string()
+        .as_bytes(),
+    );
+    let question = s.next();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    util::write(
+        &root,
+        ".github/workflows/ci.yml",
+        "on: push\njobs: {x: 1}\n",
+    );
+    s.line(
+        json!({"jsonrpc":"2.0","id":question["id"],"result":{"action":"accept","content":{"confirm":true}}})
+            .to_string()
+            .as_bytes(),
+    );
+    let v = s.next();
+    assert_eq!(v["result"]["isError"], true, "{v}");
+    assert!(v.to_string().contains("CONFLICT"), "{v}");
+    assert_eq!(
+        std::fs::read_to_string(root.join(".github/workflows/ci.yml")).unwrap(),
+        "on: push\njobs: {x: 1}\n"
+    );
+}

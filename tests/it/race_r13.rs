@@ -578,3 +578,54 @@ fn a_refused_move_removes_the_folders_it_made() {
         "left its folders: {err}"
     );
 }
+
+// Round 17: an undo that restores a link waits for a directory move in flight, as moves
+// do: restored into the directory after the move's last walk passed its folder, the
+// link was carried to where it leads outside.
+#[test]
+fn a_link_restored_by_undo_during_a_directory_move_never_leads_outside() {
+    let (_o, outer) = tempdir();
+    let ws = outer.join("ws");
+    let (_s, state) = tempdir();
+    let (_d, data) = tempdir();
+    write(&ws, "a/b/D/sub/f.txt", "x\n");
+    write(&ws, "x", "inside\n");
+    write(&outer, "x", "OUTSIDE\n");
+    std::fs::create_dir_all(ws.join("m")).expect("mkdir");
+    // Four levels up from a/b/D/sub is the root; from m/D/sub it is outside.
+    std::os::unix::fs::symlink("../../../../x", ws.join("a/b/D/sub/L")).expect("link");
+    let rm = ferret(&ws, &state, &["rm", "a/b/D/sub/L"])
+        .env("XDG_DATA_HOME", &data)
+        .output()
+        .expect("rm");
+    assert!(
+        rm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rm.stderr)
+    );
+    let mv = ferret(&ws, &state, &["mv", "a/b/D", "m/D"])
+        .env("XDG_DATA_HOME", &data)
+        .env("FERRET_TEST_PAUSE_AFTER_STAGED", "700")
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(250));
+    let undo = ferret(&ws, &state, &["undo", "1"])
+        .env("XDG_DATA_HOME", &data)
+        .output()
+        .expect("undo");
+    let mv = done(mv);
+    let said = format!(
+        "mv: {}\nundo: {}",
+        String::from_utf8_lossy(&mv.stderr),
+        String::from_utf8_lossy(&undo.stderr)
+    );
+    assert!(mv.status.success(), "{said}");
+    let landed = ws.join("m/D/sub/L");
+    if landed.symlink_metadata().is_ok() {
+        let read = std::fs::read_to_string(&landed).unwrap_or_default();
+        assert!(
+            !read.contains("OUTSIDE"),
+            "the restored link leads outside: {said}"
+        );
+    }
+}

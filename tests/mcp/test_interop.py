@@ -383,6 +383,34 @@ async def test_confirmations_are_asked_through_elicitation(ws, tmp_path, mode, a
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("rewrite", [False, True])
+async def test_a_file_rewritten_while_its_move_is_asked_about_is_not_moved(ws, tmp_path, mode, rewrite):
+    """The call made again after the user's yes (2026-07-28: the client resends it) checks
+    the file is as it was when asked: rewritten meanwhile, it is refused CONFLICT."""
+    import mcp_types as types
+
+    (ws / "ci.yml").write_text("on: push\n")
+    (ws / ".github").mkdir()
+
+    async def elicit(_context, params):
+        if rewrite:
+            (ws / "ci.yml").write_text("on: push\njobs: {evil: 1}\n")
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    params = StdioServerParameters(
+        command=FERRET, args=["--root", str(ws), "--allow-write", "--state-dir", str(tmp_path / "s"), "serve"])
+    async with Client(params, mode=mode, elicitation_callback=elicit) as c:
+        r = await c.call_tool("move", {"source": "ci.yml", "destination": ".github/ci.yml"})
+        if rewrite:
+            assert r.is_error and text(r).startswith("CONFLICT"), text(r)
+            assert not (ws / ".github" / "ci.yml").exists()
+        else:
+            assert not r.is_error, text(r)
+            assert (ws / ".github" / "ci.yml").read_text() == "on: push\n"
+
+
+@pytest.mark.anyio
 async def test_prefilled_or_forged_confirmations_confirm_nothing(ws, tmp_path):
     """On 2026-07-28 a confirmation travels in the retried call. Only an answer to a
     question this server asked counts: no state, a forged state, a state asked for another
