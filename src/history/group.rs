@@ -86,10 +86,21 @@ impl History {
             self.settle(id, Outcome::Aborted, Some(err.message.clone()))?;
             return Err(err);
         }
+        super::change::pause_here_in_tests();
 
+        // Each old file as the checks above found it: looked at again just before its
+        // own rename or removal (the checks of the files after it take time: a big
+        // file's bytes are read again, and a person's save to a file to be removed
+        // landed meanwhile and was removed, kept nowhere).
+        let seen: Vec<_> = planned
+            .iter()
+            .map(|p| p.old.as_ref().and_then(|f| status(f)))
+            .collect();
         // The renames and removals, in order; on a failure, back out what landed.
         for i in 0..planned.len() {
-            if let Err(err) = land(&planned[i]) {
+            if let Err(err) =
+                still_as_checked(&planned[i], seen[i]).and_then(|()| land(&planned[i]))
+            {
                 for p in planned[..i].iter().rev() {
                     if let Err(e) = put_back(p) {
                         tracing::error!(path = %p.op.path, error = %e, "could not put back a file of a failed group");
@@ -107,6 +118,42 @@ impl History {
         self.settle(id, Outcome::Committed, None)?;
         Ok(id)
     }
+}
+
+/// What tells a file's content changed without reading it: its identity, size and
+/// times (a write moves the change time).
+type Status = ((u64, u64), u64, (i64, i64), (i64, i64));
+
+#[allow(clippy::unnecessary_cast)] // the stat fields' types differ from one OS to another
+fn status(f: &File) -> Option<Status> {
+    let st = rustix::fs::fstat(f).ok()?;
+    Some((
+        crate::platform::file_id(&st),
+        st.st_size as u64,
+        (st.st_mtime as i64, st.st_mtime_nsec as i64),
+        (st.st_ctime as i64, st.st_ctime_nsec as i64),
+    ))
+}
+
+/// Refuses (`CONFLICT`) when the old file of `p` is no longer at its name, or changed
+/// since the checks (`seen`).
+fn still_as_checked(p: &Planned, seen: Option<Status>) -> ToolResult<()> {
+    let Some(old) = &p.old else {
+        return Ok(());
+    };
+    let here = write::identity_at(&p.dir, &p.name).ok();
+    let now = status(old);
+    if seen.is_some() && now == seen && here == seen.map(|s| s.0) {
+        return Ok(());
+    }
+    Err(ToolError::new(
+        ErrorCode::Conflict,
+        format!(
+            "{} was changed by another program while the patch was being applied; nothing was changed",
+            crate::workspace::shown_in_prose(&p.op.path)
+        ),
+    )
+    .with_hint("read it again, then make the patch on what it holds now"))
 }
 
 fn land(p: &Planned) -> ToolResult<()> {

@@ -629,3 +629,43 @@ fn a_link_restored_by_undo_during_a_directory_move_never_leads_outside() {
         );
     }
 }
+
+// Round 17: a patch's files are looked at again just before each lands. A person's save
+// to a file the patch deletes, made after the patch's checks and before its removal, was
+// removed and kept nowhere (the backup holds what the patch read).
+#[test]
+fn a_save_to_a_file_a_patch_deletes_is_never_removed() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "notes.txt", "old\n");
+    write(&root, "a.txt", "one\n");
+    let patch = "*** Begin Patch\n*** Delete File: notes.txt\n*** Update File: a.txt\n@@\n-one\n+two\n*** End Patch\n";
+    let mut p = ferret(&root, &state, &["patch"]);
+    let mut p = p
+        .env("FERRET_TEST_PAUSE_AFTER_STAGED", "600")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    {
+        use std::io::Write;
+        let mut stdin = p.stdin.take().expect("stdin");
+        stdin.write_all(patch.as_bytes()).expect("patch");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // An editor's save: a new file renamed over the old one.
+    write(&root, "notes.new", "THE PERSONS NEW WORK\n");
+    std::fs::rename(root.join("notes.new"), root.join("notes.txt")).expect("save");
+    let out = done(p);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the patch claimed success: {err}");
+    assert!(err.contains("CONFLICT"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap_or_default(),
+        "THE PERSONS NEW WORK\n",
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "one\n"
+    );
+}
