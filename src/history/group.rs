@@ -94,7 +94,7 @@ impl History {
         // landed meanwhile and was removed, kept nowhere).
         let seen: Vec<_> = planned
             .iter()
-            .map(|p| p.old.as_ref().and_then(|f| status(f)))
+            .map(|p| p.old.as_ref().and_then(status))
             .collect();
         // The renames and removals, in order; on a failure, back out what landed.
         for i in 0..planned.len() {
