@@ -179,8 +179,11 @@ fn concurrent_reads_of_big_images_keep_memory_bounded_and_each_gets_an_answer() 
     }
     for i in 0..8u64 {
         let huge = &answers[&(100 + i)];
+        // Refused for its size, or (on a loaded machine, with the others still being
+        // admitted and 8 calls already waiting) refused as busy: bounded either way.
         assert!(
-            text_of(huge).starts_with("FILE_TOO_LARGE"),
+            text_of(huge).starts_with("FILE_TOO_LARGE")
+                || text_of(huge).starts_with("TIMEOUT: the server is busy"),
             "{}",
             text_of(huge)
         );
