@@ -177,7 +177,11 @@ for confirmation. dry_run previews.",
         asked?;
         let history = ctx.history()?;
         // One at a time with every ferret process's moves (see workspace::serial).
-        let _serial = ws.moves_serial(crate::workspace::LOCK_WAIT)?;
+        let _serial = ws.moves_serial(
+            &[at.real.root_index()],
+            crate::workspace::LOCK_WAIT,
+            &|| ctx.check(),
+        )?;
         // A file is locked as an edit locks it, until it is gone: an edit in flight lands
         // first (its rename would otherwise bring the file back at its name once it was
         // trashed), and one that starts waits, then finds it gone.

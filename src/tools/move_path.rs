@@ -331,7 +331,11 @@ impl Tool for Move {
         // of that folder up a level, each passed its own walk and together planted a
         // link leading outside; and a link moved into a big directory by another process
         // during its walk was never judged at the directory's new place.
-        let _serial = ws.moves_serial(crate::workspace::LOCK_WAIT)?;
+        let _serial = ws.moves_serial(
+            &[from.real.root_index(), to.real.root_index()],
+            crate::workspace::LOCK_WAIT,
+            &|| ctx.check(),
+        )?;
         let walked = if meta.is_dir() {
             links_stay_inside(ctx, &from, &src_said, &to.real, &dst_said)?
         } else {

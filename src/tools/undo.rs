@@ -276,7 +276,7 @@ fn undo_delete(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -
     // restored into a directory while that directory's move walks its links, after the
     // walk passed its folder, was carried to where it leads outside. Waiting, the
     // restore then finds its folder moved (the guard) and is refused.
-    let _serial = ws.moves_serial(crate::workspace::LOCK_WAIT)?;
+    let _serial = ws.moves_serial(&[target.root], crate::workspace::LOCK_WAIT, &|| ctx.check())?;
     let guard = not_undone_in(
         target.id,
         ws,
@@ -544,7 +544,11 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
     });
     // Walked again one at a time with every ferret process's moves, up to the rename
     // (see workspace::serial): after the question, which may wait for a person.
-    let _serial = ctx.workspace().moves_serial(crate::workspace::LOCK_WAIT)?;
+    let _serial = ctx.workspace().moves_serial(
+        &[m.to_root, target.root],
+        crate::workspace::LOCK_WAIT,
+        &|| ctx.check(),
+    )?;
     let again = super::move_path::links_stay_inside(
         ctx,
         &to,

@@ -38,13 +38,44 @@ pub struct Serial {
 const MAX_ANCESTORS: usize = 256;
 
 impl super::Workspace {
-    /// Waits (up to `wait`) until no other ferret process moves or deletes in a tree
-    /// that overlaps this workspace's roots, and holds that until dropped.
-    pub fn moves_serial(&self, wait: Duration) -> ToolResult<Serial> {
-        let local = crate::error::lock(&LOCAL);
+    /// Waits until no other ferret process moves or deletes in a tree that overlaps the
+    /// roots `roots` (indexes: those the change touches, not every root: a move inside
+    /// one root does not wait for another process's moves in another), and holds that
+    /// until dropped. Waits at most `wait`, and stops when `check` fails (the call's
+    /// deadline or cancellation): waits do not stack past a call's time.
+    pub fn moves_serial(
+        &self,
+        roots: &[usize],
+        wait: Duration,
+        check: &dyn Fn() -> ToolResult<()>,
+    ) -> ToolResult<Serial> {
+        let until = Instant::now() + wait;
+        let busy = || {
+            ToolError::new(
+                ErrorCode::Conflict,
+                "another ferret process is moving or deleting in this tree",
+            )
+            .with_hint("retry in a moment")
+        };
+        let local = loop {
+            match LOCAL.try_lock() {
+                Ok(g) => break g,
+                Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    check()?;
+                    if Instant::now() >= until {
+                        return Err(busy());
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+        };
         // (device, inode) -> (an open handle of our own, exclusive?)
         let mut want: BTreeMap<(u64, u64), (OwnedFd, bool)> = BTreeMap::new();
-        for root in &self.roots {
+        let mut mine: Vec<usize> = roots.to_vec();
+        mine.sort_unstable();
+        mine.dedup();
+        for root in mine.iter().filter_map(|&i| self.roots.get(i)) {
             // A handle of our own: a lock on the root's long-lived handle would outlive
             // this call.
             let Ok(mut fd) = reopen(&root.dir, ".") else {
@@ -70,7 +101,6 @@ impl super::Workspace {
                 }
             }
         }
-        let until = Instant::now() + wait;
         let mut held = Vec::with_capacity(want.len());
         for (_, (fd, exclusive)) in want {
             let op = if exclusive {
@@ -82,15 +112,10 @@ impl super::Workspace {
                 match rustix::fs::flock(&fd, op) {
                     Ok(()) => break,
                     Err(e) if e == rustix::io::Errno::WOULDBLOCK && Instant::now() < until => {
+                        check()?;
                         std::thread::sleep(Duration::from_millis(2));
                     }
-                    Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
-                        return Err(ToolError::new(
-                            ErrorCode::Conflict,
-                            "another ferret process is moving or deleting in this tree",
-                        )
-                        .with_hint("retry in a moment"));
-                    }
+                    Err(e) if e == rustix::io::Errno::WOULDBLOCK => return Err(busy()),
                     // A filesystem without locks: nothing to order by here.
                     Err(_) => break,
                 }

@@ -669,3 +669,53 @@ fn a_save_to_a_file_a_patch_deletes_is_never_removed() {
         "one\n"
     );
 }
+
+// Round 17: a move waiting for another process's move in its tree stops at its call's
+// deadline (waits used to stack, 10 s each, past it); and a move inside one root does
+// not wait for moves in another root of the same server.
+#[test]
+fn a_move_waits_for_overlapping_moves_only_and_within_its_deadline() {
+    let (_o, outer) = tempdir();
+    let ws = outer.join("ws");
+    let other = outer.join("other");
+    let (_s, state) = tempdir();
+    write(&ws, "a.txt", "a\n");
+    write(&other, "o.txt", "o\n");
+    // Another process mid-move in `ws`, as far as the lock says.
+    let mut holder = std::process::Command::new("flock")
+        .arg("-x")
+        .arg(&ws)
+        .args(["sleep", "20"])
+        .spawn()
+        .expect("flock(1)");
+    std::thread::sleep(Duration::from_millis(300));
+    let run = |args: &[&str]| {
+        let t = std::time::Instant::now();
+        let out = bin()
+            .arg("--root")
+            .arg(&ws)
+            .arg("--root")
+            .arg(&other)
+            .args(["--allow-write", "--state-dir"])
+            .arg(&state)
+            .args(["--set", "request_timeout=1s"])
+            .args(args)
+            .output()
+            .expect("run");
+        (out, t.elapsed())
+    };
+    let (free, _) = run(&["mv", "other/o.txt", "other/p.txt"]);
+    let (held, took) = run(&["mv", "ws/a.txt", "ws/b.txt"]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(
+        free.status.success(),
+        "a move in the other root waited: {}",
+        String::from_utf8_lossy(&free.stderr)
+    );
+    let err = String::from_utf8_lossy(&held.stderr);
+    assert!(!held.status.success(), "moved past the lock: {err}");
+    assert!(err.contains("TIMEOUT"), "{err}");
+    assert!(took < Duration::from_secs(8), "waited {took:?}: {err}");
+    assert!(ws.join("a.txt").exists());
+}
