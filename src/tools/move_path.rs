@@ -504,13 +504,38 @@ pub(crate) fn links_stay_inside(
             .into_owned()
         };
         let target_said = crate::workspace::shown_in_prose(&target.to_string_lossy()).into_owned();
-        // By its words alone when its `..`s all come first (the real place of the link is
-        // known, so they climb real directories); a `..` after a name climbs from
-        // wherever that name leads, so such a link moves only within its folder.
-        let (was, would) = (leads_inside(&old, target), leads_inside(&new, target));
-        let escapes = match would {
-            Some(inside) => !inside && was != Some(false),
-            None => old.parent() != new.parent(),
+        let is_the_link = here.as_os_str().is_empty();
+        // Where it leads before and after: by its words, then through the links on the
+        // way there as they stand (a link passing through `y/` leads wherever `y` does).
+        // A place inside the moved directory's new name is looked up at its old name
+        // (the directory is not there yet).
+        let was = lead(ws, from.real.root_index(), &old, target, None);
+        let would = lead(ws, root, &new, target, Some((root, new_base, old_base)));
+        // The moved entry itself, a link that would lead outside, is refused whatever
+        // it did before: put at a name other links pass through (`a/y` for a link
+        // `a/L -> y/data.txt`), it would make them lead outside too. A link inside a
+        // moved directory is refused only if it did not lead there before (an absolute
+        // link out of a virtualenv keeps its meaning wherever it moves).
+        let escapes = match (&would, &was) {
+            // Renamed within its folder, it leads where it leads now: followed through
+            // the sandbox, which resolves each `..` where the kernel would.
+            (Lead::Unknown, _) if old.parent() == new.parent() => {
+                is_the_link
+                    && ws
+                        .entry(&ws.root_path(from.real.root_index()).join(&old), true)
+                        .is_err_and(|e| {
+                            matches!(
+                                e.code,
+                                ErrorCode::PathEscape
+                                    | ErrorCode::PathTraversal
+                                    | ErrorCode::DeniedPattern
+                            )
+                        })
+            }
+            (Lead::Unknown, _) => true,
+            (Lead::Outside, Lead::Outside) => is_the_link,
+            (Lead::Outside, _) => true,
+            _ => false,
         };
         if escapes {
             return Err(ToolError::new(
@@ -519,20 +544,15 @@ pub(crate) fn links_stay_inside(
                     "{link_said} is a link to {target_said}, which from {to_said} would lead outside the workspace; nothing was moved"
                 ),
             )
-            .with_hint(if here.as_os_str().is_empty() {
-                "move it to a place at the same depth, or make a new link with the target you mean"
+            .with_hint(if is_the_link {
+                "ferret moves no link that leads outside the workspace (or that it cannot follow); make a new link with the target you mean, or ask the user to move it"
             } else {
                 "move the directory to a place at the same depth, or first delete or move that link (or make it absolute)"
             }));
         }
-        // Where it leads, by its words, must not become a secret's name.
-        let denied = |root: usize, link: &Path| {
-            lands_at(link, target).is_some_and(|rel| {
-                let p = ws.root_path(root).join(rel);
-                ws.is_denied(&p, false) || ws.is_denied(&p, true)
-            })
-        };
-        if denied(root, &new) && !denied(from.real.root_index(), &old) {
+        // Where it leads must not become a secret.
+        let denied = matches!(would, Lead::Denied) && (is_the_link || !matches!(was, Lead::Denied));
+        if denied {
             return Err(ToolError::new(
                 ErrorCode::DeniedPattern,
                 format!(
@@ -559,6 +579,85 @@ pub(crate) fn links_stay_inside(
     ws.for_each_link_below(from, &|| ctx.check(), &mut |here, target| {
         judge(here, target)
     })
+}
+
+/// Where a link leads, for a move's judgement.
+enum Lead {
+    /// Somewhere in the workspace that is not denied (or nowhere yet: dangling).
+    Inside,
+    /// Outside every root: by its words, or through a link on the way.
+    Outside,
+    /// To a name the deny rules match (through links on the way or not).
+    Denied,
+    /// Its words cannot tell (a `..` after a name climbs from wherever that name leads).
+    Unknown,
+}
+
+/// Where a link at `link` (a real path in root `root`) with target `target` leads: by
+/// its words to a place in some root (a place above its own root may lie in another
+/// root: `--root ws --root ws/sub`), then through the links on the way as they stand.
+/// `moving`: (root, new, old) of a directory about to move from `old` to `new`; a place
+/// under `new` is looked up under `old`.
+fn lead(
+    ws: &crate::workspace::Workspace,
+    root: usize,
+    link: &std::path::Path,
+    target: &std::path::Path,
+    moving: Option<(usize, &std::path::Path, &std::path::Path)>,
+) -> Lead {
+    use std::path::{Component, PathBuf};
+    let place = match leads_inside(link, target) {
+        None => return Lead::Unknown,
+        Some(true) => match lands_at(link, target) {
+            Some(rel) => Some(ws.root_path(root).join(rel)),
+            None => return Lead::Unknown,
+        },
+        // Above its root, or absolute: as an absolute path (the `..`s all come first,
+        // and climb real directories from the link's real place).
+        Some(false) => {
+            let mut abs: PathBuf = if target.is_absolute() {
+                PathBuf::from("/")
+            } else {
+                let mut base = ws.root_canonical(root).to_path_buf();
+                if let Some(parent) = link.parent() {
+                    base.push(parent);
+                }
+                base
+            };
+            for c in target.components() {
+                match c {
+                    Component::Normal(n) => abs.push(n),
+                    Component::ParentDir => {
+                        if !abs.pop() {
+                            return Lead::Outside;
+                        }
+                    }
+                    Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+                }
+            }
+            ws.locate(&abs)
+        }
+    };
+    let Some(mut place) = place else {
+        return Lead::Outside;
+    };
+    if let Some((r, new, old)) = moving
+        && place.root_index() == r
+        && let Ok(rest) = place.rel().strip_prefix(new)
+    {
+        place = ws.root_path(r).join(old.join(rest));
+    }
+    if ws.is_denied(&place, false) || ws.is_denied(&place, true) {
+        return Lead::Denied;
+    }
+    match ws.entry(&place, true) {
+        Err(e) if matches!(e.code, ErrorCode::PathEscape | ErrorCode::PathTraversal) => {
+            Lead::Outside
+        }
+        Err(e) if e.code == ErrorCode::DeniedPattern => Lead::Denied,
+        Ok(r) if ws.is_denied(&r.real, false) || ws.is_denied(&r.real, true) => Lead::Denied,
+        _ => Lead::Inside,
+    }
 }
 
 /// Where a link at `link` with target `target` leads, relative to the root, by its

@@ -25,6 +25,7 @@ mod index;
 mod index_r3;
 mod layers;
 mod lenient_r6;
+mod links_r17;
 mod lows_r13;
 mod lows_r6;
 mod mcp_inprocess;
