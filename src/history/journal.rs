@@ -471,6 +471,21 @@ impl Locked<'_> {
     fn write(&self, value: &impl Serialize) -> ToolResult<()> {
         let mut line = serde_json::to_string(value)
             .map_err(|e| ToolError::new(ErrorCode::IoError, e.to_string()))?;
+        // A line any process can read back: one patch of 690 new files, each in a chain
+        // of 15 new folders of long escaped names, wrote a 153 MB line that every other
+        // process then skipped (its change not undoable, its id used again). Refused
+        // before anything of the change is written.
+        if line.len() > MAX_ENTRY {
+            return Err(ToolError::new(
+                ErrorCode::FileTooLarge,
+                format!(
+                    "this change would take {} MiB in the undo journal, over the {} MiB one change may",
+                    line.len() >> 20,
+                    MAX_ENTRY >> 20
+                ),
+            )
+            .with_hint("split it into smaller changes (fewer files, fewer new folders, shorter names)"));
+        }
         line.push('\n');
         // One write per line, then fsync: a crash leaves whole lines only, and a line
         // reported written is on disk.
@@ -661,6 +676,9 @@ struct Cache {
 /// The longest journal line kept: a longer one is skipped as damaged (its bytes are
 /// consumed, never held). A patch of thousands of files makes lines of a few MB.
 const MAX_LINE: usize = 64 << 20;
+
+/// The most one journal line may take when written: well under [`MAX_LINE`].
+const MAX_ENTRY: usize = 16 << 20;
 
 /// Reads one line (with its newline) into `line` as `read_until` does, returning the
 /// bytes consumed; a line over [`MAX_LINE`] is consumed whole but `line` holds only

@@ -806,6 +806,9 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
             .enumerate()
             .map(move |(k, op)| (op, is_move && k == 1))
     });
+    // The folders made for new files, removed again (innermost first) unless the
+    // group lands.
+    let mut made = MadeAll(Vec::new());
     for (op, removes_moved) in ops {
         let moved_by = removes_moved.then(|| planned.len().saturating_sub(1));
         let (at, created_dirs, old) = match op.old {
@@ -815,6 +818,7 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
                 // directory: one on the way may have been swapped for a link since the
                 // question was settled.
                 let (at, created) = ws.make_parents(&op.wp, &ws.unasked(asked, &op.wp))?;
+                made.0.push(ws.made_dirs(at.parent.as_ref(), &created));
                 if at.meta.is_some() {
                     return Err(ToolError::new(
                         ErrorCode::AlreadyExists,
@@ -876,5 +880,20 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
     let entry = Entry::new(Action::Patch, label, root, &rel);
     let placed = super::group_placed(ctx.workspace());
     out.change_id = Some(history.apply_group(planned, entry, |_| Ok(()), &placed)?);
+    for m in std::mem::take(&mut made.0) {
+        m.keep();
+    }
     Ok(())
+}
+
+/// The folders a patch made, each file's removed (if still empty) the last first when
+/// the patch does not land: a refused patch of many new files left thousands behind.
+struct MadeAll(Vec<crate::workspace::MadeDirs>);
+
+impl Drop for MadeAll {
+    fn drop(&mut self) {
+        while let Some(m) = self.0.pop() {
+            drop(m);
+        }
+    }
 }

@@ -28,6 +28,7 @@ pub use walk::{read_capped_at, read_small_at, strip};
 use crate::config::Config;
 use crate::error::SetupError;
 use cap_std::fs::Dir;
+pub use open::MadeDirs;
 use patterns::PatternSet;
 pub use resolve::Resolved;
 use std::path::{Path, PathBuf};

@@ -339,3 +339,53 @@ fn read_files_says_what_its_glob_could_not_look_at() {
         assert!(msg.contains("longer than the system's limit"), "{v}");
     }
 }
+
+/// Round 17: one change's journal line is bounded (16 MiB), well under what every process
+/// reads back (64 MiB). A patch of 600 new files, each in a chain of 15 new folders of
+/// long names, wrote a line no other process could read (its change then not undoable,
+/// its id used again); now it is refused before anything is written, and the folders it
+/// made are removed again.
+#[test]
+fn a_change_too_big_to_journal_is_refused_and_leaves_nothing() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "keep.txt", "keep\n");
+    let mut patch = String::from("*** Begin Patch\n");
+    for i in 0..600 {
+        let chain: Vec<String> = (0..15)
+            .map(|d| format!("{i:04}{d:02}{}", "n".repeat(234)))
+            .collect();
+        patch.push_str(&format!("*** Add File: {}/f.txt\n+x\n", chain.join("/")));
+    }
+    patch.push_str("*** Delete File: keep.txt\n*** End Patch\n");
+    let mut p = bin()
+        .arg("--root")
+        .arg(&root)
+        .args(["--allow-write", "--state-dir"])
+        .arg(&state)
+        .arg("patch")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    {
+        use std::io::Write;
+        let mut stdin = p.stdin.take().expect("stdin");
+        stdin.write_all(patch.as_bytes()).expect("patch");
+    }
+    let out = p.wait_with_output().expect("ran");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("FILE_TOO_LARGE") && err.contains("undo journal"),
+        "{err}"
+    );
+    assert!(root.join("keep.txt").exists());
+    let left: Vec<_> = std::fs::read_dir(&root)
+        .expect("root")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("keep.txt")], "{err}");
+}
