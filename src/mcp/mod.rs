@@ -140,19 +140,13 @@ impl Shared {
         }))
     }
 
-    /// How long a question waits: [`Questions::timeout`], or the request timeout if
-    /// shorter (and set).
+    /// How long a question waits: [`Questions::timeout`]. Not the request timeout: that
+    /// bounds the tool's own work (each run of the call has its own), and a person
+    /// given the server's 5 s to read and answer a question could not (round 17).
     fn question_timeout(&self) -> std::time::Duration {
-        let request = self.ferret.config().request_timeout;
-        let own = self
-            .questions
+        self.questions
             .timeout
-            .max(std::time::Duration::from_millis(100));
-        if request.is_zero() {
-            own
-        } else {
-            own.min(request)
-        }
+            .max(std::time::Duration::from_millis(100))
     }
 
     /// A place for one more question of `client`, or None when it has
