@@ -52,7 +52,10 @@ pub struct Framed<R> {
     /// so a second request with an id under way would leave one of them unanswered.
     /// Added when a request is handed on, removed when its answer is sent (or it is
     /// cancelled: rmcp then drops its answer).
-    in_flight: std::collections::HashSet<rmcp::model::RequestId>,
+    in_flight: std::collections::HashMap<rmcp::model::RequestId, usize>,
+    /// The bytes of the request lines in `in_flight` together: what requests waiting to
+    /// be answered hold (rmcp keeps each parsed until it is answered).
+    in_flight_bytes: usize,
 }
 
 /// What one bounded read found.
@@ -76,7 +79,8 @@ impl<R: AsyncRead + Unpin + Send> Framed<R> {
             discarding: false,
             out,
             pending: None,
-            in_flight: std::collections::HashSet::new(),
+            in_flight: std::collections::HashMap::new(),
+            in_flight_bytes: 0,
         }
     }
 
@@ -115,6 +119,34 @@ impl<R: AsyncRead + Unpin + Send> Framed<R> {
     }
 }
 
+impl<R> Framed<R> {
+    /// Request `id` is answered (or cancelled): what it held is free.
+    fn answered(&mut self, id: &rmcp::model::RequestId) {
+        if let Some(size) = self.in_flight.remove(id) {
+            self.in_flight_bytes = self.in_flight_bytes.saturating_sub(size);
+        }
+    }
+}
+
+/// Requests under way at once, at most (each has a task and its arguments held).
+const MAX_IN_FLIGHT: usize = 256;
+/// The bytes of the request lines under way at once, at most (one line may take all of
+/// it: a request is never refused for its own size below [`MAX_LINE`]).
+const MAX_IN_FLIGHT_BYTES: usize = 64 * 1024 * 1024;
+
+/// The answer to a request past [`MAX_IN_FLIGHT`] or [`MAX_IN_FLIGHT_BYTES`].
+fn busy(id: Value) -> Vec<u8> {
+    error_line(
+        valid_id(id),
+        -32000,
+        "Server busy: too many requests are under way; this one was not run".into(),
+        json!({
+            "code": "RATE_LIMIT_EXCEEDED",
+            "hint": "Wait for answers to the requests under way (or cancel some), then send it again."
+        }),
+    )
+}
+
 impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> {
     type Error = std::io::Error;
 
@@ -124,12 +156,10 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         use rmcp::model::JsonRpcMessage;
         match &item {
-            JsonRpcMessage::Response(r) => {
-                self.in_flight.remove(&r.id);
-            }
+            JsonRpcMessage::Response(r) => self.answered(&r.id),
             JsonRpcMessage::Error(e) => {
                 if let Some(id) = &e.id {
-                    self.in_flight.remove(id);
+                    self.answered(id);
                 }
             }
             _ => {}
@@ -194,6 +224,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
                 }
                 LineRead::Line => {}
             }
+            let size = self.line.len();
             let parsed = {
                 let mut line = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
                 line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -228,16 +259,34 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
                             self.pending = Some(method_not_found(id, r.request.method()));
                             continue;
                         }
-                        JsonRpcMessage::Request(r) if !self.in_flight.insert(r.id.clone()) => {
+                        JsonRpcMessage::Request(r) if self.in_flight.contains_key(&r.id) => {
                             tracing::warn!(id = %r.id, "a request reused an id under way");
                             self.pending = serde_json::to_value(&r.id).ok().map(duplicate_id);
                             continue;
+                        }
+                        // Requests under way hold what they said until answered: past a
+                        // bound in count or bytes, more are answered at once, not held
+                        // (200 calls of 15 MiB each, waiting on a client that never
+                        // answered roots/list, held 2 GB). Reading goes on, so answers to
+                        // questions and cancellations still arrive.
+                        JsonRpcMessage::Request(r)
+                            if !self.in_flight.is_empty()
+                                && (self.in_flight.len() >= MAX_IN_FLIGHT
+                                    || self.in_flight_bytes + size > MAX_IN_FLIGHT_BYTES) =>
+                        {
+                            tracing::warn!(id = %r.id, "a request past the requests under way was refused");
+                            self.pending = serde_json::to_value(&r.id).ok().map(busy);
+                            continue;
+                        }
+                        JsonRpcMessage::Request(r) => {
+                            self.in_flight.insert(r.id.clone(), size);
+                            self.in_flight_bytes += size;
                         }
                         JsonRpcMessage::Notification(n) => {
                             if let ClientNotification::CancelledNotification(c) = &n.notification
                                 && let Some(id) = &c.params.request_id
                             {
-                                self.in_flight.remove(id);
+                                self.answered(id);
                             }
                         }
                         _ => {}

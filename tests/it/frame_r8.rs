@@ -763,3 +763,46 @@ fn a_file_rewritten_while_its_edit_is_asked_about_is_not_edited() {
         "on: push\njobs: {x: 1}\n"
     );
 }
+
+/// Round 17: requests under way are bounded in count and bytes. A client that declares
+/// roots and never answers `roots/list` keeps every call waiting (5 s each time it says
+/// its roots changed); 40 calls of 8 MiB each were all held. Past 64 MiB under way, more
+/// are answered at once (`RATE_LIMIT_EXCEEDED`), and the server's peak stays bounded.
+#[test]
+fn stdio_requests_under_way_are_bounded_in_bytes() {
+    let (_t, root) = util::tempdir();
+    util::write(&root, "a.txt", "a\n");
+    let mut s = Raw::spawn(&root, &[], json!({"roots": {}}));
+    let idle = s.peak_mib();
+    let pad = "x".repeat(8 << 20);
+    for id in 1..=40 {
+        s.line(
+            json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"read_file",
+                "arguments":{"path":"a.txt"},"_meta":{"pad":pad}}})
+            .to_string()
+            .as_bytes(),
+        );
+    }
+    let mut busy = 0;
+    let mut read = 0;
+    let mut asked_roots = false;
+    while busy + read < 40 {
+        let v = s.next();
+        if v["method"] == "roots/list" {
+            asked_roots = true;
+            continue;
+        }
+        if v["error"]["data"]["code"] == "RATE_LIMIT_EXCEEDED" {
+            busy += 1;
+        } else if v.get("result").is_some() {
+            read += 1;
+        } else {
+            panic!("{v}");
+        }
+    }
+    assert!(asked_roots);
+    assert!(busy > 0 && read > 0, "busy {busy}, read {read}");
+    let peak = s.peak_mib();
+    // 40 × 8 MiB held whole would be over 320 MiB of lines alone.
+    assert!(peak < idle + 250, "peak {peak} MiB (idle {idle})");
+}
