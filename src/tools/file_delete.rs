@@ -132,6 +132,7 @@ for confirmation. dry_run previews.",
         let q = crate::workspace::shown_in_prose(&real_shown);
         // Every reason to ask, in one question (a yes to the first alone used to let the
         // others through unread); a dry run asks no one, and says what it would ask.
+        let pinned = std::cell::Cell::new(None);
         let asked = (|| {
             let mut why = Vec::new();
             if ws.needs_confirmation(&at.real, is_dir) {
@@ -159,10 +160,9 @@ for confirmation. dry_run previews.",
             }
             // What is asked about is pinned: the file or tree as it stands now. Changed
             // while the person reads the question, it is not what they approved deleting.
-            ctx.pin(
-                &real_shown,
-                ws.state_stamp(&at, &|| ctx.check())?.unwrap_or_default(),
-            )?;
+            let stamp = ws.state_stamp(&at, &|| ctx.check())?.unwrap_or_default();
+            ctx.pin(&real_shown, stamp)?;
+            pinned.set(Some(stamp));
             let what = why.join("; ");
             if permanent {
                 ctx.confirm_permanent(&what)
@@ -220,6 +220,18 @@ for confirmation. dry_run previews.",
         }
         if p.permanent {
             ws.still_holds(dir, at.real.root_index(), at.real.rel(), &shown)?;
+            // Still what the person approved, looked at again with moves held: a file
+            // an agent's parallel call moved into the folder after the question's last
+            // look would be gone for good.
+            if let Some(stamp) = pinned.get()
+                && ws.state_stamp(&at, &|| ctx.check())? != Some(stamp)
+            {
+                return Err(ToolError::new(
+                    ErrorCode::Conflict,
+                    format!("{said} changed while the call ran (or the question waited); nothing was deleted"),
+                )
+                .with_hint("look at what is there now, then delete it again if it is still meant"));
+            }
             out.change_id = Some(history.remove(dir, name, &at.real, &shown, is_dir)?);
         } else {
             let done = history.trash(dir, name, &at.real, ws, ctx.config().use_os_trash)?;

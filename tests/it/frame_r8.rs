@@ -806,3 +806,37 @@ fn stdio_requests_under_way_are_bounded_in_bytes() {
     // 40 × 8 MiB held whole would be over 320 MiB of lines alone.
     assert!(peak < idle + 250, "peak {peak} MiB (idle {idle})");
 }
+
+/// Round 17: a permanent delete asked about deletes what the person was asked about: a
+/// file moved into the folder while the question waited is not deleted with it.
+#[test]
+fn a_folder_added_to_while_its_permanent_delete_is_asked_about_is_kept() {
+    let (_t, root) = util::tempdir();
+    std::fs::create_dir_all(root.join("D")).unwrap();
+    util::write(&root, "thesis.txt", "years of work\n");
+    let (_s, state) = util::tempdir();
+    let state_arg = state.to_string_lossy().to_string();
+    let mut s = Raw::spawn(
+        &root,
+        &["--allow-write", "--state-dir", &state_arg],
+        json!({"elicitation": {}}),
+    );
+    s.line(
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"file_delete",
+            "arguments":{"path":"D","permanent":true}}})
+        .to_string()
+        .as_bytes(),
+    );
+    let question = s.next();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    std::fs::rename(root.join("thesis.txt"), root.join("D/thesis.txt")).unwrap();
+    s.line(
+        json!({"jsonrpc":"2.0","id":question["id"],"result":{"action":"accept","content":{"confirm":true}}})
+            .to_string()
+            .as_bytes(),
+    );
+    let v = s.next();
+    assert_eq!(v["result"]["isError"], true, "{v}");
+    assert!(v.to_string().contains("CONFLICT"), "{v}");
+    assert!(root.join("D/thesis.txt").exists());
+}
