@@ -256,18 +256,29 @@ fn plan(
 ) -> ToolResult<Vec<PlannedFile>> {
     let ws = ctx.workspace();
     let max = ctx.config().max_edit_file_size;
-    let mut touched: Vec<WsPath> = Vec::new();
+    // Each file by its absolute path and its identity: one file named through two roots
+    // (`--root ws --root ws/sub`), or by two hard links, is one file (the patch waited
+    // on its own lock, then failed).
+    let mut touched: Vec<(std::path::PathBuf, Option<(u64, u64)>)> = Vec::new();
     let mut claim = |ctx: &Ctx, wp: &WsPath, n: usize| -> ToolResult<()> {
-        let real = ws.entry(wp, false)?.real;
-        if touched.contains(&real) {
+        let at = ws.entry(wp, false)?;
+        let abs = ws.abs_path(&at.real);
+        let id = match (&at.parent, at.name()) {
+            (Some(d), Some(name)) => crate::workspace::write::identity_at(d, name).ok(),
+            _ => None,
+        };
+        if touched
+            .iter()
+            .any(|(p, i)| *p == abs || (id.is_some() && *i == id))
+        {
             return Err(ToolError::invalid(format!(
-                "change {n}: {} is changed twice in one patch",
-                ws.display(&real)
+                "change {n}: {} is changed twice in one patch (by this name or another)",
+                ws.display(&at.real)
             ))
-            .with_hint("put all of a file's hunks in one change"));
+            .with_hint("put all of a file's hunks in one change, under one name"));
         }
         ctx.check()?;
-        touched.push(real);
+        touched.push((abs, id));
         Ok(())
     };
     let mut out = Vec::new();

@@ -389,3 +389,50 @@ fn a_change_too_big_to_journal_is_refused_and_leaves_nothing() {
         .collect();
     assert_eq!(left, vec![std::ffi::OsString::from("keep.txt")], "{err}");
 }
+
+/// Round 17: a patch naming one file twice, through two roots or two hard links, is
+/// refused at once; it waited on its own lock for 10 s, then failed.
+#[test]
+fn a_patch_naming_one_file_twice_by_other_names_is_refused_at_once() {
+    let (_o, outer) = tempdir();
+    let ws = outer.join("ws");
+    let (_s, state) = tempdir();
+    write(&ws, "sub/a.txt", "ORIGINAL\n");
+    std::fs::hard_link(ws.join("sub/a.txt"), ws.join("b.txt")).expect("link");
+    let sub = ws.join("sub");
+    for (roots, x, y) in [
+        (vec![&ws, &sub], "ws/sub/a.txt", "sub/a.txt"),
+        (vec![&ws], "sub/a.txt", "b.txt"),
+    ] {
+        let patch = format!(
+            "*** Begin Patch\n*** Update File: {x}\n@@\n-ORIGINAL\n+one\n*** Update File: {y}\n@@\n-ORIGINAL\n+two\n*** End Patch\n"
+        );
+        let mut c = bin();
+        for r in &roots {
+            c.arg("--root").arg(r);
+        }
+        let t = std::time::Instant::now();
+        let mut p = c
+            .args(["--allow-write", "--state-dir"])
+            .arg(&state)
+            .arg("patch")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        {
+            use std::io::Write;
+            let mut stdin = p.stdin.take().expect("stdin");
+            stdin.write_all(patch.as_bytes()).expect("patch");
+        }
+        let out = p.wait_with_output().expect("ran");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("changed twice"), "{x} {y}: {err}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(ws.join("sub/a.txt")).unwrap(),
+            "ORIGINAL\n"
+        );
+    }
+}
