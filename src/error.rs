@@ -324,6 +324,15 @@ pub enum SetupError {
     },
     #[error("root {0} is not a directory")]
     RootNotADirectory(std::path::PathBuf),
+    #[error(
+        "root {inner} lies inside root {outer} at a name its {list} rules match: under its own \
+         root those rules would not apply to it; serve it on its own, or the outer root alone"
+    )]
+    RootAtGuardedName {
+        inner: std::path::PathBuf,
+        outer: std::path::PathBuf,
+        list: &'static str,
+    },
     #[error("{list} patterns: {message}")]
     Patterns { list: &'static str, message: String },
     #[error("cannot open the audit log {path}: {source}")]

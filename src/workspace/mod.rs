@@ -213,6 +213,40 @@ impl Workspace {
             }
             r => r?,
         };
+        // A root nested in another at a name the rules guard (`--root ws --root
+        // ws/.github`, `ws/.docker`): its paths are matched from itself, where `.github/`
+        // is not in them, so changes under it went unasked and secrets read. Refused
+        // rather than half-guarded.
+        for outer in &roots {
+            for inner in &roots {
+                let Ok(rel) = inner.canonical.strip_prefix(&outer.canonical) else {
+                    continue;
+                };
+                let mut at = PathBuf::new();
+                for c in rel.components() {
+                    at.push(c);
+                    // The folder itself, or a rule with folders in it naming this one
+                    // (`.docker/config.json` guards a file under a root at `.docker`).
+                    let name = c.as_os_str();
+                    let list = if deny.matches(&at, true)
+                        || config.deny_patterns().any(|r| names_folder(r, name))
+                    {
+                        "deny"
+                    } else if confirm.matches_any_type(&at)
+                        || config.confirm.iter().any(|r| names_folder(r, name))
+                    {
+                        "confirm"
+                    } else {
+                        continue;
+                    };
+                    return Err(SetupError::RootAtGuardedName {
+                        inner: inner.path.clone(),
+                        outer: outer.path.clone(),
+                        list,
+                    });
+                }
+            }
+        }
         Ok(Workspace {
             roots,
             deny,
@@ -360,6 +394,26 @@ pub fn protected_dirs(config: &Config) -> Vec<PathBuf> {
     out.sort();
     out.dedup();
     out
+}
+
+/// Whether the rule `rule` has folders in it (a `/` before its last name) one of which
+/// is `name` (as a glob, any case): nested at that name, a root's paths would miss it.
+fn names_folder(rule: &str, name: &std::ffi::OsStr) -> bool {
+    let rule = rule.trim_start_matches('!');
+    let Some((dirs, _)) = rule.trim_end_matches('/').rsplit_once('/') else {
+        // A rule of one name (`.env`, `*.pem`, `.github/`) matches that name anywhere,
+        // a nested root's paths included; the folder itself is checked by the caller.
+        return false;
+    };
+    let name = name.to_string_lossy();
+    dirs.split('/')
+        .filter(|d| !d.is_empty() && *d != "**")
+        .any(|d| {
+            globset::GlobBuilder::new(d)
+                .case_insensitive(true)
+                .build()
+                .is_ok_and(|g| g.compile_matcher().is_match(name.as_ref()))
+        })
 }
 
 /// The canonical name of `p`, resolving what exists of it and appending the rest.

@@ -436,3 +436,41 @@ fn a_patch_naming_one_file_twice_by_other_names_is_refused_at_once() {
         );
     }
 }
+
+/// Round 17: a root nested in another at a name the rules guard is refused at start: its
+/// paths were matched from itself, where `.github/` or `.docker/` is not in them, so
+/// changes under it went unasked and secrets were read.
+#[test]
+fn a_root_nested_at_a_guarded_name_is_refused() {
+    let (_t, ws) = tempdir();
+    write(&ws, ".github/workflows/ci.yml", "on: push\n");
+    write(&ws, ".docker/config.json", "{}\n");
+    write(&ws, "sub/a.txt", "a\n");
+    for (inner, list) in [(".github", "confirm"), (".docker", "deny")] {
+        let out = bin()
+            .arg("--root")
+            .arg(&ws)
+            .arg("--root")
+            .arg(ws.join(inner))
+            .args(["glob", "**/*"])
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{inner}: {err}");
+        assert!(err.contains(&format!("its {list} rules")), "{err}");
+        assert!(out.stdout.is_empty(), "{inner}: served anyway");
+    }
+    let out = bin()
+        .arg("--root")
+        .arg(&ws)
+        .arg("--root")
+        .arg(ws.join("sub"))
+        .args(["glob", "**/*.txt"])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
