@@ -275,6 +275,12 @@ impl ToolError {
                 .with_hint("the filesystem is full (or a size or quota limit was reached); a change stops before it lands, so files are as they were: free space and retry"),
             K::ReadOnlyFilesystem => Self::new(ErrorCode::IoError, format!("{path}: {err}"))
                 .with_hint("the filesystem is mounted read-only; nothing was changed"),
+            // ENAMETOOLONG: no such name can exist here.
+            K::InvalidFilename => Self::new(
+                ErrorCode::InvalidArgument,
+                format!("{path}: a name in it is too long for the filesystem (over 255 bytes)"),
+            )
+            .with_hint("shorten the name; no file can have it here"),
             _ => Self::new(ErrorCode::IoError, format!("{path}: {err}")),
         }
     }

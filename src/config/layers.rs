@@ -316,13 +316,30 @@ fn read_table(path: &Path) -> anyhow::Result<Map<String, Value>> {
             .map_err(|e| anyhow::anyhow!("cannot read config file {}: {e}", path.display()))?;
         text
     };
-    let table: toml::Table = toml::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))?;
+    let table: toml::Table = toml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!("config file {}: {}", path.display(), toml_error(&text, &e))
+    })?;
     let value = serde_json::to_value(table)?;
     let Value::Object(map) = value else {
         anyhow::bail!("config file {} is not a table", path.display())
     };
     Ok(map)
+}
+
+/// A TOML error as its message and place, without the source line the error's own text
+/// quotes: a hostile file of one 660 KB line was echoed whole to stderr at every start.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let message = crate::error::echo(e.message().trim()).into_owned();
+    let message: String = message.chars().take(300).collect();
+    match e.span() {
+        Some(span) => {
+            let before = text.get(..span.start).unwrap_or_default();
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("{message} (line {line}, column {column})")
+        }
+        None => message,
+    }
 }
 
 fn unknown_key(k: &str, defaults: &Map<String, Value>) -> anyhow::Error {

@@ -212,6 +212,13 @@ impl Tool for Move {
                 .with_hint("choose another destination, or pass overwrite: true to replace a file there (it is backed up first)"));
             }
             Some(m) if m.is_file() && kind == EntryType::File => true,
+            Some(_) if kind != EntryType::File => {
+                return Err(ToolError::new(
+                    ErrorCode::AlreadyExists,
+                    format!("{dst_said} exists, and {src_said} is not a file: overwrite replaces a file with a file only"),
+                )
+                .with_hint("delete or move what is there first"));
+            }
             Some(_) => {
                 return Err(ToolError::new(
                     ErrorCode::AlreadyExists,

@@ -67,6 +67,13 @@ impl Workspace {
     pub fn open_file(&self, p: &WsPath) -> ToolResult<(File, Metadata, Resolved)> {
         let shown = self.shown_name(p);
         let r = self.entry(p, true)?;
+        // The root has no parent to open it from: a directory, not a missing file.
+        if r.real.is_root() {
+            return Err(
+                ToolError::new(ErrorCode::IsADirectory, format!("{shown} is a directory"))
+                    .with_hint("use list_directory for directories"),
+            );
+        }
         let (Some(meta), Some(dir), Some(name)) = (&r.meta, &r.parent, r.name()) else {
             return Err(not_found(&shown));
         };

@@ -474,3 +474,67 @@ fn a_root_nested_at_a_guarded_name_is_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Round 17: a config file that is not TOML is named with the error's place, not echoed:
+/// a hostile ferret.toml of one 660 KB line was printed whole at every start.
+#[test]
+fn a_broken_config_file_is_not_echoed() {
+    let (_t, root) = tempdir();
+    write(&root, "a.txt", "a\n");
+    write(
+        &root,
+        "ferret.toml",
+        format!("deny_extra = [\"{}\n", "x".repeat(300_000)),
+    );
+    let out = bin()
+        .arg("--root")
+        .arg(&root)
+        .args(["glob", "*.txt"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ferret.toml") && err.contains("line 1"),
+        "{err}"
+    );
+    assert!(err.len() < 5_000, "{} bytes on stderr", err.len());
+}
+
+/// Round 17, wrong answers: the root read as a file is a directory, not missing; a name
+/// over 255 bytes does not exist (file_exists) and is refused with a hint elsewhere, not
+/// an I/O error; a folder moved over a file names the folder as what is not a file.
+#[test]
+fn the_root_long_names_and_folder_over_file_get_the_right_answers() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "d/x.txt", "x\n");
+    write(&root, "imp.txt", "imp\n");
+    let run = |args: &[&str]| {
+        let out = bin()
+            .arg("--root")
+            .arg(&root)
+            .args(["--allow-write", "--state-dir"])
+            .arg(&state)
+            .args(args)
+            .output()
+            .expect("run");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned()
+                + &String::from_utf8_lossy(&out.stdout),
+        )
+    };
+    let (_, said) = run(&["read", "."]);
+    assert!(said.contains("IS_A_DIRECTORY"), "{said}");
+    let long = "a".repeat(300);
+    let (code, said) = run(&["exists", &long]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("does not exist"), "{said}");
+    let (_, said) = run(&["read", &long]);
+    assert!(
+        said.contains("INVALID_ARGUMENT") && said.contains("too long"),
+        "{said}"
+    );
+    let (_, said) = run(&["mv", "--overwrite", "d", "imp.txt"]);
+    assert!(said.contains("d is not a file"), "{said}");
+}
