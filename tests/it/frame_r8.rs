@@ -627,6 +627,40 @@ fn http_one_id_for_every_call_one_at_a_time_is_never_refused() {
     }
 }
 
+/// Calls `tool` with `args` on a new write-enabled server of `root` whose client answers
+/// questions (elicitation): when the question comes, `meanwhile` runs (given the
+/// question's text), then the person says yes. The call's answer.
+fn asked_call(
+    root: &std::path::Path,
+    tool: &str,
+    args: Value,
+    meanwhile: impl FnOnce(&str),
+) -> Value {
+    let (_s, state) = util::tempdir();
+    let state_arg = state.to_string_lossy().to_string();
+    let mut s = Raw::spawn(
+        root,
+        &["--allow-write", "--state-dir", &state_arg],
+        json!({"elicitation": {}}),
+    );
+    s.line(
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":tool,"arguments":args}})
+            .to_string()
+            .as_bytes(),
+    );
+    let question = s.next();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    meanwhile(question["params"]["message"].as_str().unwrap_or_default());
+    s.line(
+        json!({"jsonrpc":"2.0","id":question["id"],"result":{"action":"accept","content":{"confirm":true}}})
+            .to_string()
+            .as_bytes(),
+    );
+    let v = s.next();
+    assert_eq!(v["id"], 1, "{v}");
+    v
+}
+
 /// Round 16, lesser: a move asked about moves the bytes the person was asked about. A
 /// file rewritten while the question waits is not what lands at the confirm-listed name.
 #[test]
@@ -635,31 +669,16 @@ fn a_file_rewritten_while_its_move_is_asked_about_is_not_moved() {
         let (_t, root) = util::tempdir();
         util::write(&root, "ci.yml", "on: push\n");
         std::fs::create_dir_all(root.join(".github/workflows")).unwrap();
-        let (_s, state) = util::tempdir();
-        let state_arg = state.to_string_lossy().to_string();
-        let mut s = Raw::spawn(
+        let v = asked_call(
             &root,
-            &["--allow-write", "--state-dir", &state_arg],
-            json!({"elicitation": {}}),
+            "move",
+            json!({"source":"ci.yml","destination":".github/workflows/ci.yml"}),
+            |_| {
+                if rewrite {
+                    std::fs::write(root.join("ci.yml"), "on: push\njobs: {evil: 1}\n").unwrap();
+                }
+            },
         );
-        s.line(
-            json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"move",
-                "arguments":{"source":"ci.yml","destination":".github/workflows/ci.yml"}}})
-            .to_string()
-            .as_bytes(),
-        );
-        let question = s.next();
-        assert_eq!(question["method"], "elicitation/create", "{question}");
-        if rewrite {
-            std::fs::write(root.join("ci.yml"), "on: push\njobs: {evil: 1}\n").unwrap();
-        }
-        s.line(
-            json!({"jsonrpc":"2.0","id":question["id"],"result":{"action":"accept","content":{"confirm":true}}})
-                .to_string()
-                .as_bytes(),
-        );
-        let v = s.next();
-        assert_eq!(v["id"], 1, "{v}");
         let landed = std::fs::read_to_string(root.join(".github/workflows/ci.yml"));
         if rewrite {
             assert_eq!(v["result"]["isError"], true, "{v}");
@@ -682,36 +701,20 @@ fn a_folder_added_to_while_its_move_is_asked_about_is_not_moved() {
         util::write(&root, "wf/ci.yml", "on: push\n");
         util::write(&root, "wf/.env", "TOKEN=1\n");
         std::fs::create_dir_all(root.join(".github")).unwrap();
-        let (_s, state) = util::tempdir();
-        let state_arg = state.to_string_lossy().to_string();
-        let mut s = Raw::spawn(
+        let v = asked_call(
             &root,
-            &["--allow-write", "--state-dir", &state_arg],
-            json!({"elicitation": {}}),
+            "move",
+            json!({"source":"wf","destination":".github/workflows"}),
+            |asked| {
+                assert!(
+                    asked.contains("confirm list") && asked.contains("secrets"),
+                    "{asked}"
+                );
+                if add {
+                    util::write(&root, "wf/evil.yml", "jobs: {evil: 1}\n");
+                }
+            },
         );
-        s.line(
-            json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"move",
-                "arguments":{"source":"wf","destination":".github/workflows"}}})
-            .to_string()
-            .as_bytes(),
-        );
-        let question = s.next();
-        assert_eq!(question["method"], "elicitation/create", "{question}");
-        let asked = question["params"]["message"].as_str().unwrap_or_default();
-        assert!(
-            asked.contains("confirm list") && asked.contains("secrets"),
-            "{asked}"
-        );
-        if add {
-            util::write(&root, "wf/evil.yml", "jobs: {evil: 1}\n");
-        }
-        s.line(
-            json!({"jsonrpc":"2.0","id":question["id"],"result":{"action":"accept","content":{"confirm":true}}})
-                .to_string()
-                .as_bytes(),
-        );
-        let v = s.next();
-        assert_eq!(v["id"], 1, "{v}");
         if add {
             assert_eq!(v["result"]["isError"], true, "{v}");
             assert!(v.to_string().contains("CONFLICT"), "{v}");
@@ -730,32 +733,18 @@ fn a_folder_added_to_while_its_move_is_asked_about_is_not_moved() {
 fn a_file_rewritten_while_its_edit_is_asked_about_is_not_edited() {
     let (_t, root) = util::tempdir();
     util::write(&root, ".github/workflows/ci.yml", "on: push\n");
-    let (_s, state) = util::tempdir();
-    let state_arg = state.to_string_lossy().to_string();
-    let mut s = Raw::spawn(
+    let v = asked_call(
         &root,
-        &["--allow-write", "--state-dir", &state_arg],
-        json!({"elicitation": {}}),
+        "edit",
+        json!({"path":".github/workflows/ci.yml","old_string":"push","new_string":"pull_request"}),
+        |_| {
+            util::write(
+                &root,
+                ".github/workflows/ci.yml",
+                "on: push\njobs: {x: 1}\n",
+            )
+        },
     );
-    s.line(
-        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"edit",
-            "arguments":{"path":".github/workflows/ci.yml","old_string":"push","new_string":"pull_request"}}})
-        .to_string()
-        .as_bytes(),
-    );
-    let question = s.next();
-    assert_eq!(question["method"], "elicitation/create", "{question}");
-    util::write(
-        &root,
-        ".github/workflows/ci.yml",
-        "on: push\njobs: {x: 1}\n",
-    );
-    s.line(
-        json!({"jsonrpc":"2.0","id":question["id"],"result":{"action":"accept","content":{"confirm":true}}})
-            .to_string()
-            .as_bytes(),
-    );
-    let v = s.next();
     assert_eq!(v["result"]["isError"], true, "{v}");
     assert!(v.to_string().contains("CONFLICT"), "{v}");
     assert_eq!(
@@ -814,28 +803,12 @@ fn a_folder_added_to_while_its_permanent_delete_is_asked_about_is_kept() {
     let (_t, root) = util::tempdir();
     std::fs::create_dir_all(root.join("D")).unwrap();
     util::write(&root, "thesis.txt", "years of work\n");
-    let (_s, state) = util::tempdir();
-    let state_arg = state.to_string_lossy().to_string();
-    let mut s = Raw::spawn(
+    let v = asked_call(
         &root,
-        &["--allow-write", "--state-dir", &state_arg],
-        json!({"elicitation": {}}),
+        "file_delete",
+        json!({"path":"D","permanent":true}),
+        |_| std::fs::rename(root.join("thesis.txt"), root.join("D/thesis.txt")).unwrap(),
     );
-    s.line(
-        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"file_delete",
-            "arguments":{"path":"D","permanent":true}}})
-        .to_string()
-        .as_bytes(),
-    );
-    let question = s.next();
-    assert_eq!(question["method"], "elicitation/create", "{question}");
-    std::fs::rename(root.join("thesis.txt"), root.join("D/thesis.txt")).unwrap();
-    s.line(
-        json!({"jsonrpc":"2.0","id":question["id"],"result":{"action":"accept","content":{"confirm":true}}})
-            .to_string()
-            .as_bytes(),
-    );
-    let v = s.next();
     assert_eq!(v["result"]["isError"], true, "{v}");
     assert!(v.to_string().contains("CONFLICT"), "{v}");
     assert!(root.join("D/thesis.txt").exists());

@@ -340,6 +340,30 @@ fn read_files_says_what_its_glob_could_not_look_at() {
     }
 }
 
+/// `ferret patch` (writes allowed, state in `state`) run by `c` (its roots given),
+/// `patch` on its standard input.
+fn patch_with(
+    mut c: std::process::Command,
+    state: &std::path::Path,
+    patch: &str,
+) -> std::process::Output {
+    let mut p = c
+        .args(["--allow-write", "--state-dir"])
+        .arg(state)
+        .arg("patch")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    {
+        use std::io::Write;
+        let mut stdin = p.stdin.take().expect("stdin");
+        stdin.write_all(patch.as_bytes()).expect("patch");
+    }
+    p.wait_with_output().expect("ran")
+}
+
 /// Round 17: one change's journal line is bounded (16 MiB), well under what every process
 /// reads back (64 MiB). A patch of 600 new files, each in a chain of 15 new folders of
 /// long names, wrote a line no other process could read (its change then not undoable,
@@ -358,23 +382,9 @@ fn a_change_too_big_to_journal_is_refused_and_leaves_nothing() {
         patch.push_str(&format!("*** Add File: {}/f.txt\n+x\n", chain.join("/")));
     }
     patch.push_str("*** Delete File: keep.txt\n*** End Patch\n");
-    let mut p = bin()
-        .arg("--root")
-        .arg(&root)
-        .args(["--allow-write", "--state-dir"])
-        .arg(&state)
-        .arg("patch")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    {
-        use std::io::Write;
-        let mut stdin = p.stdin.take().expect("stdin");
-        stdin.write_all(patch.as_bytes()).expect("patch");
-    }
-    let out = p.wait_with_output().expect("ran");
+    let mut c = bin();
+    c.arg("--root").arg(&root);
+    let out = patch_with(c, &state, &patch);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(
@@ -412,21 +422,7 @@ fn a_patch_naming_one_file_twice_by_other_names_is_refused_at_once() {
             c.arg("--root").arg(r);
         }
         let t = std::time::Instant::now();
-        let mut p = c
-            .args(["--allow-write", "--state-dir"])
-            .arg(&state)
-            .arg("patch")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        {
-            use std::io::Write;
-            let mut stdin = p.stdin.take().expect("stdin");
-            stdin.write_all(patch.as_bytes()).expect("patch");
-        }
-        let out = p.wait_with_output().expect("ran");
+        let out = patch_with(c, &state, &patch);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("changed twice"), "{x} {y}: {err}");
         assert!(t.elapsed() < std::time::Duration::from_secs(5), "{err}");
