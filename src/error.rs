@@ -331,6 +331,16 @@ pub enum SetupError {
     #[error("root {0} is not a directory")]
     RootNotADirectory(std::path::PathBuf),
     #[error(
+        "root {inner} lies inside root {outer}, and the rule {rule:?} is anchored at a root: it \
+         would name one place from each, so a file would be judged two ways by its spelling; \
+         serve the roots apart, or write the rule to match at any depth (`**/...`)"
+    )]
+    NestedAnchored {
+        inner: std::path::PathBuf,
+        outer: std::path::PathBuf,
+        rule: String,
+    },
+    #[error(
         "root {inner} lies inside root {outer} at a name its {list} rules match: under its own \
          root those rules would not apply to it; serve it on its own, or the outer root alone"
     )]

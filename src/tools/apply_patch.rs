@@ -786,6 +786,20 @@ fn confirm_listed(ctx: &Ctx, plan: &[PlannedFile]) -> ToolResult<bool> {
         }
     }
     if !listed.is_empty() {
+        // The whole patch as it stands when asked: every file it reads (a move's source
+        // too, rewritten meanwhile, would land rewritten) and every place it writes.
+        for op in plan.iter().flat_map(|f| &f.ops) {
+            match &op.old {
+                Some((_, at)) => {
+                    ctx.pin(
+                        &ws.display(&at.real),
+                        ws.state_stamp(at, &|| ctx.check())?.unwrap_or_default(),
+                    )?;
+                    super::pin_place(ctx, &at.real)?;
+                }
+                None => super::pin_place(ctx, &ws.entry(&op.wp, true)?.real)?,
+            }
+        }
         ctx.confirm(
             &format!("patching {} (on the confirm list)", listed.join(", ")),
             false,
@@ -890,6 +904,15 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
     ctx.set_audit_path(label.clone());
     let entry = Entry::new(Action::Patch, label, root, &rel);
     let placed = super::group_placed(ctx.workspace());
+    // A patch that removes files (a delete, a move's source) runs one at a time with
+    // every ferret process's moves and deletes, as they do (see workspace::serial): a
+    // file a patch moved into a folder being deleted for good was deleted with it.
+    let roots: Vec<usize> = planned.iter().map(|p| p.op.root).collect();
+    let _serial = if planned.iter().any(|p| p.op.kind == OpKind::Remove) {
+        Some(ws.moves_serial(&roots, crate::workspace::LOCK_WAIT, &|| ctx.check())?)
+    } else {
+        None
+    };
     out.change_id = Some(history.apply_group(planned, entry, |_| Ok(()), &placed)?);
     for m in std::mem::take(&mut made.0) {
         m.keep();

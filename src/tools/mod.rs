@@ -268,6 +268,19 @@ pub fn read_whole(
     Ok(content)
 }
 
+/// Pins where a change a question asks about lands: the real place, by the walk made
+/// for the question. Run again after the yes, the call must land at the same place: a
+/// link on the way swapped meanwhile (`gh -> .github/ISSUE_TEMPLATE` turned into
+/// `gh -> .github/workflows`) would take it somewhere the person was not asked about.
+pub fn pin_place(ctx: &Ctx, real: &crate::workspace::WsPath) -> ToolResult<()> {
+    let ws = ctx.workspace();
+    let shown = ws.display(real);
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&(real.root_index() as u64).to_le_bytes());
+    h.update(real.rel().as_os_str().as_encoded_bytes());
+    ctx.pin(&shown, h.digest())
+}
+
 /// Every tool ferret has, in the order `ferret tools` lists them.
 pub fn standard() -> Registry {
     let mut r = Registry::empty();

@@ -244,6 +244,15 @@ impl Tool for Move {
             || ws.needs_confirmation(&to.real, meta.is_dir())
             || ws.needs_confirmation(&dst, meta.is_dir())
             || (meta.is_dir() && ws.move_holds_confirm_listed(&from, &to.real, &|| ctx.check())?);
+        // A secret's name is not made by a move, of the entry or of what a moved
+        // directory holds (`k/config` moved as `.kube`): refused as writing there is.
+        if meta.is_dir()
+            && let Some(made) = ws.move_makes_denied(&from, &to.real, &|| ctx.check())?
+        {
+            return Err(crate::workspace::denied_error(&ws.shown_name(&made)).with_hint(
+                "the moved folder would put a file at a name ferret keeps private; choose another destination",
+            ));
+        }
         // Every reason to ask, in one question: a yes to the first alone used to let
         // the others through unread.
         let mut why = Vec::new();
@@ -269,6 +278,8 @@ impl Tool for Move {
         if !why.is_empty() {
             let stamp = ws.state_stamp(&from, &|| ctx.check())?.unwrap_or_default();
             ctx.pin(&ws.display(&from.real), stamp)?;
+            // And where it lands (checked again at the rename: `checked` below).
+            super::pin_place(ctx, &to.real)?;
             pinned = Some(stamp);
             asked = ctx.confirm(&why.join("; "), false);
         }

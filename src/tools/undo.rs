@@ -953,6 +953,10 @@ the file changed since; force overrides, backing up what is there. dry_run previ
             .with_hint("retry in a moment"));
         }
         ctx.set_audit_path(target.path.clone());
+        // The change a question about this undo names is the one undone after the yes:
+        // `undo` with no id picks the latest, and a change made while the person read
+        // the question would be the one undone, unasked.
+        ctx.pin(&format!("the change to undo ({})", target.id), target.id)?;
         refuse_first(ctx, target)?;
         // Someone else's change (another session, the person, or unknown): only by its id,
         // and only if the user says so.

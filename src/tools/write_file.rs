@@ -233,6 +233,7 @@ fn create(
     // `.github` is a link to somewhere else.
     let listed = ws.needs_confirmation(real, false) || ws.needs_confirmation(wp, false);
     let asked = if listed {
+        super::pin_place(ctx, real)?;
         ctx.confirm(
             &format!(
                 "creating {}{} (on the confirm list)",
@@ -252,7 +253,23 @@ fn create(
     let history = ctx.history()?;
     // Where the name leads at the write, by the walk that opens its directory: one on
     // the way may have been swapped for a link since the question was settled.
-    let (at, created) = ws.make_parents(wp, &ws.unasked(listed, wp))?;
+    // Asked about, it lands where the question said, or nowhere.
+    let unasked = ws.unasked(listed, wp);
+    let settle = |now: &crate::workspace::WsPath| -> ToolResult<()> {
+        if listed && now != real {
+            return Err(ToolError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "{} now leads to {}, not where the question said (a directory on the way changed during the call); nothing was changed",
+                    ws.shown_name(wp),
+                    crate::workspace::shown_in_prose(&ws.display(now))
+                ),
+            )
+            .with_hint("call again: the user is then asked about where it goes now"));
+        }
+        unasked(now)
+    };
+    let (at, created) = ws.make_parents(wp, &settle)?;
     // Removed again if the file does not land.
     let made = ws.made_dirs(at.parent.as_ref(), &created);
     out.created_dirs = created

@@ -222,6 +222,21 @@ impl Workspace {
                 let Ok(rel) = inner.canonical.strip_prefix(&outer.canonical) else {
                     continue;
                 };
+                // A rule anchored at a root (`/private/`, `config/master.yml`) means one
+                // place from the inner root and another from the outer: one file, two
+                // verdicts, by the spelling.
+                if !rel.as_os_str().is_empty()
+                    && let Some(rule) = config
+                        .deny_patterns()
+                        .chain(config.confirm.iter().map(String::as_str))
+                        .find(|r| anchored(r))
+                {
+                    return Err(SetupError::NestedAnchored {
+                        inner: inner.path.clone(),
+                        outer: outer.path.clone(),
+                        rule: rule.to_string(),
+                    });
+                }
                 let mut at = PathBuf::new();
                 for c in rel.components() {
                     at.push(c);
@@ -394,6 +409,13 @@ pub fn protected_dirs(config: &Config) -> Vec<PathBuf> {
     out.sort();
     out.dedup();
     out
+}
+
+/// Whether a rule is anchored at the root it is matched from (gitignore's rule: a `/`
+/// at its start or in its middle), rather than matching at any depth.
+fn anchored(rule: &str) -> bool {
+    let r = rule.trim_start_matches('!').trim_end_matches('/');
+    !r.starts_with("**/") && r.contains('/')
 }
 
 /// Whether the rule `rule` has folders in it (a `/` before its last name) one of which

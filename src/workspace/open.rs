@@ -184,6 +184,66 @@ impl Workspace {
         self.tree_holds(dir, to.rel.clone(), &shown, &self.confirm, check)
     }
 
+    /// The first entry of the directory `at` that, moved with it to `to`, would stand at
+    /// a name the deny rules match where it does not now (`k/config` moved as `.kube`
+    /// becomes `.kube/config`): a secret's name made by a move. Walked through handles,
+    /// never following a link, within `check` and `max_path_depth`.
+    pub fn move_makes_denied(
+        &self,
+        at: &Resolved,
+        to: &WsPath,
+        check: &dyn Fn() -> ToolResult<()>,
+    ) -> ToolResult<Option<WsPath>> {
+        let shown = self.shown_name(&at.real);
+        let (Some(parent), Some(name)) = (&at.parent, at.name()) else {
+            return Ok(None);
+        };
+        let dir = parent
+            .open_dir_nofollow(name)
+            .map_err(|e| raced_or_io(&shown, &e))?;
+        let mut stack = vec![(dir, std::path::PathBuf::new())];
+        while let Some((dir, here)) = stack.pop() {
+            check()?;
+            for entry in dir.entries().map_err(|e| ToolError::io(&shown, &e))? {
+                let entry = entry.map_err(|e| ToolError::io(&shown, &e))?;
+                let ft = entry.file_type().map_err(|e| ToolError::io(&shown, &e))?;
+                let here = here.join(entry.file_name());
+                let limit = self.max_path_depth();
+                if limit > 0 && to.rel.join(&here).components().count() > limit {
+                    return Err(ToolError::new(
+                        ErrorCode::PathTooDeep,
+                        format!("{shown} holds entries deeper than {limit} levels once moved: ferret cannot check what they are"),
+                    )
+                    .with_hint("move it outside ferret, or raise max_path_depth"));
+                }
+                let old = at.real.rel.join(&here);
+                let new = to.rel.join(&here);
+                let (was, would) = if ft.is_dir() {
+                    (self.deny.matches(&old, true), self.deny.matches(&new, true))
+                } else {
+                    (
+                        self.deny.matches_any_type(&old),
+                        self.deny.matches_any_type(&new),
+                    )
+                };
+                if would && !was {
+                    return Ok(Some(WsPath {
+                        root: to.root,
+                        rel: new,
+                    }));
+                }
+                // A denied folder is asked about as a whole (holds_denied).
+                if ft.is_dir() && !was {
+                    let sub = dir
+                        .open_dir_nofollow(entry.file_name())
+                        .map_err(|e| raced_or_io(&shown, &e))?;
+                    stack.push((sub, here));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// Whether the directory `dir` (anywhere: the trash), were it at `rel` in a root,
     /// would hold an entry on the confirm list: restoring it changes that entry.
     pub fn tree_holds_confirm_listed(

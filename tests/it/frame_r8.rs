@@ -637,6 +637,17 @@ fn asked_call(
     meanwhile: impl FnOnce(&str),
 ) -> Value {
     let (_s, state) = util::tempdir();
+    asked_call_in(root, &state, tool, args, meanwhile)
+}
+
+/// [`asked_call`] with the state directory `state`.
+fn asked_call_in(
+    root: &std::path::Path,
+    state: &std::path::Path,
+    tool: &str,
+    args: Value,
+    meanwhile: impl FnOnce(&str),
+) -> Value {
     let state_arg = state.to_string_lossy().to_string();
     let mut s = Raw::spawn(
         root,
@@ -812,4 +823,114 @@ fn a_folder_added_to_while_its_permanent_delete_is_asked_about_is_kept() {
     assert_eq!(v["result"]["isError"], true, "{v}");
     assert!(v.to_string().contains("CONFLICT"), "{v}");
     assert!(root.join("D/thesis.txt").exists());
+}
+
+/// Round 18: where a change asked about lands is pinned too. A link on the way swapped
+/// while the question waited (`gh` from `.github/ISSUE_TEMPLATE` to `.github/workflows`)
+/// took an approved issue template into the workflows.
+#[test]
+fn a_write_asked_about_lands_where_the_question_said_or_nowhere() {
+    let (_t, root) = util::tempdir();
+    std::fs::create_dir_all(root.join(".github/ISSUE_TEMPLATE")).unwrap();
+    std::fs::create_dir_all(root.join(".github/workflows")).unwrap();
+    std::os::unix::fs::symlink(".github/ISSUE_TEMPLATE", root.join("gh")).unwrap();
+    std::os::unix::fs::symlink(".github/workflows", root.join("ci2")).unwrap();
+    let v = asked_call(
+        &root,
+        "write_file",
+        json!({"path":"gh/config.yml","content":"on: push\n"}),
+        |asked| {
+            assert!(asked.contains("ISSUE_TEMPLATE"), "{asked}");
+            std::fs::rename(root.join("gh"), root.join("ghold")).unwrap();
+            std::fs::rename(root.join("ci2"), root.join("gh")).unwrap();
+        },
+    );
+    assert_eq!(v["result"]["isError"], true, "{v}");
+    assert!(v.to_string().contains("CONFLICT"), "{v}");
+    assert!(!root.join(".github/workflows/config.yml").exists());
+}
+
+/// Round 18: a patch moving a file into a confirm-listed place is pinned to the source's
+/// content, as `move` is: rewritten while the question waited, it is not moved.
+#[test]
+fn a_patch_moving_a_file_rewritten_while_asked_about_is_refused() {
+    let (_t, root) = util::tempdir();
+    util::write(&root, "a.yml", "on: push\nname: harmless\n");
+    std::fs::create_dir_all(root.join(".github/workflows")).unwrap();
+    let v = asked_call(
+        &root,
+        "apply_patch",
+        json!({"patch":"*** Begin Patch\n*** Update File: a.yml\n*** Move to: .github/workflows/a.yml\n@@\n-name: harmless\n+name: renamed\n*** End Patch\n"}),
+        |_| util::write(&root, "a.yml", "on: push\nname: harmless\njobs: {pwn: 1}\n"),
+    );
+    assert_eq!(v["result"]["isError"], true, "{v}");
+    assert!(v.to_string().contains("CONFLICT"), "{v}");
+    assert!(!root.join(".github/workflows/a.yml").exists());
+}
+
+/// Round 18: `undo` with no id undoes the change the question named: a change the same
+/// session made while the person read it (the latest now) is not undone in its place.
+#[test]
+fn an_undo_asked_about_undoes_the_change_it_named() {
+    let (_t, root) = util::tempdir();
+    let (_s, state) = util::tempdir();
+    util::write(&root, "src/config.yml", "a: 1\n");
+    util::write(&root, "src/deploy.yml", "b: 1\n");
+    std::fs::create_dir_all(root.join(".github/workflows")).unwrap();
+    let state_arg = state.to_string_lossy().to_string();
+    let mut s = Raw::spawn(
+        &root,
+        &["--allow-write", "--state-dir", &state_arg],
+        json!({"elicitation": {}}),
+    );
+    let call = |s: &mut Raw, id: u64, tool: &str, args: Value| {
+        s.line(
+            json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":args}})
+                .to_string()
+                .as_bytes(),
+        );
+    };
+    let yes = |s: &mut Raw, q: &Value| {
+        s.line(
+            json!({"jsonrpc":"2.0","id":q["id"],"result":{"action":"accept","content":{"confirm":true}}})
+                .to_string()
+                .as_bytes(),
+        );
+    };
+    call(
+        &mut s,
+        1,
+        "move",
+        json!({"source":"src/config.yml","destination":".github/workflows/config.yml"}),
+    );
+    let q = s.next();
+    yes(&mut s, &q);
+    assert_ne!(s.next()["result"]["isError"], true);
+    call(&mut s, 2, "undo", json!({}));
+    let undo_q = s.next();
+    let asked = undo_q["params"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(asked.contains("change 1"), "{asked}");
+    // Meanwhile the same session makes change 2 (asked and approved on its own).
+    call(
+        &mut s,
+        3,
+        "move",
+        json!({"source":"src/deploy.yml","destination":".github/workflows/deploy.yml"}),
+    );
+    let q = s.next();
+    assert_eq!(q["method"], "elicitation/create", "{q}");
+    yes(&mut s, &q);
+    assert_eq!(s.next()["id"], 3);
+    yes(&mut s, &undo_q);
+    let v = s.next();
+    assert_eq!(v["id"], 2, "{v}");
+    assert_eq!(v["result"]["isError"], true, "{v}");
+    assert!(v.to_string().contains("CONFLICT"), "{v}");
+    assert!(
+        root.join(".github/workflows/deploy.yml").exists(),
+        "change 2 undone"
+    );
 }

@@ -119,3 +119,21 @@ fn a_link_is_judged_against_every_root() {
     let said = mv(&[&w, &other], &state, "w/a/L", "w/L");
     assert!(said.contains("PATH_ESCAPE"), "{said}");
 }
+
+/// Round 18: a moved folder cannot put a file at a secret's name (`k/config` moved as
+/// `.kube` becomes `.kube/config`, a kubectl exec plugin): refused as writing it is.
+#[test]
+fn a_folder_moved_to_make_a_secrets_name_is_refused() {
+    let (_t, ws) = tempdir();
+    let (_s, state) = tempdir();
+    write(&ws, "k/config", "users: []\n");
+    write(&ws, "d/config.json", "{}\n");
+    for (from, to) in [("k", ".kube"), ("d", ".docker")] {
+        let said = mv(&[&ws], &state, from, to);
+        assert!(said.contains("DENIED_PATTERN"), "{from} -> {to}: {said}");
+        assert!(ws.join(from).is_dir() && !ws.join(to).exists());
+    }
+    // Folders that hold no such name move as before.
+    let said = mv(&[&ws], &state, "k", "kk");
+    assert!(!said.contains("\"code\""), "{said}");
+}

@@ -469,6 +469,18 @@ fn a_root_nested_at_a_guarded_name_is_refused() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Round 18: a rule anchored at a root names one place from each of two nested roots
+    // (`/private/`): one file, two verdicts by the spelling. Refused at start.
+    let out = bin()
+        .arg("--root")
+        .arg(&ws)
+        .arg("--root")
+        .arg(ws.join("sub"))
+        .args(["--set", "deny_extra=[\"/private/\"]", "glob", "**/*.txt"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("anchored"), "{err}");
 }
 
 /// Round 17: a config file that is not TOML is named with the error's place, not echoed:

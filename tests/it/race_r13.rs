@@ -719,3 +719,41 @@ fn a_move_waits_for_overlapping_moves_only_and_within_its_deadline() {
     assert!(took < Duration::from_secs(8), "waited {took:?}: {err}");
     assert!(ws.join("a.txt").exists());
 }
+
+// Round 18: a patch that removes files waits for deletes in flight as moves do: a file
+// a patch moved into a folder while it was being deleted for good was deleted with it.
+#[test]
+fn a_file_a_patch_moves_into_a_folder_being_deleted_for_good_is_kept() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "big/s1/f.txt", "x\n");
+    write(&root, "keep.txt", "the person's notes\n");
+    let rm = ferret(&root, &state, &["rm", "--permanent", "--yes", "big"])
+        .env("FERRET_TEST_PAUSE_AFTER_STAGED", "700")
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(250));
+    let patch = ferret(
+        &root,
+        &state,
+        &[
+            "call",
+            "apply_patch",
+            r#"{"changes":[{"path":"keep.txt","move_to":"big/s1/keep.txt"}]}"#,
+        ],
+    )
+    .output()
+    .expect("patch");
+    let rm = done(rm);
+    let said = format!(
+        "rm: {}\npatch: {}{}",
+        String::from_utf8_lossy(&rm.stderr),
+        String::from_utf8_lossy(&patch.stdout),
+        String::from_utf8_lossy(&patch.stderr)
+    );
+    assert!(rm.status.success(), "{said}");
+    assert!(
+        root.join("keep.txt").exists() || root.join("big/s1/keep.txt").exists(),
+        "the notes are gone: {said}"
+    );
+}
