@@ -71,7 +71,18 @@ impl History {
             let (Some(temp), Some(content)) = (&p.op.temp, &p.content) else {
                 continue;
             };
-            let like = p.old.as_ref().map(|f| f.as_fd());
+            // Shaped like the file it replaces, or for a move's new file like its source
+            // (the remove that names it): a 0600 file moved by a patch became 0644.
+            let like = p
+                .old
+                .as_ref()
+                .or_else(|| {
+                    planned
+                        .iter()
+                        .find(|r| r.op.moved_by == Some(i))
+                        .and_then(|r| r.old.as_ref())
+                })
+                .map(|f| f.as_fd());
             if let Err(e) = write::stage(&p.dir, OsStr::new(temp), content, like) {
                 discard_temps(&planned);
                 let err = ToolError::io(&p.op.path, &e);

@@ -546,3 +546,56 @@ fn the_root_long_names_and_folder_over_file_get_the_right_answers() {
     let (_, said) = run(&["mv", "--overwrite", "d", "imp.txt"]);
     assert!(said.contains("d is not a file"), "{said}");
 }
+
+/// Round 18: a patch's `move_to` makes the new file like its source (mode, owner), as an
+/// edit keeps the file's: a 0600 file moved by a patch became 0644, a script lost its
+/// exec bit; and the undo of the move puts it back the same way.
+#[test]
+fn a_patch_move_keeps_the_files_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "secret-ish.txt", "a\n");
+    write(&root, "run.sh", "echo hi\n");
+    let set = |p: &str, m: u32| {
+        std::fs::set_permissions(root.join(p), std::fs::Permissions::from_mode(m)).expect("chmod")
+    };
+    set("secret-ish.txt", 0o600);
+    set("run.sh", 0o750);
+    let mode = |p: &str| {
+        std::fs::metadata(root.join(p))
+            .expect("stat")
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    let mut c = bin();
+    c.arg("--root").arg(&root);
+    let out = patch_with(
+        c,
+        &state,
+        "*** Begin Patch\n*** Update File: secret-ish.txt\n*** Move to: moved.txt\n@@\n-a\n+b\n*** Update File: run.sh\n*** Move to: bin/run.sh\n@@\n-echo hi\n+echo ho\n*** End Patch\n",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(mode("moved.txt"), 0o600);
+    assert_eq!(mode("bin/run.sh"), 0o750);
+    let out = bin()
+        .arg("--root")
+        .arg(&root)
+        .args(["--allow-write", "--state-dir"])
+        .arg(&state)
+        .args(["undo", "--yes"])
+        .output()
+        .expect("undo");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(mode("secret-ish.txt"), 0o600);
+    assert_eq!(mode("run.sh"), 0o750);
+}
