@@ -297,6 +297,8 @@ pub struct FerretServer {
     shared: Arc<Shared>,
     connection: String,
     roots: Arc<tokio::sync::Mutex<ClientRoots>>,
+    /// Set when the client says its roots changed: fetched again on the next call.
+    roots_stale: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The longest progress token (as JSON) progress notifications echo.
@@ -318,6 +320,7 @@ impl FerretServer {
             shared,
             connection: format!("mcp-{}", uuid_like()),
             roots: Arc::default(),
+            roots_stale: Arc::default(),
         }
     }
 
@@ -332,6 +335,12 @@ impl FerretServer {
         let info = ctx.peer.peer_info()?;
         info.capabilities.roots.as_ref()?;
         let mut state = self.roots.lock().await;
+        if self
+            .roots_stale
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            state.fetched = false;
+        }
         if !state.fetched {
             // A client that never answers (or whose answer the framing refuses as too
             // big) must not pin the call, and with it the session's slot, for ever: past
@@ -468,7 +477,11 @@ impl ServerHandler for FerretServer {
     }
 
     async fn on_roots_list_changed(&self, _ctx: rmcp::service::NotificationContext<RoleServer>) {
-        self.roots.lock().await.fetched = false;
+        // A flag, not the lock: while a call waits (up to 5 s) on an unanswered
+        // roots/list, each notification awaiting the lock was held as a task, and a flood
+        // of them took 1.5 GB.
+        self.roots_stale
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     async fn list_tools(
