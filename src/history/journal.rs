@@ -348,6 +348,25 @@ impl Locked<'_> {
         for rel in names {
             crate::workspace::changeable_name(rel)?;
         }
+        // Near the size every process reads back, new changes stop while undo goes on:
+        // past that size nothing at all could be changed or undone (an agent filled it
+        // with big patches in 5 minutes). The room above is kept for undos and marks.
+        if entry.undoes.is_none()
+            && let Some(f) = self.file
+            && rustix::fs::fstat(f).is_ok_and(|st| st.st_size as u64 > new_changes_max())
+        {
+            return Err(ToolError::new(
+                ErrorCode::FileTooLarge,
+                format!(
+                    "the undo journal is over {} MiB: no new change is made (undo still works)",
+                    new_changes_max() >> 20
+                ),
+            )
+            .with_hint(
+                "ask the user to move the journal aside (`ferret history` names the state directory; \
+                 its changes can then no longer be undone) or to choose another state directory",
+            ));
+        }
         entry.id = self.next_id;
         entry.lease = lease.to_string();
         if entry.by.is_none() {
@@ -676,6 +695,19 @@ struct Cache {
 /// The longest journal line kept: a longer one is skipped as damaged (its bytes are
 /// consumed, never held). A patch of thousands of files makes lines of a few MB.
 const MAX_LINE: usize = 64 << 20;
+
+/// Past this size of journal, new changes are refused and undos still made: well under
+/// [`super::safe::JOURNAL_MAX_BYTES`], past which the journal is not read at all.
+const NEW_CHANGES_MAX: u64 = super::safe::JOURNAL_MAX_BYTES - (128 << 20);
+
+/// [`NEW_CHANGES_MAX`], or in tests `FERRET_TEST_JOURNAL_NEW_CHANGES_MAX` bytes (a test
+/// cannot write a gigabyte of journal).
+fn new_changes_max() -> u64 {
+    std::env::var("FERRET_TEST_JOURNAL_NEW_CHANGES_MAX")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(NEW_CHANGES_MAX)
+}
 
 /// The most one journal line may take when written: well under [`MAX_LINE`].
 const MAX_ENTRY: usize = 16 << 20;

@@ -599,3 +599,56 @@ fn a_patch_move_keeps_the_files_mode() {
     assert_eq!(mode("secret-ish.txt"), 0o600);
     assert_eq!(mode("run.sh"), 0o750);
 }
+
+/// Round 18: near the size every process reads back, the journal takes no new change but
+/// still takes undos: an agent filled it past 1 GiB with big patches, after which nothing
+/// at all could be changed or undone. (The threshold is lowered for the test.)
+#[test]
+fn a_full_journal_refuses_new_changes_and_still_undoes() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "a.txt", "v0\n");
+    let run = |args: &[&str]| {
+        bin()
+            .arg("--root")
+            .arg(&root)
+            .args(["--allow-write", "--state-dir"])
+            .arg(&state)
+            .args(args)
+            .env("FERRET_TEST_JOURNAL_NEW_CHANGES_MAX", "3000")
+            .output()
+            .expect("run")
+    };
+    let mut refused = None;
+    for i in 0..50 {
+        let out = run(&[
+            "edit",
+            "a.txt",
+            "--old",
+            &format!("v{i}"),
+            "--new",
+            &format!("v{}", i + 1),
+        ]);
+        if !out.status.success() {
+            refused = Some(String::from_utf8_lossy(&out.stderr).into_owned());
+            break;
+        }
+    }
+    let refused = refused.expect("never refused");
+    assert!(
+        refused.contains("FILE_TOO_LARGE") && refused.contains("undo still works"),
+        "{refused}"
+    );
+    let before = std::fs::read_to_string(root.join("a.txt")).expect("read");
+    let out = run(&["undo", "--yes"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(
+        std::fs::read_to_string(root.join("a.txt")).expect("read"),
+        before
+    );
+    assert!(run(&["history"]).status.success());
+}
