@@ -58,6 +58,9 @@ impl History {
             if p.op.kind != OpKind::Remove {
                 p.op.temp = Some(format!(".ferret-{base}-{i}.tmp"));
             }
+            if let Some(old) = &p.old {
+                p.op.mode = rustix::fs::fstat(old).ok().map(|st| mode_bits(&st));
+            }
         }
         entry.group = planned.iter().map(|p| p.op.clone()).collect();
         let id = self.write_journal(|j| {
@@ -83,7 +86,14 @@ impl History {
                         .and_then(|r| r.old.as_ref())
                 })
                 .map(|f| f.as_fd());
-            if let Err(e) = write::stage(&p.dir, OsStr::new(temp), content, like) {
+            let staged =
+                write::stage(&p.dir, OsStr::new(temp), content, like).and_then(|()| {
+                    match (like, p.op.mode) {
+                        (None, Some(mode)) => write::set_mode(&p.dir, OsStr::new(temp), mode),
+                        _ => Ok(()),
+                    }
+                });
+            if let Err(e) = staged {
                 discard_temps(&planned);
                 let err = ToolError::io(&p.op.path, &e);
                 self.settle(id, Outcome::Aborted, Some(err.message.clone()))?;
@@ -144,6 +154,12 @@ fn status(f: &File) -> Option<Status> {
         (st.st_mtime as i64, st.st_mtime_nsec as i64),
         (st.st_ctime as i64, st.st_ctime_nsec as i64),
     ))
+}
+
+/// A file's permission bits, without setuid and setgid (as [`write::stage`] copies them).
+#[allow(clippy::unnecessary_cast)] // st_mode's type differs from one OS to another
+fn mode_bits(st: &rustix::fs::Stat) -> u32 {
+    (st.st_mode as u32) & 0o1777
 }
 
 /// Refuses (`CONFLICT`) when the old file of `p` is no longer at its name, or changed
@@ -214,7 +230,7 @@ fn put_back(p: &Planned) -> std::io::Result<()> {
             write::commit(&p.dir, &temp, &p.name)
         }
         (OpKind::Remove, Some(before)) => {
-            write::stage(&p.dir, &temp, before, None)?;
+            write::stage(&p.dir, &temp, before, p.old.as_ref().map(|f| f.as_fd()))?;
             write::move_noreplace(&p.dir, &temp, &p.dir, &p.name)
         }
         _ => Ok(()),

@@ -117,6 +117,11 @@ pub struct GroupOp {
     /// are settled as one: this file is removed only once that one holds its content.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub moved_by: Option<usize>,
+    /// The permission bits of the file a Replace or Remove found (no setuid or setgid),
+    /// and the bits a Create gives its new file: an undo that makes a removed file
+    /// anew gives it back its mode (an executable stays executable).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mode: Option<u32>,
 }
 
 fn no_path(p: &Path) -> bool {

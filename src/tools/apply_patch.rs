@@ -882,6 +882,8 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
                 sha256_after: op.content.as_deref().map(sha256),
                 created_dirs,
                 moved_by,
+                // Filled in from the old file as the group begins.
+                mode: None,
             },
             dir,
             name,

@@ -727,6 +727,8 @@ fn undo_group(
                 sha256_after: content.as_deref().map(sha256),
                 created_dirs: Vec::new(),
                 moved_by: None,
+                // A file made anew takes the mode the patch found it with.
+                mode: op.mode,
             },
             dir,
             name,

@@ -188,6 +188,20 @@ pub fn commit(dir: &Dir, temp: &OsStr, name: &OsStr) -> io::Result<()> {
     Ok(())
 }
 
+/// Gives the temporary file `temp` in `dir` (one [`stage`] just made) the permission
+/// bits `mode` (no setuid or setgid), through a handle: a link put at its name is not
+/// followed.
+pub fn set_mode(dir: &Dir, temp: &OsStr, mode: u32) -> io::Result<()> {
+    let f = rustix::fs::openat(
+        dir,
+        temp,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    rustix::fs::fchmod(&f, Mode::from_raw_mode((mode & 0o1777) as _))?;
+    Ok(())
+}
+
 /// Removes a temporary file, if it is there.
 pub fn discard(dir: &Dir, temp: &OsStr) {
     let _ = rustix::fs::unlinkat(dir, temp, AtFlags::empty());

@@ -600,6 +600,65 @@ fn a_patch_move_keeps_the_files_mode() {
     assert_eq!(mode("run.sh"), 0o750);
 }
 
+/// Round 18: the undo of a patch's delete made the file anew 0644: an executable lost its
+/// bit and a 0600 file became readable by everyone. It keeps the mode the patch found.
+#[test]
+fn undoing_a_patch_delete_keeps_the_files_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    for (p, m) in [
+        ("private.txt", 0o600),
+        ("tool.sh", 0o750),
+        ("plain.txt", 0o640),
+    ] {
+        write(&root, p, "x\n");
+        std::fs::set_permissions(root.join(p), std::fs::Permissions::from_mode(m)).expect("chmod");
+    }
+    let mode = |p: &str| {
+        std::fs::metadata(root.join(p))
+            .expect("stat")
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    let mut c = bin();
+    c.arg("--root").arg(&root);
+    let out = patch_with(
+        c,
+        &state,
+        "*** Begin Patch\n*** Delete File: private.txt\n*** Delete File: tool.sh\n*** Update File: plain.txt\n@@\n-x\n+y\n*** End Patch\n",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!root.join("private.txt").exists() && !root.join("tool.sh").exists());
+    // A person removes the edited file too: the undo makes all three anew.
+    std::fs::remove_file(root.join("plain.txt")).expect("rm");
+    let out = bin()
+        .arg("--root")
+        .arg(&root)
+        .args(["--allow-write", "--state-dir"])
+        .arg(&state)
+        .args(["undo", "--yes", "--force"])
+        .output()
+        .expect("undo");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(mode("private.txt"), 0o600);
+    assert_eq!(mode("tool.sh"), 0o750);
+    assert_eq!(mode("plain.txt"), 0o640);
+    assert_eq!(
+        std::fs::read_to_string(root.join("plain.txt")).expect("read"),
+        "x\n"
+    );
+}
+
 /// Round 18: near the size every process reads back, the journal takes no new change but
 /// still takes undos: an agent filled it past 1 GiB with big patches, after which nothing
 /// at all could be changed or undone. (The threshold is lowered for the test.)
