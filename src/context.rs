@@ -425,6 +425,9 @@ impl Ferret {
                  user-level config",
             ));
         }
+        if meta.annotations.needs_write && !dry_run {
+            self.workspace.roots_in_place()?;
+        }
         Ok(())
     }
 

@@ -906,15 +906,12 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
     ctx.set_audit_path(label.clone());
     let entry = Entry::new(Action::Patch, label, root, &rel);
     let placed = super::group_placed(ctx.workspace());
-    // A patch that removes files (a delete, a move's source) runs one at a time with
-    // every ferret process's moves and deletes, as they do (see workspace::serial): a
-    // file a patch moved into a folder being deleted for good was deleted with it.
+    // A patch runs one at a time with every ferret process's moves and deletes, as they
+    // do (see workspace::serial): a file a patch moved into a folder being deleted for
+    // good was deleted with it, and a folder moved under `.github` between the check of
+    // where a new file lands and its landing took the file there unasked.
     let roots: Vec<usize> = planned.iter().map(|p| p.op.root).collect();
-    let _serial = if planned.iter().any(|p| p.op.kind == OpKind::Remove) {
-        Some(ws.moves_serial(&roots, crate::workspace::LOCK_WAIT, &|| ctx.check())?)
-    } else {
-        None
-    };
+    let _serial = ws.moves_serial(&roots, crate::workspace::LOCK_WAIT, &|| ctx.check())?;
     out.change_id = Some(history.apply_group(planned, entry, |_| Ok(()), &placed)?);
     for m in std::mem::take(&mut made.0) {
         m.keep();

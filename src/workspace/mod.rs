@@ -26,7 +26,7 @@ pub(crate) use open::{denied_error, raced_or_io};
 pub use walk::{read_capped_at, read_small_at, strip};
 
 use crate::config::Config;
-use crate::error::SetupError;
+use crate::error::{ErrorCode, SetupError, ToolError};
 use cap_std::fs::Dir;
 pub use open::MadeDirs;
 use patterns::PatternSet;
@@ -304,6 +304,39 @@ impl Workspace {
             .iter()
             .enumerate()
             .any(|(i, r)| i != real.root && r.canonical.starts_with(&here))
+    }
+
+    /// Refuses (`CONFLICT`) when a root no longer stands where ferret found it at start,
+    /// with several roots. What was checked of them at start (no root nested at a
+    /// guarded name, like `.github`, nor under anchored rules) holds only while they
+    /// stay there: a person moving `ws/sub` to `ws/.github/sub` under a running server
+    /// would have every change through the inner root land in `.github` unasked. One
+    /// root alone is judged from itself, wherever it is.
+    pub fn roots_in_place(&self) -> Result<(), ToolError> {
+        if self.roots.len() < 2 {
+            return Ok(());
+        }
+        for r in &self.roots {
+            let here = std::fs::canonicalize(&r.path).ok();
+            let same = here.as_deref() == Some(r.canonical.as_path())
+                && match (rustix::fs::stat(&r.canonical), rustix::fs::fstat(&r.dir)) {
+                    (Ok(a), Ok(b)) => crate::platform::file_id(&a) == crate::platform::file_id(&b),
+                    _ => false,
+                };
+            if !same {
+                return Err(ToolError::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "the root {} was moved since ferret started; nothing was changed",
+                        r.name
+                    ),
+                )
+                .with_hint(
+                    "the user must restart ferret on the roots where they are now; reading still works",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The roots' canonical paths (what the state directory's id is made from).

@@ -1,7 +1,8 @@
 //! Issue #25, round 13, the lesser findings: a workspace `ferret.toml` of a quarter
 //! million patterns is counted, not compiled pattern by pattern at every start.
 
-use crate::util::{bin, tempdir, write};
+use crate::util::{StdioServer, bin, tempdir, write};
+use serde_json::json;
 
 #[test]
 fn a_workspace_list_past_its_limit_is_counted_not_checked_and_refusals_are_few() {
@@ -657,6 +658,67 @@ fn undoing_a_patch_delete_keeps_the_files_mode() {
         std::fs::read_to_string(root.join("plain.txt")).expect("read"),
         "x\n"
     );
+}
+
+/// Round 18: roots nested at a guarded name are refused at start, but a person moving the
+/// inner root under `.github` while the server ran had every change through it land there
+/// unasked. A change is refused once any of several roots stands elsewhere than at start;
+/// reading goes on.
+#[test]
+fn a_server_whose_nested_root_was_moved_under_a_guarded_name_changes_nothing() {
+    let (_t, ws) = tempdir();
+    let (_s, state) = tempdir();
+    write(&ws, "inner/a.txt", "a\n");
+    write(&ws, ".github/keep.txt", "k\n");
+    let mut c = bin();
+    c.arg("--root")
+        .arg(&ws)
+        .arg("--root")
+        .arg(ws.join("inner"))
+        .args(["--state-dir"])
+        .arg(&state)
+        .args(["serve", "--allow-write"]);
+    let mut s = StdioServer::spawn(c, "agent");
+    let made = s.call(
+        "write_file",
+        &json!({"path": "inner/b.txt", "content": "b\n"}),
+    );
+    assert_ne!(made["isError"], true, "{made}");
+    assert!(ws.join("inner/b.txt").exists());
+    // The person moves the inner root under .github.
+    std::fs::rename(ws.join("inner"), ws.join(".github/inner")).expect("move the root");
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"path": "inner/c.txt", "content": "c\n"}),
+        ),
+        (
+            "edit",
+            json!({"path": "inner/a.txt", "old_string": "a", "new_string": "z"}),
+        ),
+        ("file_delete", json!({"path": "inner/b.txt"})),
+        ("write_file", json!({"path": "top.txt", "content": "t\n"})),
+    ] {
+        let r = s.call(tool, &args);
+        assert_eq!(r["isError"], true, "{tool}: {r}");
+        assert!(r.to_string().contains("CONFLICT"), "{tool}: {r}");
+        assert!(r.to_string().contains("restart ferret"), "{tool}: {r}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".github/inner/a.txt")).expect("a"),
+        "a\n"
+    );
+    assert!(ws.join(".github/inner/b.txt").exists());
+    assert!(!ws.join(".github/inner/c.txt").exists() && !ws.join("top.txt").exists());
+    let read = s.call("read_file", &json!({"path": "inner/a.txt"}));
+    assert_ne!(read["isError"], true, "{read}");
+    // Put back where it was, changes go on.
+    std::fs::rename(ws.join(".github/inner"), ws.join("inner")).expect("move back");
+    let made = s.call(
+        "write_file",
+        &json!({"path": "inner/c.txt", "content": "c\n"}),
+    );
+    assert_ne!(made["isError"], true, "{made}");
 }
 
 /// Round 18: near the size every process reads back, the journal takes no new change but

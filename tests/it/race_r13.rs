@@ -670,6 +670,58 @@ fn a_save_to_a_file_a_patch_deletes_is_never_removed() {
     );
 }
 
+// Round 18: a patch that only adds files checked where each would land (not under
+// `.github`, say) and then landed them, with a moment between in which another
+// process's move could take their folder there. Every patch now waits for the moves and
+// deletes in flight, and they for it, as a patch that removes files did.
+#[test]
+fn a_patch_that_only_adds_files_waits_for_moves_in_flight() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "docs/readme.txt", "r\n");
+    write(&root, ".github/keep.txt", "k\n");
+    let patch = "*** Begin Patch\n*** Add File: docs/ci.yml\n+on: push\n*** End Patch\n";
+    let mut p = ferret(&root, &state, &["patch"]);
+    let mut p = p
+        .env("FERRET_TEST_PAUSE_AFTER_STAGED", "900")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    {
+        use std::io::Write;
+        let mut stdin = p.stdin.take().expect("stdin");
+        stdin.write_all(patch.as_bytes()).expect("patch");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let mv = ferret(&root, &state, &["mv", "--yes", "docs", ".github/docs"])
+        .output()
+        .expect("mv");
+    let waited = started.elapsed();
+    let p = done(p);
+    let said = format!(
+        "patch: {}\nmv: {}",
+        String::from_utf8_lossy(&p.stderr),
+        String::from_utf8_lossy(&mv.stderr)
+    );
+    assert!(p.status.success(), "{said}");
+    // The move waited for the patch to land (it paused 900 ms after its checks): it
+    // did not move the folder between the patch's check and its landing.
+    assert!(
+        waited >= Duration::from_millis(450),
+        "the move did not wait for the patch ({waited:?}): {said}"
+    );
+    // Then the move finds docs holding more than it was approved with (its --yes
+    // pinned what it checked): refused, and the new file stays where the patch put it.
+    assert!(!mv.status.success(), "{said}");
+    assert!(said.contains("CONFLICT"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("docs/ci.yml")).expect("where the patch put it"),
+        "on: push\n"
+    );
+    assert!(!root.join(".github/docs").exists(), "{said}");
+}
+
 // Round 17: a move waiting for another process's move in its tree stops at its call's
 // deadline (waits used to stack, 10 s each, past it); and a move inside one root does
 // not wait for moves in another root of the same server.
