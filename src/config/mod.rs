@@ -255,6 +255,11 @@ pub struct Config {
     pub backup_enabled: bool,
     /// Largest file `edit` changes, in bytes (0: no limit).
     pub max_edit_file_size: u64,
+    /// Most bytes the state directory's backups hold together (0: no limit; default
+    /// 2 GiB). Past it the oldest backups are dropped (their changes can no longer be
+    /// undone), and a change whose backup alone is bigger is refused. The user's alone to
+    /// set: a workspace lowering it would drop the undo of the person's own changes.
+    pub max_backup_bytes: u64,
     /// Largest image `read_file` sends as an image, in bytes as stored (0: no limit;
     /// default 5 MiB, the most Claude's API accepts). Over HTTP the result cap (1 MB
     /// sent, base64) lowers it further.
@@ -317,6 +322,7 @@ impl Config {
             dry_run: false,
             state_dir: None,
             max_edit_file_size: 64 * 1024 * 1024,
+            max_backup_bytes: 2 * 1024 * 1024 * 1024,
             max_image_bytes: default_max_image_bytes(),
             backup_enabled: true,
             direct_bash_confirm: true,

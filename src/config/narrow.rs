@@ -11,6 +11,7 @@
 //! |---|---|
 //! | `roots`, `state_dir`, `audit_log` | nothing (refused) |
 //! | `use_os_trash` | nothing (refused): where the user's deletions go is the user's choice |
+//! | `max_backup_bytes` | nothing (refused): lowered, it would drop the undo of the person's own changes |
 //! | `deny`, `deny_extra` | add patterns (to `deny_extra`); never remove one, never a `!` |
 //! | `confirm`, `bash_blocklist` | add entries; never remove one, never a `!` |
 //! | `skip`, `skip_extra` | add patterns (to `skip_extra`); never remove one, never a `!` |
@@ -546,7 +547,7 @@ fn narrow_key(
                 c.round_window = d;
             }
         }
-        "roots" | "state_dir" | "audit_log" | "use_os_trash" => {
+        "roots" | "state_dir" | "audit_log" | "use_os_trash" | "max_backup_bytes" => {
             ignored.push(format!("{k} (a workspace file cannot set it)"));
             return Ok(None);
         }

@@ -102,12 +102,15 @@ impl History {
         }
         self.write_journal(|j| j.settle(id, Outcome::Staged, None))?;
         super::change::die_here_in_tests();
+        // The race tests' pause comes before the last checks of where the files land,
+        // as edit's and write_file's does: what moves during it must be caught (round
+        // 19: after them, a folder moved in the pause took a patch's file along).
+        super::change::pause_here_in_tests();
         if let Some(err) = planned.iter().find_map(|p| placed(p).err()) {
             discard_temps(&planned);
             self.settle(id, Outcome::Aborted, Some(err.message.clone()))?;
             return Err(err);
         }
-        super::change::pause_here_in_tests();
 
         // Each old file as the checks above found it: looked at again just before its
         // own rename or removal (the checks of the files after it take time: a big

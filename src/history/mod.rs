@@ -42,6 +42,42 @@ const NEW_LEASE: &str = ".new-";
 /// Backups kept per file (seed 003 §2.2).
 pub const BACKUPS_PER_FILE: usize = 50;
 
+/// Drops the oldest backups under `all` (every file's folder) until they hold `cap`
+/// bytes at most, never `keep` (the one just written): 50 backups per file bounded each
+/// file, but an agent editing big files at many paths filled the disk.
+fn prune_backups(all: &Path, cap: u64, keep: &Path) {
+    let mut found = Vec::new();
+    let mut total = 0u64;
+    for folder in std::fs::read_dir(all).into_iter().flatten().flatten() {
+        let folder = folder.path();
+        for f in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+            let Ok(meta) = f.metadata() else { continue };
+            if !meta.is_file() {
+                continue;
+            }
+            total += meta.len();
+            let when = meta.modified().unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+            found.push((when, f.path(), meta.len()));
+        }
+    }
+    if total <= cap {
+        return;
+    }
+    found.sort();
+    for (_, path, len) in found {
+        if total <= cap {
+            break;
+        }
+        if path == keep {
+            continue;
+        }
+        // The emptied folder stays: another process may be about to write in it.
+        if std::fs::remove_file(&path).is_ok() {
+            total -= len;
+        }
+    }
+}
+
 pub fn sha256(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
@@ -58,6 +94,8 @@ pub struct History {
     making: std::sync::Mutex<()>,
     /// The canonical roots, to keep the home trash out of the workspace.
     roots: Vec<PathBuf>,
+    /// `max_backup_bytes`: the most the backups hold together (0: no limit).
+    max_backup_bytes: u64,
 }
 
 impl std::fmt::Debug for History {
@@ -220,6 +258,7 @@ impl History {
             lease: std::sync::OnceLock::new(),
             making: std::sync::Mutex::new(()),
             roots: roots.to_vec(),
+            max_backup_bytes: config.max_backup_bytes,
         })
     }
 
@@ -447,6 +486,18 @@ impl History {
     /// folder per file) and drops the oldest beyond [`BACKUPS_PER_FILE`].
     pub fn backup(&self, root: usize, rel: &Path, content: &[u8]) -> ToolResult<PathBuf> {
         crate::workspace::changeable_name(rel)?;
+        let cap = self.max_backup_bytes;
+        if cap > 0 && content.len() as u64 > cap {
+            return Err(crate::error::ToolError::new(
+                crate::error::ErrorCode::FileTooLarge,
+                format!(
+                    "{}: its backup ({} bytes) would be bigger than all backups may be together ({cap} bytes, max_backup_bytes); nothing was changed",
+                    rel.display(),
+                    content.len()
+                ),
+            )
+            .with_hint("the user can raise max_backup_bytes, or turn backups off for changes that need not be undone"));
+        }
         self.made()?;
         let all = self.dir.join("backups");
         let per_file = all.join(&sha256(format!("{root}/{}", rel.display()).as_bytes())[..16]);
@@ -472,6 +523,9 @@ impl History {
             for old in &all[..excess] {
                 let _ = std::fs::remove_file(old);
             }
+        }
+        if cap > 0 {
+            prune_backups(&all, cap, &path);
         }
         Ok(path)
     }

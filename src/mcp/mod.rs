@@ -541,6 +541,9 @@ impl ServerHandler for FerretServer {
                 let _ = tx.send(p);
             }) as ProgressSink
         });
+        // (Questions are kept for the principal the server established, as budgets are:
+        // over HTTP each 2026-07-28 request is a connection of its own, so its answer
+        // comes on another one, and was never matched to its question; round 19.)
         // A 2026-07-28 client answers our confirmation question by sending the call again
         // with the user's answer in input_responses and our requestState. An answer to a
         // question this server did not ask (no or unknown state, other tool, arguments or
@@ -553,7 +556,7 @@ impl ServerHandler for FerretServer {
                 let pins = request
                     .request_state
                     .as_deref()
-                    .and_then(|state| self.shared.take_asked(state, &name, &args, &session.id))?;
+                    .and_then(|state| self.shared.take_asked(state, &name, &args, &session.budget))?;
                 Some((answer, pins))
             });
         let answer = asked_pins.as_ref().map(|(a, _)| *a);
@@ -594,7 +597,14 @@ impl ServerHandler for FerretServer {
                     .build()
                     .map_err(|e| McpError::internal_error(e.to_string(), None))?,
             };
-            if ctx.peer.peer_info().is_none() {
+            // By the version this request names (as rmcp judges it), not by whether
+            // the session said hello: a stateless HTTP request on a server that had
+            // sessions before was sent an elicitation rmcp refused (round 19).
+            let stateless = ctx.peer.peer_info().is_none()
+                || ctx
+                    .protocol_version()
+                    .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+            if stateless {
                 // 2026-07-28 forbids server-to-client requests: ask in the result.
                 let requests = std::collections::BTreeMap::from([(
                     CONFIRM_KEY.to_string(),
@@ -602,7 +612,7 @@ impl ServerHandler for FerretServer {
                 )]);
                 let mut result = InputRequiredResult::from_input_requests(requests);
                 result.request_state =
-                    Some(self.shared.ask(&name, &args, &session.id, e.pins.clone()));
+                    Some(self.shared.ask(&name, &args, &session.budget, e.pins.clone()));
                 return Ok(CallToolResponse::InputRequired(result));
             }
             let pins = e.pins.clone();

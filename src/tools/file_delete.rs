@@ -88,6 +88,7 @@ for confirmation. dry_run previews.",
         // link. Its directory is a handle opened beneath the root: the move to the trash
         // happens there, whatever the path names now.
         let at = ws.entry(&wp, false)?;
+        ws.check_keeps(&at.real, "deleted")?;
         if ws.holds_root(&at.real) {
             return Err(ToolError::invalid(format!(
                 "{said} holds another workspace root; a root is never deleted"
@@ -132,7 +133,16 @@ for confirmation. dry_run previews.",
         let q = crate::workspace::shown_in_prose(&real_shown);
         // Every reason to ask, in one question (a yes to the first alone used to let the
         // others through unread); a dry run asks no one, and says what it would ask.
-        let pinned = std::cell::Cell::new(None);
+        // A directory as the walks below see it, checked again once this delete has
+        // waited its turn and just before it goes, asked about or not: an entry added
+        // into it meanwhile (a patch of the agent's own, another process's move) went
+        // along unjudged and unasked (round 19).
+        let checked_stamp = if is_dir {
+            Some(ws.state_stamp(&at, &|| ctx.check())?.unwrap_or_default())
+        } else {
+            None
+        };
+        let pinned = std::cell::Cell::new(checked_stamp);
         let asked = (|| {
             let mut why = Vec::new();
             if ws.needs_confirmation(&at.real, is_dir) {
@@ -160,7 +170,10 @@ for confirmation. dry_run previews.",
             }
             // What is asked about is pinned: the file or tree as it stands now. Changed
             // while the person reads the question, it is not what they approved deleting.
-            let stamp = ws.state_stamp(&at, &|| ctx.check())?.unwrap_or_default();
+            let stamp = match checked_stamp {
+                Some(s) => s,
+                None => ws.state_stamp(&at, &|| ctx.check())?.unwrap_or_default(),
+            };
             ctx.pin(&real_shown, stamp)?;
             pinned.set(Some(stamp));
             let what = why.join("; ");
@@ -218,20 +231,21 @@ for confirmation. dry_run previews.",
                 .with_hint("look at what is there now, then delete it again if it is still meant"));
             }
         }
+        // Still what was checked (and what the person approved), looked at again with
+        // moves held: a file an agent's parallel call moved into the folder after the
+        // last look would be gone for good, or trashed unasked.
+        if let Some(stamp) = pinned.get()
+            && (p.permanent || is_dir)
+            && ws.state_stamp(&at, &|| ctx.check())? != Some(stamp)
+        {
+            return Err(ToolError::new(
+                ErrorCode::Conflict,
+                format!("{said} changed while the call ran (or the question waited); nothing was deleted"),
+            )
+            .with_hint("look at what is there now, then delete it again if it is still meant"));
+        }
         if p.permanent {
             ws.still_holds(dir, at.real.root_index(), at.real.rel(), &shown)?;
-            // Still what the person approved, looked at again with moves held: a file
-            // an agent's parallel call moved into the folder after the question's last
-            // look would be gone for good.
-            if let Some(stamp) = pinned.get()
-                && ws.state_stamp(&at, &|| ctx.check())? != Some(stamp)
-            {
-                return Err(ToolError::new(
-                    ErrorCode::Conflict,
-                    format!("{said} changed while the call ran (or the question waited); nothing was deleted"),
-                )
-                .with_hint("look at what is there now, then delete it again if it is still meant"));
-            }
             out.change_id = Some(history.remove(dir, name, &at.real, &shown, is_dir)?);
         } else {
             let done = history.trash(dir, name, &at.real, ws, ctx.config().use_os_trash)?;

@@ -124,6 +124,7 @@ impl Tool for Move {
                 return Err(e);
             }
         }
+        ws.check_keeps(&from.real, "moved")?;
         if ws.holds_root(&from.real) || (to.meta.is_some() && ws.holds_root(&to.real)) {
             return Err(ToolError::invalid(format!(
                 "{} holds another workspace root; a root cannot be moved or replaced",
@@ -238,6 +239,17 @@ impl Tool for Move {
             would_ask: None,
             dry_run,
         };
+        // A directory as the walks below see it (what it holds: secrets, names on the
+        // confirm list, names it would make denied), checked again once this move has
+        // waited its turn (`moves_serial`) and just before the rename: something added
+        // into it meanwhile (a patch of this agent's, another process's move) was moved
+        // along unjudged (round 19: a `config` landed in `kube` during the wait, and the
+        // move made `.kube/config`).
+        let checked_stamp = if meta.is_dir() {
+            Some(ws.state_stamp(&from, &|| ctx.check())?.unwrap_or_default())
+        } else {
+            None
+        };
         // The real names, and the destination as spelled (`.github` may be a link
         // elsewhere), as write_file and apply_patch ask.
         let confirm_listed = ws.needs_confirmation(&from.real, meta.is_dir())
@@ -276,7 +288,10 @@ impl Tool for Move {
         let mut pinned = None;
         let mut asked = Ok(());
         if !why.is_empty() {
-            let stamp = ws.state_stamp(&from, &|| ctx.check())?.unwrap_or_default();
+            let stamp = match checked_stamp {
+                Some(s) => s,
+                None => ws.state_stamp(&from, &|| ctx.check())?.unwrap_or_default(),
+            };
             ctx.pin(&ws.display(&from.real), stamp)?;
             // And where it lands (checked again at the rename: `checked` below).
             super::pin_place(ctx, &to.real)?;
@@ -368,7 +383,7 @@ impl Tool for Move {
         } else {
             None
         };
-        if let Some(stamp) = pinned
+        if let Some(stamp) = pinned.or(checked_stamp)
             && ws.state_stamp(&from, &|| ctx.check())? != Some(stamp)
         {
             return Err(ToolError::new(
@@ -538,17 +553,14 @@ pub(crate) fn links_stay_inside(
             // Renamed within its folder, it leads where it leads now: followed through
             // the sandbox, which resolves each `..` where the kernel would.
             (Lead::Unknown, _) if old.parent() == new.parent() => {
+                // Only to something that exists: a `..` after a name that does not
+                // exist yet (`nonexist/../../x`) is resolved by nothing today, and
+                // leads outside once a folder of that name is made (round 19).
                 is_the_link
-                    && ws
-                        .entry(&ws.root_path(from.real.root_index()).join(&old), true)
-                        .is_err_and(|e| {
-                            matches!(
-                                e.code,
-                                ErrorCode::PathEscape
-                                    | ErrorCode::PathTraversal
-                                    | ErrorCode::DeniedPattern
-                            )
-                        })
+                    && !matches!(
+                        ws.entry(&ws.root_path(from.real.root_index()).join(&old), true),
+                        Ok(r) if r.meta.is_some()
+                    )
             }
             (Lead::Unknown, _) => true,
             (Lead::Outside, Lead::Outside) => is_the_link,

@@ -120,6 +120,18 @@ fn ask_confirm_listed(
     target: &Entry,
     paths: &[(usize, &std::path::Path, Option<&cap_std::fs::Dir>)],
 ) -> ToolResult<()> {
+    match confirm_listed_reason(ctx, target, paths)? {
+        Some(why) => ctx.confirm(&why, false),
+        None => Ok(()),
+    }
+}
+
+/// What [`ask_confirm_listed`] would ask, if anything.
+fn confirm_listed_reason(
+    ctx: &Ctx,
+    target: &Entry,
+    paths: &[(usize, &std::path::Path, Option<&cap_std::fs::Dir>)],
+) -> ToolResult<Option<String>> {
     let ws = ctx.workspace();
     for (root, rel, dir) in paths {
         let wp = ws.root_path(*root).join(rel);
@@ -132,19 +144,16 @@ fn ask_confirm_listed(
                 None => false,
             };
         if listed {
-            return ctx.confirm(
-                &format!(
-                    "undoing change {} ({} of {}), which changes {} (on the confirm list)",
-                    target.id,
-                    target.action.as_str(),
-                    crate::workspace::shown_in_prose(&target.path),
-                    crate::workspace::shown_in_prose(&ws.display(&wp))
-                ),
-                false,
-            );
+            return Ok(Some(format!(
+                "undoing change {} ({} of {}), which changes {} (on the confirm list)",
+                target.id,
+                target.action.as_str(),
+                crate::workspace::shown_in_prose(&target.path),
+                crate::workspace::shown_in_prose(&ws.display(&wp))
+            )));
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Every path an undo would change, judged as a name (denied, an extension not allowed,
@@ -521,14 +530,52 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
     } else {
         None
     };
-    let asked = ask_confirm_listed(
+    // Moving a folder back is a move of that folder, judged as `move` judges one (round
+    // 19: an undo put a folder holding a secret at a name no rule denies, unasked, and
+    // made `.docker/config.json` from a folder the agent had filled): what it holds as
+    // it stands now, stamped before these walks and checked again just before the
+    // rename, so what is added meanwhile is never moved back unjudged or unasked.
+    let check = || ctx.check();
+    let checked_stamp = match &moved_dir {
+        Some(_) => Some(ws.state_stamp(&to, &check)?.unwrap_or_default()),
+        None => None,
+    };
+    if moved_dir.is_some()
+        && let Some(made) = ws.move_makes_denied(&to, &from.real, &check)?
+    {
+        return Err(
+            crate::workspace::denied_error(&ws.shown_name(&made)).with_hint(
+                "moved back, the folder would put a file at a name ferret keeps private; move that file out of it first",
+            ),
+        );
+    }
+    let mut why: Vec<String> = confirm_listed_reason(
         ctx,
         target,
         &[
             (m.to_root, &m.to_rel, moved_dir.as_ref()),
             (target.root, &target.rel, moved_dir.as_ref()),
         ],
-    );
+    )?
+    .into_iter()
+    .collect();
+    if moved_dir.is_some() && ws.holds_denied(&to, &check)? {
+        why.push(format!(
+            "undoing change {} moves {} back to {}, and it holds secrets or VCS internals",
+            target.id,
+            crate::workspace::shown_in_prose(&m.to_path),
+            crate::workspace::shown_in_prose(&target.path)
+        ));
+    }
+    let asked = if why.is_empty() {
+        Ok(())
+    } else {
+        // The yes approves the folder as it stands now.
+        if let Some(stamp) = checked_stamp {
+            ctx.pin(&m.to_path, stamp)?;
+        }
+        ctx.confirm(&why.join("; "), false)
+    };
     if out.dry_run {
         return preview(out, asked);
     }
@@ -561,6 +608,15 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
             "{} was replaced while it was being checked; nothing was moved back",
             m.to_path
         )));
+    }
+    if let Some(stamp) = checked_stamp
+        && ws.state_stamp(&to, &check)? != Some(stamp)
+    {
+        return Err(conflict(format!(
+            "{} changed while the undo was being checked; nothing was moved back",
+            crate::workspace::shown_in_prose(&m.to_path)
+        ))
+        .with_hint("call again: it is then judged (and asked about) as it stands"));
     }
     let ws = ctx.workspace();
     let guard = not_undone_in(

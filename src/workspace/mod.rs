@@ -217,51 +217,83 @@ impl Workspace {
         // ws/.github`, `ws/.docker`): its paths are matched from itself, where `.github/`
         // is not in them, so changes under it went unasked and secrets read. Refused
         // rather than half-guarded.
-        for outer in &roots {
-            for inner in &roots {
-                let Ok(rel) = inner.canonical.strip_prefix(&outer.canonical) else {
-                    continue;
-                };
-                // A rule anchored at a root (`/private/`, `config/master.yml`) means one
-                // place from the inner root and another from the outer: one file, two
-                // verdicts, by the spelling.
-                if !rel.as_os_str().is_empty()
-                    && let Some(rule) = config
-                        .deny_patterns()
-                        .chain(config.confirm.iter().map(String::as_str))
-                        .find(|r| anchored(r))
-                {
-                    return Err(SetupError::NestedAnchored {
-                        inner: inner.path.clone(),
-                        outer: outer.path.clone(),
-                        rule: rule.to_string(),
-                    });
-                }
-                let mut at = PathBuf::new();
-                for c in rel.components() {
-                    at.push(c);
-                    // The folder itself, or a rule with folders in it naming this one
-                    // (`.docker/config.json` guards a file under a root at `.docker`).
-                    let name = c.as_os_str();
-                    let list = if deny.matches(&at, true)
-                        || config.deny_patterns().any(|r| names_folder(r, name))
-                    {
-                        "deny"
-                    } else if confirm.matches_any_type(&at)
-                        || config.confirm.iter().any(|r| names_folder(r, name))
-                    {
-                        "confirm"
-                    } else {
+        let nesting = |deny: &PatternSet, confirm: &PatternSet, drop_workspace: bool| {
+            let ours =
+                |p: &&str| !drop_workspace || !config.workspace_patterns.iter().any(|w| w == p);
+            for outer in &roots {
+                for inner in &roots {
+                    let Ok(rel) = inner.canonical.strip_prefix(&outer.canonical) else {
                         continue;
                     };
-                    return Err(SetupError::RootAtGuardedName {
-                        inner: inner.path.clone(),
-                        outer: outer.path.clone(),
-                        list,
-                    });
+                    // A rule anchored at a root (`/private/`, `config/master.yml`) means one
+                    // place from the inner root and another from the outer: one file, two
+                    // verdicts, by the spelling.
+                    if !rel.as_os_str().is_empty()
+                        && let Some(rule) = config
+                            .deny_patterns()
+                            .chain(config.confirm.iter().map(String::as_str))
+                            .filter(ours)
+                            .find(|r| anchored(r))
+                    {
+                        return Err(SetupError::NestedAnchored {
+                            inner: inner.path.clone(),
+                            outer: outer.path.clone(),
+                            rule: rule.to_string(),
+                        });
+                    }
+                    let mut at = PathBuf::new();
+                    for c in rel.components() {
+                        at.push(c);
+                        // The folder itself, or a rule with folders in it naming this one
+                        // (`.docker/config.json` guards a file under a root at `.docker`).
+                        let name = c.as_os_str();
+                        let list = if deny.matches(&at, true)
+                            || config
+                                .deny_patterns()
+                                .filter(ours)
+                                .any(|r| names_folder(r, name))
+                        {
+                            "deny"
+                        } else if confirm.matches_any_type(&at)
+                            || config
+                                .confirm
+                                .iter()
+                                .map(String::as_str)
+                                .filter(ours)
+                                .any(|r| names_folder(r, name))
+                        {
+                            "confirm"
+                        } else {
+                            continue;
+                        };
+                        return Err(SetupError::RootAtGuardedName {
+                            inner: inner.path.clone(),
+                            outer: outer.path.clone(),
+                            list,
+                        });
+                    }
                 }
             }
-        }
+            Ok::<(), SetupError>(())
+        };
+        // A workspace's ferret.toml never stops ferret here either: should its additions
+        // make nested roots refused (an anchored rule, a rule naming the inner root's
+        // folder), they are dropped with a warning and the user's rules judged alone
+        // (round 19: one line in a repository stopped every run on nested roots).
+        let (deny, skip, walk_exclude, confirm) = match nesting(&deny, &confirm, false) {
+            Ok(()) => (deny, skip, walk_exclude, confirm),
+            Err(e) if !config.workspace_patterns.is_empty() => {
+                let sets = build(true)?;
+                nesting(&sets.0, &sets.3, true)?;
+                eprintln!(
+                    "ferret: warning: the patterns the workspace's ferret.toml adds to deny_extra, \
+                     skip_extra and confirm were dropped: {}",
+                    crate::error::echo(&e.to_string())
+                );
+                sets
+            }
+            Err(e) => return Err(e),
+        };
         Ok(Workspace {
             roots,
             deny,

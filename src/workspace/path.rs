@@ -119,6 +119,30 @@ impl Workspace {
         self.check_name(real, &shown, Some(is_dir))
     }
 
+    /// Refuses (`DENIED_PATTERN`) moving or deleting `real` when it is, or holds, a
+    /// place ferret keeps for itself (its state, its config, the home trash; when a root
+    /// holds them, as a root that holds HOME does), known or not yet made. Round 19:
+    /// `.config` and `.local` moved away could not be moved back (nothing new is made on
+    /// the way to those places), and a yes to moving `.local` made the home trash
+    /// readable at its new name. `verb`: "moved" or "deleted".
+    pub fn check_keeps(&self, real: &WsPath, verb: &str) -> ToolResult<()> {
+        if self
+            .protected_at
+            .iter()
+            .any(|(root, rel)| *root == real.root && rel.starts_with(&real.rel))
+        {
+            let shown = self.shown_name(real);
+            return Err(ToolError::new(
+                ErrorCode::DeniedPattern,
+                format!(
+                    "{shown} holds a place ferret keeps for itself (its state, its config or the trash); it is not {verb} through ferret"
+                ),
+            )
+            .with_hint("change the entries inside it instead; the user can do this outside ferret"));
+        }
+        Ok(())
+    }
+
     /// The `settle` of [`Workspace::make_parents`] for a change that was (`asked`) or was
     /// not asked about: the place it really goes, named by the walk that opened it, must
     /// need no question the change did not ask. Otherwise `CONFLICT` and nothing made:

@@ -721,6 +721,98 @@ fn a_server_whose_nested_root_was_moved_under_a_guarded_name_changes_nothing() {
     assert_ne!(made["isError"], true, "{made}");
 }
 
+/// Round 17: backups were kept 50 per file with no bound on their total, so an agent
+/// editing big files at many paths could fill the state directory's disk. They hold
+/// `max_backup_bytes` together at most: the oldest go first, and a change whose backup
+/// alone is bigger is refused before anything changes.
+#[test]
+fn backups_hold_max_backup_bytes_together_at_most() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    let body = |c: char| format!("{}\n", c.to_string().repeat(999));
+    for c in ['a', 'b', 'c', 'd', 'e'] {
+        write(&root, &format!("{c}.txt"), body(c));
+    }
+    write(&root, "big.txt", format!("{}\n", "z".repeat(3999)));
+    let run = |args: &[&str]| {
+        bin()
+            .arg("--root")
+            .arg(&root)
+            .args(["--allow-write", "--state-dir"])
+            .arg(&state)
+            .args(["--set", "max_backup_bytes=3000"])
+            .args(args)
+            .output()
+            .expect("run")
+    };
+    for c in ['a', 'b', 'c', 'd', 'e'] {
+        let from = c.to_string().repeat(999);
+        let out = run(&["edit", &format!("{c}.txt"), "--old", &from, "--new", "new"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut sizes = Vec::new();
+    for f in walkdir(&state.join("backups")) {
+        sizes.push(std::fs::metadata(&f).expect("stat").len());
+    }
+    assert!(sizes.iter().sum::<u64>() <= 3000, "{sizes:?}");
+    assert_eq!(sizes.len(), 3, "{sizes:?}");
+    // The newest are kept: the last edit undoes.
+    let out = run(&["undo"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("e.txt")).expect("e"),
+        body('e')
+    );
+    // A backup alone over the bound: refused, nothing changed.
+    let out = run(&["edit", "big.txt", "--old", &"z".repeat(3999), "--new", "y"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("FILE_TOO_LARGE"),
+        "{err}"
+    );
+    assert!(err.contains("max_backup_bytes"), "{err}");
+    assert!(
+        std::fs::read_to_string(root.join("big.txt"))
+            .expect("big")
+            .starts_with("zzzz")
+    );
+    // A workspace file cannot lower it (it would drop the person's undo).
+    write(&root, "ferret.toml", "max_backup_bytes = 1\n");
+    let out = bin()
+        .arg("--root")
+        .arg(&root)
+        .arg("config")
+        .output()
+        .expect("config");
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("max_backup_bytes (a workspace file cannot set it)"),
+        "{said}"
+    );
+}
+
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walkdir(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// Round 18: near the size every process reads back, the journal takes no new change but
 /// still takes undos: an agent filled it past 1 GiB with big patches, after which nothing
 /// at all could be changed or undone. (The threshold is lowered for the test.)

@@ -542,6 +542,7 @@ fn rules() -> BTreeMap<&'static str, (Option<&'static str>, Option<(&'static str
         ("allow_permanent_delete", (Some("true"), None)),
         ("confirm", (Some("[]"), Some(("[\"Makefile\"]", "confirm")))),
         ("use_os_trash", (Some("false"), None)),
+        ("max_backup_bytes", (Some("1"), None)),
         ("backup_enabled", (Some("false"), None)),
         (
             "max_edit_file_size",

@@ -1964,3 +1964,45 @@ async def test_r7_pdf_text_notebook_pages_and_broken_images_validate(ws, mode):
                 break
             args = {"path": "big.ipynb", "offset": int(t.rsplit("continue with offset ", 1)[1].split()[0])}
         assert seen == 400 and pages > 3, (seen, pages)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_confirmations_are_asked_over_http_too(ws, tmp_path, mode):
+    """Over streamable HTTP a confirmation is asked as on stdio: an input-required result
+    on 2026-07-28 (round 19: the server sent an elicitation request there, which the
+    protocol forbids, and the call failed CONFIRMATION_REQUIRED without asking), and
+    elicitation/create on a 2025-11-25 session."""
+    import mcp_types as types
+
+    asked = []
+
+    async def elicit(_context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    proc = subprocess.Popen(
+        [FERRET, "--root", str(ws), "--allow-write", "--state-dir", str(tmp_path / "s"),
+         "serve", "--http", "127.0.0.1:0", "--token", TOKEN],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            m = re.search(r"serving MCP at (http://\S+)", proc.stderr.readline())
+            if m:
+                url = m.group(1)
+                break
+        assert url, "server did not start"
+        hc = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+        async with Client(streamable_http_client(url, http_client=hc), mode=mode,
+                          elicitation_callback=elicit) as c:
+            r = await c.call_tool("file_delete", {"path": "a.txt", "permanent": True})
+            assert asked and "permanently deleting a.txt" in asked[0], (asked, text(r))
+            assert not r.is_error, text(r)
+            assert not (ws / "a.txt").exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
