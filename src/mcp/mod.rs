@@ -553,10 +553,9 @@ impl ServerHandler for FerretServer {
             .as_ref()
             .and_then(|r| r.get(CONFIRM_KEY))
             .and_then(|answer| {
-                let pins = request
-                    .request_state
-                    .as_deref()
-                    .and_then(|state| self.shared.take_asked(state, &name, &args, &session.budget))?;
+                let pins = request.request_state.as_deref().and_then(|state| {
+                    self.shared.take_asked(state, &name, &args, &session.budget)
+                })?;
                 Some((answer, pins))
             });
         let answer = asked_pins.as_ref().map(|(a, _)| *a);
@@ -612,7 +611,10 @@ impl ServerHandler for FerretServer {
                 )]);
                 let mut result = InputRequiredResult::from_input_requests(requests);
                 result.request_state =
-                    Some(self.shared.ask(&name, &args, &session.budget, e.pins.clone()));
+                    Some(
+                        self.shared
+                            .ask(&name, &args, &session.budget, e.pins.clone()),
+                    );
                 return Ok(CallToolResponse::InputRequired(result));
             }
             let pins = e.pins.clone();

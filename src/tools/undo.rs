@@ -589,6 +589,8 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         dev: m.dev,
         ino: m.ino,
     });
+    // The race tests' pause: what changes during it must be caught below.
+    crate::history::change::pause_here_in_tests();
     // Walked again one at a time with every ferret process's moves, up to the rename
     // (see workspace::serial): after the question, which may wait for a person.
     let _serial = ctx.workspace().moves_serial(

@@ -35,6 +35,7 @@ mod media_r7;
 mod memory_r13;
 mod memory_r5;
 mod misc_r8;
+mod moves_r19;
 mod names_r3;
 mod names_r4;
 mod ostrash_r6;
