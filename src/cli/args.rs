@@ -568,7 +568,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub max_sessions_per_client: usize,
     /// Seconds a confirmation question (elicitation) waits for the client's answer before
-    /// the call is answered CONFIRMATION_REQUIRED (the request timeout, if shorter, wins).
+    /// the call is answered CONFIRMATION_REQUIRED (the request timeout does not cut it
+    /// short; the call made after a yes has its own).
     #[arg(long, default_value_t = crate::mcp::QUESTION_TIMEOUT.as_secs(), value_name = "SECS")]
     pub question_timeout: u64,
     /// Confirmation questions one client may leave waiting at once; a call past that is

@@ -378,7 +378,7 @@ impl Locked<'_> {
             entry.by = super::caller();
         }
         entry.pending = true;
-        self.write(&entry)?;
+        self.write(&entry, true)?;
         self.next_id += 1;
         let id = entry.id;
         self.entries.push(entry);
@@ -399,13 +399,16 @@ impl Locked<'_> {
         note: Option<String>,
         conflicted: Vec<String>,
     ) -> ToolResult<()> {
-        self.write(&Mark {
-            id,
-            outcome,
-            note,
-            conflicted: conflicted.clone(),
-            trash: None,
-        })?;
+        self.write(
+            &Mark {
+                id,
+                outcome,
+                note,
+                conflicted: conflicted.clone(),
+                trash: None,
+            },
+            false,
+        )?;
         apply_mark(self.entries, id, outcome, conflicted, None);
         Ok(())
     }
@@ -418,13 +421,16 @@ impl Locked<'_> {
         rec: TrashRecord,
         note: Option<String>,
     ) -> ToolResult<()> {
-        self.write(&Mark {
-            id,
-            outcome: Outcome::Committed,
-            note,
-            conflicted: Vec::new(),
-            trash: Some(rec.clone()),
-        })?;
+        self.write(
+            &Mark {
+                id,
+                outcome: Outcome::Committed,
+                note,
+                conflicted: Vec::new(),
+                trash: Some(rec.clone()),
+            },
+            false,
+        )?;
         apply_mark(self.entries, id, Outcome::Committed, Vec::new(), Some(rec));
         Ok(())
     }
@@ -492,7 +498,9 @@ impl Locked<'_> {
         Ok((found, !undos.is_empty()))
     }
 
-    fn write(&self, value: &impl Serialize) -> ToolResult<()> {
+    /// `begin`: the line begins a change (it is refused with less than [`BEGIN_ROOM`] left
+    /// under the read cap); a mark may use that room.
+    fn write(&self, value: &impl Serialize, begin: bool) -> ToolResult<()> {
         let mut line = serde_json::to_string(value)
             .map_err(|e| ToolError::new(ErrorCode::IoError, e.to_string()))?;
         // A line any process can read back: one patch of 690 new files, each in a chain
@@ -511,6 +519,31 @@ impl Locked<'_> {
             .with_hint("split it into smaller changes (fewer files, fewer new folders, shorter names)"));
         }
         line.push('\n');
+        // Never past the size every process reads back (past it nothing at all could be
+        // changed or undone): a change's line (undos included: round 19 filled the last
+        // 128 MiB with undos of big patches) leaves room for the marks that settle it.
+        // (A small journal cap, in tests, keeps a room in proportion.)
+        let room = if begin {
+            BEGIN_ROOM.min(journal_max() / 8)
+        } else {
+            0
+        };
+        if let Some(f) = self.file
+            && rustix::fs::fstat(f)
+                .is_ok_and(|st| st.st_size as u64 + line.len() as u64 + room > journal_max())
+        {
+            return Err(ToolError::new(
+                ErrorCode::FileTooLarge,
+                format!(
+                    "the undo journal is nearly {} MiB, the most ferret reads back: nothing more is written to it",
+                    journal_max() >> 20
+                ),
+            )
+            .with_hint(
+                "ask the user to move the journal aside (`ferret history` names the state directory; \
+                 its changes can then no longer be undone) or to choose another state directory",
+            ));
+        }
         // One write per line, then fsync: a crash leaves whole lines only, and a line
         // reported written is on disk.
         let Some(mut f) = self.file else {
@@ -632,19 +665,21 @@ impl Journal {
         let mut cache = crate::error::lock(&self.cache);
         let st = rustix::fs::fstat(&file).map_err(|e| io_err("journal", &e.into()))?;
         let (dev, ino, size) = (st.st_dev as u64, st.st_ino as u64, st.st_size as u64);
-        if size > super::safe::JOURNAL_MAX_BYTES {
+        if size > journal_max() {
             *cache = None;
+            // Not where it is: this reaches the agent, and a host path is not its to
+            // know (round 19); the person finds it with `ferret config`.
             return Err(ToolError::new(
                 ErrorCode::FileTooLarge,
                 format!(
-                    "the undo journal {} is {size} bytes, over the {} ferret reads",
-                    self.path.display(),
-                    super::safe::JOURNAL_MAX_BYTES
+                    "the undo journal (journal.jsonl in the state directory) is {size} bytes, over the {} ferret reads",
+                    journal_max()
                 ),
             )
             .with_hint(
-                "move it aside (its history can then no longer be undone) or choose another state \
-                 directory (--state-dir, FERRET_STATE_DIR)",
+                "the user can move it aside (its history can then no longer be undone): it is in \
+                 $XDG_STATE_HOME/ferret/<workspace id>/ (~/.local/state/ferret/…) or under --state-dir; \
+                 or choose another state directory (--state-dir, FERRET_STATE_DIR)",
             ));
         }
         // A journal replaced or cut short since is read whole again.
@@ -712,6 +747,18 @@ fn new_changes_max() -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(NEW_CHANGES_MAX)
+}
+
+/// Room kept under the read cap by a change's `begin` line, for the marks settling
+/// every change under way (a mark is a few hundred bytes).
+const BEGIN_ROOM: u64 = 16 << 20;
+
+/// [`super::safe::JOURNAL_MAX_BYTES`], or in tests `FERRET_TEST_JOURNAL_MAX` bytes.
+fn journal_max() -> u64 {
+    std::env::var("FERRET_TEST_JOURNAL_MAX")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(super::safe::JOURNAL_MAX_BYTES)
 }
 
 /// The most one journal line may take when written: well under [`MAX_LINE`].

@@ -504,10 +504,19 @@ impl History {
         for d in [&all, &per_file] {
             safe::ensure_dir(d).map_err(|e| safe::state_file_err("backup folder", d, &e))?;
         }
-        let name = rel
+        // The file's name, cut to leave room for the stamp: a name of 220 bytes (255
+        // are legal) made a backup name too long, and its file could not be edited.
+        let mut name = rel
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        if name.len() > 120 {
+            let mut cut = 120;
+            while !name.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            name.truncate(cut);
+        }
         let path = per_file.join(format!("{name}.{}.bak", stamp()));
         let mut f = safe::open_regular(&path, OpenOptions::new().write(true).create_new(true))
             .map_err(|e| safe::state_file_err("backup", &path, &e))?;

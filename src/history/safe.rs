@@ -36,20 +36,15 @@ pub fn open_regular(path: &Path, opts: &mut OpenOptions) -> std::io::Result<File
     let file = opts.open(path).map_err(|e| {
         // O_NOFOLLOW on a link: ELOOP, which says nothing to a person.
         if e.raw_os_error() == Some(libc::ELOOP) {
-            std::io::Error::other(format!(
-                "{} is a symbolic link, not a file ferret wrote",
-                path.display()
-            ))
+            // No path in it: callers say which file, and errors reach the agent.
+            std::io::Error::other("it is a symbolic link, not a file ferret wrote")
         } else {
             e
         }
     })?;
     let md = file.metadata()?;
     if !md.file_type().is_file() {
-        return Err(std::io::Error::other(format!(
-            "{} is not a regular file",
-            path.display()
-        )));
+        return Err(std::io::Error::other("it is not a regular file"));
     }
     let flags = rustix::fs::fcntl_getfl(&file)?;
     rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)?;
@@ -120,9 +115,10 @@ pub fn check_state_dir(path: &Path) -> std::io::Result<()> {
 pub fn read_backup(path: &Path) -> Result<Vec<u8>, ToolError> {
     use std::io::Read;
     let err = |e: std::io::Error| {
+        tracing::warn!(path = %path.display(), error = %e, "cannot read a backup");
         ToolError::new(
             ErrorCode::IoError,
-            format!("cannot read the backup {}: {e}", path.display()),
+            format!("cannot read the change's backup in the state directory: {e}"),
         )
         .with_hint(HINT)
     };
@@ -142,9 +138,12 @@ pub fn read_backup(path: &Path) -> Result<Vec<u8>, ToolError> {
 
 /// The error for a state file that cannot be used: names the file, says what to do.
 pub fn state_file_err(what: &str, path: &Path, e: &std::io::Error) -> ToolError {
+    // The path goes to the log (stderr, the person's), not into the answer: the agent
+    // reads it, and a host path (`/home/<user>/...`) is not its to know (round 19).
+    tracing::warn!(path = %path.display(), error = %e, "{what} in the state directory");
     ToolError::new(
         ErrorCode::IoError,
-        format!("{what} {}: {e}", path.display()),
+        format!("{what} in the state directory: {e}"),
     )
     .with_hint(HINT)
 }

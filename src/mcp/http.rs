@@ -922,6 +922,15 @@ impl Gate {
                 .into_response();
             return self.charge_refusal(&principal, r, "a body of too many JSON values (unparsed)");
         }
+        if let Some(line) = super::stdio::long_id(&bytes) {
+            let r = (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                line,
+            )
+                .into_response();
+            return self.charge_refusal(&principal, r, "a request with an overlong id");
+        }
         if let Some(line) = super::stdio::long_method(&bytes) {
             let r = (
                 StatusCode::OK,

@@ -31,6 +31,65 @@ pub const MAX_LINE: usize = 16 * 1024 * 1024;
 pub const HEAD: usize = 4096;
 /// Lines waiting for stdout, at most.
 const QUEUE: usize = 64;
+/// Bytes of the lines waiting for stdout, at most, in KiB (a longer line waits for the
+/// queue to empty): a client that never read its answers had the server queue them
+/// without bound, gigabytes (round 19).
+const QUEUE_KIB: u32 = 64 * 1024;
+
+/// The sending end of the stdout queue: at most [`QUEUE`] lines of [`QUEUE_KIB`] KiB
+/// together; a send waits for room.
+#[derive(Clone)]
+pub struct Out {
+    tx: mpsc::Sender<Queued>,
+    room: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The room there is in all, in KiB.
+    cap: u32,
+}
+
+/// A line waiting for stdout, with the room it takes (given back once written).
+pub struct Queued {
+    line: Vec<u8>,
+    _room: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// The room a line of `len` bytes takes, in KiB: all of it (`cap`) at most, so that a
+/// line longer than the whole queue still goes, alone.
+fn kib(len: usize, cap: u32) -> u32 {
+    u32::try_from(len.div_ceil(1024)).map_or(cap, |k| k.min(cap))
+}
+
+impl Out {
+    /// Queues `line` once there is room; fails when stdout is gone.
+    pub async fn send(&self, line: Vec<u8>) -> Result<(), ()> {
+        let room = self
+            .room
+            .clone()
+            .acquire_many_owned(kib(line.len(), self.cap))
+            .await
+            .map_err(|_| ())?;
+        self.tx
+            .send(Queued { line, _room: room })
+            .await
+            .map_err(|_| ())
+    }
+}
+
+/// Requests handed to rmcp and not yet answered (see [`Framed`]), shared with the sends
+/// that answer them.
+#[derive(Default)]
+struct Flight {
+    ids: std::collections::HashMap<rmcp::model::RequestId, usize>,
+    /// The bytes of their request lines together.
+    bytes: usize,
+}
+
+impl Flight {
+    fn answered(&mut self, id: &rmcp::model::RequestId) {
+        if let Some(size) = self.ids.remove(id) {
+            self.bytes = self.bytes.saturating_sub(size);
+        }
+    }
+}
 
 /// JSON-RPC's parse error.
 const PARSE_ERROR: i64 = -32700;
@@ -45,17 +104,17 @@ pub struct Framed<R> {
     /// Set once the line being read went over `max`, until its newline: the rest is
     /// dropped as it arrives. On the struct because `receive` can be cancelled mid-line.
     discarding: bool,
-    out: mpsc::Sender<Vec<u8>>,
+    out: Out,
     /// An answer of ours not yet queued (kept here so a cancelled `receive` loses none).
     pending: Option<Vec<u8>>,
     /// Ids of requests handed to rmcp and not yet answered: rmcp keeps one entry per id,
     /// so a second request with an id under way would leave one of them unanswered.
-    /// Added when a request is handed on, removed when its answer is sent (or it is
-    /// cancelled: rmcp then drops its answer).
-    in_flight: std::collections::HashMap<rmcp::model::RequestId, usize>,
-    /// The bytes of the request lines in `in_flight` together: what requests waiting to
-    /// be answered hold (rmcp keeps each parsed until it is answered).
-    in_flight_bytes: usize,
+    /// Added when a request is handed on, removed once its answer is in the stdout
+    /// queue (or it is cancelled: rmcp then drops its answer), so that answers a client
+    /// does not read count as requests under way, and past the bound reading stops.
+    /// With the bytes of their request lines: what they hold (rmcp keeps each parsed
+    /// until it is answered).
+    flight: std::sync::Arc<std::sync::Mutex<Flight>>,
 }
 
 /// What one bounded read found.
@@ -67,11 +126,11 @@ enum LineRead {
 }
 
 impl<R: AsyncRead + Unpin + Send> Framed<R> {
-    pub fn new(read: R, out: mpsc::Sender<Vec<u8>>) -> Framed<R> {
+    pub fn new(read: R, out: Out) -> Framed<R> {
         Framed::with_max(read, out, MAX_LINE)
     }
 
-    pub fn with_max(read: R, out: mpsc::Sender<Vec<u8>>, max: usize) -> Framed<R> {
+    pub fn with_max(read: R, out: Out, max: usize) -> Framed<R> {
         Framed {
             read: BufReader::with_capacity(64 * 1024, read),
             line: Vec::new(),
@@ -79,8 +138,7 @@ impl<R: AsyncRead + Unpin + Send> Framed<R> {
             discarding: false,
             out,
             pending: None,
-            in_flight: std::collections::HashMap::new(),
-            in_flight_bytes: 0,
+            flight: Default::default(),
         }
     }
 
@@ -122,9 +180,7 @@ impl<R: AsyncRead + Unpin + Send> Framed<R> {
 impl<R> Framed<R> {
     /// Request `id` is answered (or cancelled): what it held is free.
     fn answered(&mut self, id: &rmcp::model::RequestId) {
-        if let Some(size) = self.in_flight.remove(id) {
-            self.in_flight_bytes = self.in_flight_bytes.saturating_sub(size);
-        }
+        crate::error::lock(&self.flight).answered(id);
     }
 }
 
@@ -155,35 +211,51 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         use rmcp::model::JsonRpcMessage;
-        match &item {
-            JsonRpcMessage::Response(r) => self.answered(&r.id),
-            JsonRpcMessage::Error(e) => {
-                if let Some(id) = &e.id {
-                    self.answered(id);
-                }
-            }
-            _ => {}
-        }
+        let answers = match &item {
+            JsonRpcMessage::Response(r) => Some(r.id.clone()),
+            JsonRpcMessage::Error(e) => e.id.clone(),
+            _ => None,
+        };
         let out = self.out.clone();
+        let flight = self.flight.clone();
         let line = serde_json::to_vec(&item).map(|mut l| {
             l.push(b'\n');
             l
         });
         async move {
             let line = line.map_err(std::io::Error::other)?;
-            out.send(line)
+            let sent = out
+                .send(line)
                 .await
-                .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdout closed"))
+                .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdout closed"));
+            // Under way until its answer is queued (or cannot be).
+            if let Some(id) = &answers {
+                crate::error::lock(&flight).answered(id);
+            }
+            sent
         }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            if self.pending.is_some() {
+            if let Some(len) = self.pending.as_ref().map(Vec::len) {
+                // Room first, then a slot, then the answer taken: each wait can be
+                // cancelled without losing it. Waiting here stops reading: a client
+                // that reads no answers gets no more of its requests read.
                 // A closed channel means stdout is gone: the server ends.
-                let permit = self.out.reserve().await.ok()?;
+                let room = self
+                    .out
+                    .room
+                    .clone()
+                    .acquire_many_owned(kib(len, self.out.cap))
+                    .await
+                    .ok()?;
+                let slot = self.out.tx.reserve().await.ok()?;
                 if let Some(answer) = self.pending.take() {
-                    permit.send(answer);
+                    slot.send(Queued {
+                        line: answer,
+                        _room: room,
+                    });
                 }
             }
             let read = match self.read_line().await {
@@ -254,12 +326,19 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
                 Some(Ok(msg)) => {
                     use rmcp::model::{ClientNotification, JsonRpcMessage};
                     match &msg {
+                        JsonRpcMessage::Request(r) if long_request_id(&r.id) => {
+                            tracing::warn!("a request with an overlong id was refused");
+                            self.pending = Some(id_too_long());
+                            continue;
+                        }
                         JsonRpcMessage::Request(r) if r.request.method().len() > MAX_METHOD => {
                             let id = serde_json::to_value(&r.id).ok();
                             self.pending = Some(method_not_found(id, r.request.method()));
                             continue;
                         }
-                        JsonRpcMessage::Request(r) if self.in_flight.contains_key(&r.id) => {
+                        JsonRpcMessage::Request(r)
+                            if crate::error::lock(&self.flight).ids.contains_key(&r.id) =>
+                        {
                             tracing::warn!(id = %r.id, "a request reused an id under way");
                             self.pending = serde_json::to_value(&r.id).ok().map(duplicate_id);
                             continue;
@@ -270,17 +349,21 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
                         // answered roots/list, held 2 GB). Reading goes on, so answers to
                         // questions and cancellations still arrive.
                         JsonRpcMessage::Request(r)
-                            if !self.in_flight.is_empty()
-                                && (self.in_flight.len() >= MAX_IN_FLIGHT
-                                    || self.in_flight_bytes + size > MAX_IN_FLIGHT_BYTES) =>
+                            if {
+                                let f = crate::error::lock(&self.flight);
+                                !f.ids.is_empty()
+                                    && (f.ids.len() >= MAX_IN_FLIGHT
+                                        || f.bytes + size > MAX_IN_FLIGHT_BYTES)
+                            } =>
                         {
                             tracing::warn!(id = %r.id, "a request past the requests under way was refused");
                             self.pending = serde_json::to_value(&r.id).ok().map(busy);
                             continue;
                         }
                         JsonRpcMessage::Request(r) => {
-                            self.in_flight.insert(r.id.clone(), size);
-                            self.in_flight_bytes += size;
+                            let mut f = crate::error::lock(&self.flight);
+                            f.ids.insert(r.id.clone(), size);
+                            f.bytes += size;
                         }
                         JsonRpcMessage::Notification(n) => {
                             if let ClientNotification::CancelledNotification(c) = &n.notification
@@ -308,13 +391,15 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
 
 /// Writes every queued line to `w` whole, flushing when the queue runs dry. Ends when
 /// every sender is gone (all written) or `w` fails (the client hung up).
-pub async fn write_out<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Vec<u8>>) {
+pub async fn write_out<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Queued>) {
+    // Each line's room is given back once it is written (dropped with it).
     while let Some(first) = rx.recv().await {
-        if w.write_all(&first).await.is_err() {
+        if w.write_all(&first.line).await.is_err() {
             return;
         }
+        drop(first);
         while let Ok(more) = rx.try_recv() {
-            if w.write_all(&more).await.is_err() {
+            if w.write_all(&more.line).await.is_err() {
                 return;
             }
         }
@@ -325,8 +410,16 @@ pub async fn write_out<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<V
 }
 
 /// The channel and writer for [`Framed`].
-pub fn channel() -> (mpsc::Sender<Vec<u8>>, mpsc::Receiver<Vec<u8>>) {
-    mpsc::channel(QUEUE)
+pub fn channel() -> (Out, mpsc::Receiver<Queued>) {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    // Smaller in tests (a test cannot make gigabytes of answers to show the bound).
+    let kib = std::env::var("FERRET_TEST_STDIO_QUEUE_KIB")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(QUEUE_KIB)
+        .clamp(1, QUEUE_KIB);
+    let room = std::sync::Arc::new(tokio::sync::Semaphore::new(kib as usize));
+    (Out { tx, room, cap: kib }, rx)
 }
 
 /// What stdio would answer to `body` as a line: for HTTP, which rmcp answers with a
@@ -587,6 +680,35 @@ pub fn long_method(body: &[u8]) -> Option<Vec<u8>> {
     (method.len() > MAX_METHOD && head.id.is_some()).then(|| method_not_found(head.id, &method))
 }
 
+/// The answer to a request whose id is over [`MAX_ID`] bytes: refused unrun, with id
+/// `null` (its own is not echoed).
+pub fn id_too_long() -> Vec<u8> {
+    error_line(
+        None,
+        INVALID_REQUEST,
+        format!("Invalid request: its id is over {MAX_ID} bytes; it was not run"),
+        json!({"code": "INVALID_REQUEST",
+               "hint": "Give requests short ids (a number, or a string of 256 bytes at most)."}),
+    )
+}
+
+/// Whether a request's id is a string over [`MAX_ID`] bytes.
+pub fn long_request_id(id: &rmcp::model::RequestId) -> bool {
+    matches!(id, rmcp::model::NumberOrString::String(s) if s.len() > MAX_ID)
+}
+
+/// For a body (HTTP) that is one request whose id is over [`MAX_ID`] bytes, its answer.
+pub fn long_id(body: &[u8]) -> Option<Vec<u8>> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        method: Option<serde::de::IgnoredAny>,
+        id: Option<Value>,
+    }
+    let head: Head = serde_json::from_slice(body).ok()?;
+    head.method?;
+    matches!(head.id, Some(Value::String(ref s)) if s.len() > MAX_ID).then(id_too_long)
+}
+
 /// The answer to a request whose id a request under way in the same session holds.
 pub fn duplicate_id(id: Value) -> Vec<u8> {
     error_line(
@@ -615,9 +737,15 @@ fn line_of(v: &Value) -> Vec<u8> {
     l
 }
 
-/// An id JSON-RPC allows: a string or an integer.
+/// The longest string id echoed in an answer (as the progress token): every answer
+/// repeats its request's id, and a client that sent 16 MB ids and never read its answers
+/// had the server hold gigabytes of them (round 19).
+pub const MAX_ID: usize = 256;
+
+/// An id JSON-RPC allows: a string (of [`MAX_ID`] bytes at most) or an integer.
 fn valid_id(v: Value) -> Option<Value> {
     match &v {
+        Value::String(s) if s.len() > MAX_ID => None,
         Value::String(_) => Some(v),
         Value::Number(n) if n.is_i64() || n.is_u64() => Some(v),
         _ => None,

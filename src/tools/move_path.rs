@@ -553,14 +553,23 @@ pub(crate) fn links_stay_inside(
             // Renamed within its folder, it leads where it leads now: followed through
             // the sandbox, which resolves each `..` where the kernel would.
             (Lead::Unknown, _) if old.parent() == new.parent() => {
-                // Only to something that exists: a `..` after a name that does not
-                // exist yet (`nonexist/../../x`) is resolved by nothing today, and
-                // leads outside once a folder of that name is made (round 19).
+                // Only when the sandbox can follow it to its last name: a `..` after a
+                // name that does not exist yet (`nonexist/../../x`) is resolved by
+                // nothing today, and leads outside once a folder of that name is made
+                // (round 19). (Its last name may be missing: that changes nothing of
+                // where it leads.)
                 is_the_link
-                    && !matches!(
-                        ws.entry(&ws.root_path(from.real.root_index()).join(&old), true),
-                        Ok(r) if r.meta.is_some()
-                    )
+                    && (!climbs_through_folders(ws, from.real.root_index(), &old, target)
+                        || ws
+                            .entry(&ws.root_path(from.real.root_index()).join(&old), true)
+                            .is_err_and(|e| {
+                                matches!(
+                                    e.code,
+                                    ErrorCode::PathEscape
+                                        | ErrorCode::PathTraversal
+                                        | ErrorCode::DeniedPattern
+                                )
+                            }))
             }
             (Lead::Unknown, _) => true,
             (Lead::Outside, Lead::Outside) => is_the_link,
@@ -688,6 +697,41 @@ fn lead(
         Ok(r) if ws.is_denied(&r.real, false) || ws.is_denied(&r.real, true) => Lead::Denied,
         _ => Lead::Inside,
     }
+}
+
+/// Whether every `..` in the target of a link at `link` (its real place in root
+/// `root`) climbs out of a folder that exists now, followed through the sandbox, and
+/// never above the root: then where it leads is settled by what stands today. A `..`
+/// after a name that does not exist (`nonexist/../../x`) is resolved by nothing, and
+/// leads wherever the folder made later at that name puts it (round 19: outside).
+fn climbs_through_folders(
+    ws: &crate::workspace::Workspace,
+    root: usize,
+    link: &std::path::Path,
+    target: &std::path::Path,
+) -> bool {
+    use std::path::{Component, PathBuf};
+    let mut at: PathBuf = link.parent().map(PathBuf::from).unwrap_or_default();
+    for c in target.components() {
+        match c {
+            Component::Normal(n) => at.push(n),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                let Ok(r) = ws.entry(&ws.root_path(root).join(&at), true) else {
+                    return false;
+                };
+                if !r.meta.is_some_and(|m| m.is_dir()) || r.real.root_index() != root {
+                    return false;
+                }
+                match r.real.rel().parent() {
+                    Some(p) => at = p.to_path_buf(),
+                    None => return false,
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return false,
+        }
+    }
+    true
 }
 
 /// Where a link at `link` with target `target` leads, relative to the root, by its

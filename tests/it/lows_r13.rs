@@ -755,7 +755,10 @@ fn backups_hold_max_backup_bytes_together_at_most() {
         );
     }
     let mut sizes = Vec::new();
-    for f in walkdir(&state.join("backups")) {
+    for f in walkdir(&state)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("/backups/"))
+    {
         sizes.push(std::fs::metadata(&f).expect("stat").len());
     }
     assert!(sizes.iter().sum::<u64>() <= 3000, "{sizes:?}");
@@ -811,6 +814,117 @@ fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// Round 19: undos were let in past the stop for new changes with nothing to stop them
+/// near the size every process reads back: an agent undid its own big patches until the
+/// journal went over it, and from then on nothing could be changed or undone, the
+/// person's changes included. No line takes the journal past that size: a change's line
+/// leaves room for the marks that settle it, and history still reads.
+#[test]
+fn undos_never_take_the_journal_past_what_is_read_back() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "a.txt", "v0\n");
+    let cap: u64 = 5000;
+    let run = |args: &[&str]| {
+        bin()
+            .arg("--root")
+            .arg(&root)
+            .args(["--allow-write", "--state-dir"])
+            .arg(&state)
+            .args(args)
+            .env("FERRET_TEST_JOURNAL_NEW_CHANGES_MAX", "3000")
+            .env("FERRET_TEST_JOURNAL_MAX", cap.to_string())
+            .output()
+            .expect("run")
+    };
+    let journal = || {
+        let mut found = None;
+        for d in std::fs::read_dir(&state).expect("state").flatten() {
+            let j = d.path().join("journal.jsonl");
+            if j.exists() {
+                found = Some(std::fs::metadata(&j).expect("stat").len());
+            }
+        }
+        found.unwrap_or(0)
+    };
+    let mut made = 0;
+    for i in 0..50 {
+        let out = run(&[
+            "edit",
+            "a.txt",
+            "--old",
+            &format!("v{i}"),
+            "--new",
+            &format!("v{}", i + 1),
+        ]);
+        if !out.status.success() {
+            break;
+        }
+        made += 1;
+    }
+    assert!(made > 2, "{made}");
+    // Undo every change, then the undos' own ... until refused.
+    let mut refused = None;
+    for _ in 0..100 {
+        let out = run(&["undo", "--yes", "--force"]);
+        assert!(
+            journal() <= cap,
+            "the journal went past the cap: {}",
+            journal()
+        );
+        if !out.status.success() {
+            refused = Some(String::from_utf8_lossy(&out.stderr).into_owned());
+            break;
+        }
+    }
+    let refused = refused.expect("never refused");
+    assert!(refused.contains("FILE_TOO_LARGE"), "{refused}");
+    assert!(!refused.contains(&state.display().to_string()), "{refused}");
+    // Still read: history lists, and nothing is left pending.
+    let h = run(&["history"]);
+    assert!(h.status.success(), "{}", String::from_utf8_lossy(&h.stderr));
+    assert!(!String::from_utf8_lossy(&h.stdout).contains("interrupted"));
+}
+
+/// Round 19: a backup's name is the file's name and a stamp; for a name over ~200 bytes
+/// (255 are legal) it was too long, so such a file could not be edited at all, and the
+/// error gave the agent the state directory's host path.
+#[test]
+fn a_file_with_a_long_name_is_edited_and_undone() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    let name = format!("{}.txt", "n".repeat(246));
+    write(&root, &name, "old\n");
+    let run = |args: &[&str]| {
+        bin()
+            .arg("--root")
+            .arg(&root)
+            .args(["--allow-write", "--state-dir"])
+            .arg(&state)
+            .args(args)
+            .output()
+            .expect("run")
+    };
+    let out = run(&["edit", &name, "--old", "old", "--new", "new"]);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{said}");
+    assert!(!said.contains(&state.display().to_string()), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(root.join(&name)).expect("read"),
+        "new\n"
+    );
+    let out = run(&["undo"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join(&name)).expect("read"),
+        "old\n"
+    );
 }
 
 /// Round 18: near the size every process reads back, the journal takes no new change but

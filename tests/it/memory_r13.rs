@@ -472,3 +472,120 @@ fn past_eight_writes_waiting_for_a_files_lock_are_refused_at_once() {
     let written = got.iter().filter(|(_, r)| r["isError"] != true).count();
     assert!(written >= 1, "none written once the lock was released");
 }
+
+/// Round 19: a stdio client that never read its answers had them queued without bound
+/// (a request was no longer "under way" once answered), 5.9 GB for 16 MB ids. Answers
+/// waiting for stdout take room in a bounded queue (a test knob makes it small here),
+/// their requests count as under way until queued, and past the bound the server stops
+/// reading: the client's writes block. Once it reads, every request is answered.
+#[test]
+fn a_client_that_reads_no_answers_makes_the_server_stop_reading() {
+    use std::io::{BufRead, Write};
+    let (_t, root) = tempdir();
+    write(&root, "a.txt", "a\n");
+    let mut child = crate::util::bin()
+        .arg("--root")
+        .arg(&root)
+        .args(["serve", "--no-index"])
+        .env("FERRET_TEST_STDIO_QUEUE_KIB", "64")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("serve");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}})
+    )
+    .expect("init");
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("init answer");
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .expect("initialized");
+    // 3 000 requests of 4 KB each (12 MB), answers of ~15 KB each (45 MB): far more
+    // than the pipe, the queue and the requests under way hold together.
+    const N: u64 = 3000;
+    let pad = "x".repeat(4000);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let writer = std::thread::spawn(move || {
+        for i in 1..=N {
+            let req = json!({"jsonrpc": "2.0", "id": i, "method": "tools/list",
+                             "params": {"_meta": {"pad": pad}}});
+            if writeln!(stdin, "{req}").is_err() {
+                break;
+            }
+        }
+        let _ = done_tx.send(());
+        stdin
+    });
+    // Not reading: the writer must be held up.
+    assert!(
+        done_rx.recv_timeout(Duration::from_secs(4)).is_err(),
+        "the server read every request while no answer was read"
+    );
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).expect("status");
+    let rss_mib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("VmHWM")
+        / 1024;
+    // Then read: every request gets its answer (a list, or busy), none is lost.
+    let mut answered = std::collections::HashSet::new();
+    let end = Instant::now() + Duration::from_secs(120);
+    while answered.len() < N as usize && Instant::now() < end {
+        line.clear();
+        if stdout.read_line(&mut line).expect("read") == 0 {
+            break;
+        }
+        if let Ok(v) = serde_json::from_str::<Value>(&line)
+            && let Some(id) = v["id"].as_u64()
+        {
+            assert!(
+                v.get("result").is_some() || v.get("error").is_some(),
+                "{line}"
+            );
+            answered.insert(id);
+        }
+    }
+    assert_eq!(answered.len(), N as usize, "answers lost");
+    let stdin = writer.join().expect("writer");
+    drop(stdin);
+    let _ = child.wait();
+    assert!(rss_mib < 200, "peak {rss_mib} MiB while answers waited");
+}
+
+/// Round 19: every answer repeats its request's id, so 16 MB ids made 16 MB answers. A
+/// request whose id is over 256 bytes is refused unrun, answered with id null.
+#[test]
+fn a_request_with_an_overlong_id_is_refused_without_echoing_it() {
+    let (_t, root) = tempdir();
+    write(&root, "a.txt", "a\n");
+    let mut c = crate::util::bin();
+    c.arg("--root").arg(&root).args(["serve", "--no-index"]);
+    let mut s = crate::util::StdioServer::spawn(c, "t");
+    let long = "i".repeat(100_000);
+    s.send(json!({"jsonrpc": "2.0", "id": long, "method": "tools/call",
+                  "params": {"name": "file_exists", "arguments": {"path": "a.txt"}}}));
+    let v = s.recv();
+    assert_eq!(v["id"], Value::Null, "{v}");
+    assert_eq!(v["error"]["code"], -32600, "{v}");
+    assert!(v.to_string().len() < 1000, "{}", v.to_string().len());
+    // A 256-byte id is still served.
+    let ok = "j".repeat(256);
+    s.send(json!({"jsonrpc": "2.0", "id": ok, "method": "tools/call",
+                  "params": {"name": "file_exists", "arguments": {"path": "a.txt"}}}));
+    let v = s.recv();
+    assert_eq!(v["id"], json!(ok), "{v}");
+    assert!(v.get("result").is_some(), "{v}");
+}
