@@ -59,18 +59,21 @@ fn kib(len: usize, cap: u32) -> u32 {
 }
 
 impl Out {
-    /// Queues `line` once there is room; fails when stdout is gone.
-    pub async fn send(&self, line: Vec<u8>) -> Result<(), ()> {
+    /// Queues `line` once there is room; fails when stdout is gone. `queued` runs once
+    /// the line has its place, before it is queued: what it does is done before the
+    /// line can be written (a client that reads the answer and at once reuses its id
+    /// must find the id free).
+    pub async fn send_then(&self, line: Vec<u8>, queued: impl FnOnce()) -> Result<(), ()> {
         let room = self
             .room
             .clone()
             .acquire_many_owned(kib(line.len(), self.cap))
             .await
             .map_err(|_| ())?;
-        self.tx
-            .send(Queued { line, _room: room })
-            .await
-            .map_err(|_| ())
+        let slot = self.tx.reserve().await.map_err(|_| ())?;
+        queued();
+        slot.send(Queued { line, _room: room });
+        Ok(())
     }
 }
 
@@ -224,15 +227,19 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
         });
         async move {
             let line = line.map_err(std::io::Error::other)?;
-            let sent = out
-                .send(line)
-                .await
-                .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdout closed"));
             // Under way until its answer is queued (or cannot be).
-            if let Some(id) = &answers {
+            let answered = || {
+                if let Some(id) = &answers {
+                    crate::error::lock(&flight).answered(id);
+                }
+            };
+            let sent = out.send_then(line, answered).await;
+            if sent.is_err()
+                && let Some(id) = &answers
+            {
                 crate::error::lock(&flight).answered(id);
             }
-            sent
+            sent.map_err(|()| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdout closed"))
         }
     }
 

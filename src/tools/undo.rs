@@ -678,7 +678,11 @@ fn undo_group(
     let mut held = Vec::new();
     // Which planned file undoes which of the patch's (by index), to pair a move's halves.
     let mut undone_by = std::collections::HashMap::new();
+    // The folders made on the way to files made anew (their patch deleted them, and the
+    // folders were gone since).
+    let mut made = Vec::new();
     for (i, op) in target.group.iter().enumerate().rev() {
+        let mut made_here = Vec::new();
         let wp = ws.root_path(op.root).join(&op.rel);
         let at = ws.entry(&wp, false)?;
         if at.real.rel() != op.rel {
@@ -756,7 +760,11 @@ fn undo_group(
                     )))
                 }
             };
-            ws.make_parents(&wp, &recorded)?.0
+            let (at, created) = ws.make_parents(&wp, &recorded)?;
+            // Removed again if the undo does not land, named in its record if it does.
+            made.push(ws.made_dirs(at.parent.as_ref(), &created));
+            made_here = created;
+            at
         } else {
             at
         };
@@ -783,7 +791,7 @@ fn undo_group(
                 backup_path,
                 sha256_before: now,
                 sha256_after: content.as_deref().map(sha256),
-                created_dirs: Vec::new(),
+                created_dirs: std::mem::take(&mut made_here),
                 moved_by: None,
                 // A file made anew takes the mode the patch found it with.
                 mode: op.mode,
@@ -847,6 +855,9 @@ fn undo_group(
     entry.undoes = Some(target.id);
     let placed = super::group_placed(ctx.workspace());
     out.change_id = Some(history.apply_group(planned, entry, not_undone(target.id), &placed)?);
+    for m in made {
+        m.keep();
+    }
     for op in target.group.iter().filter(|op| op.kind == OpKind::Create) {
         ctx.workspace().remove_empty_dirs(op.root, &op.created_dirs);
     }

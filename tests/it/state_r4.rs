@@ -531,7 +531,8 @@ fn a_fifo_link_directory_or_huge_file_at_a_backup_never_reaches_the_workspace() 
         assert_ne!(r.code, Some(0), "{what}: {}", r.text);
         assert!(r.text.contains("IO_ERROR"), "{what}: {}", r.text);
         assert!(
-            r.text.contains("cannot read the backup"),
+            r.text
+                .contains("cannot read the change's backup in the state directory"),
             "{what}: {}",
             r.text
         );
