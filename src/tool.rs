@@ -863,6 +863,8 @@ pub struct Ctx<'a> {
     asked_pins: Option<Vec<u64>>,
     /// What this run's questions are about, in the order pinned.
     pins: Mutex<Vec<u64>>,
+    /// Reasons to ask noted for one question ([`Ctx::note_question`]).
+    noted: Mutex<Vec<String>>,
     bytes_read: AtomicU64,
     file_count: AtomicU64,
     path: Mutex<Option<String>>,
@@ -893,6 +895,7 @@ impl<'a> Ctx<'a> {
             confirmed,
             asked_pins: None,
             pins: Mutex::new(Vec::new()),
+            noted: Mutex::new(Vec::new()),
             bytes_read: AtomicU64::new(0),
             file_count: AtomicU64::new(0),
             path: Mutex::new(audit_path),
@@ -1049,6 +1052,24 @@ impl<'a> Ctx<'a> {
         .with_hint(CONFIRM_HINT);
         e.pins = crate::error::lock(&self.pins).clone();
         Err(e)
+    }
+
+    /// Notes a reason to ask the user, asked with every other one noted by
+    /// [`Ctx::ask_noted`]: one question naming them all. A change with several reasons
+    /// found at several steps (an undo of another's change that also overwrites an
+    /// outside edit, and restores a confirm-listed file) asked the first alone, and the
+    /// yes let the others through unread (round 20).
+    pub fn note_question(&self, what: String) {
+        crate::error::lock(&self.noted).push(what);
+    }
+
+    /// Asks, in one question, every reason noted so far; nothing when none was.
+    pub fn ask_noted(&self) -> ToolResult<()> {
+        let noted = crate::error::lock(&self.noted).clone();
+        if noted.is_empty() {
+            return Ok(());
+        }
+        self.confirm(&noted.join("; "), false)
     }
 
     /// Pins what a question is about (`stamp`: a digest of a file's or a tree's state),

@@ -68,15 +68,12 @@ pub fn is_real_dir(path: &Path) -> std::io::Result<()> {
     if md.file_type().is_dir() {
         Ok(())
     } else if md.file_type().is_symlink() {
-        Err(std::io::Error::other(format!(
-            "{} is a symbolic link, not a directory ferret made",
-            path.display()
-        )))
+        // No path in these: the callers name the place (and the agent may read them).
+        Err(std::io::Error::other(
+            "it is a symbolic link, not a directory ferret made",
+        ))
     } else {
-        Err(std::io::Error::other(format!(
-            "{} is not a directory",
-            path.display()
-        )))
+        Err(std::io::Error::other("it is not a directory"))
     }
 }
 

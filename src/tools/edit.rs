@@ -160,13 +160,13 @@ Unicode punctuation; keeps charset, BOM, line endings (or refuses). undo reverts
                 diff,
                 backed_up: false,
                 change_id: None,
-                would_ask: super::would_ask(confirm_listed(ctx, &at, "editing"))?,
+                would_ask: super::would_ask(confirm_listed(ctx, &at, &wp, "editing"))?,
                 dry_run,
                 charset: codec.label(),
             });
         }
 
-        let (backup, id) = replace_file(ctx, &at, &file, &before, &after, "editing")?;
+        let (backup, id) = replace_file(ctx, &at, &wp, &file, &before, &after, "editing")?;
         Ok(Output {
             path: shown,
             replacements,
@@ -307,9 +307,17 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// Asks when the file is on the confirm list (`verb` says what for).
-pub fn confirm_listed(ctx: &Ctx, at: &crate::workspace::Resolved, verb: &str) -> ToolResult<()> {
+pub fn confirm_listed(
+    ctx: &Ctx,
+    at: &crate::workspace::Resolved,
+    spelled: &crate::workspace::WsPath,
+    verb: &str,
+) -> ToolResult<()> {
     let ws = ctx.workspace();
-    if ws.needs_confirmation(&at.real, false) {
+    // The real file, or the name as spelled (`.github/workflows/x.yml` through a link
+    // `.github -> docs`), as a new file's write asks (round 20: edits, overwrites and
+    // deletes by the listed name went unasked where creates asked).
+    if ws.needs_confirmation(&at.real, false) || ws.needs_confirmation(spelled, false) {
         // The file as it stands when asked: rewritten while the person reads the
         // question (through a hard link elsewhere, by a person), the change made from it
         // is not the one they approved.
@@ -319,8 +327,9 @@ pub fn confirm_listed(ctx: &Ctx, at: &crate::workspace::Resolved, verb: &str) ->
         )?;
         ctx.confirm(
             &format!(
-                "{verb} {} (on the confirm list)",
-                crate::workspace::shown_in_prose(&ws.display(&at.real))
+                "{verb} {} (on the confirm list){}",
+                crate::workspace::shown_in_prose(&ws.display(&at.real)),
+                super::write_file::through(ws, spelled, &at.real)
             ),
             false,
         )?;
@@ -334,6 +343,7 @@ pub fn confirm_listed(ctx: &Ctx, at: &crate::workspace::Resolved, verb: &str) ->
 pub fn replace_file(
     ctx: &Ctx,
     at: &crate::workspace::Resolved,
+    spelled: &crate::workspace::WsPath,
     file: &crate::workspace::SandboxFile,
     before: &[u8],
     after: &[u8],
@@ -342,7 +352,7 @@ pub fn replace_file(
     let ws = ctx.workspace();
     let real = &at.real;
     let shown = ws.display(real);
-    confirm_listed(ctx, at, verb)?;
+    confirm_listed(ctx, at, spelled, verb)?;
     let history = ctx.history()?;
     let backup = if ctx.config().backup_enabled {
         Some(history.backup(real.root_index(), real.rel(), before)?)

@@ -145,8 +145,12 @@ for confirmation. dry_run previews.",
         let pinned = std::cell::Cell::new(checked_stamp);
         let asked = (|| {
             let mut why = Vec::new();
-            if ws.needs_confirmation(&at.real, is_dir) {
-                why.push(format!("deleting {q} (on the confirm list)"));
+            // The real entry, or the name as spelled (through a link `.github -> docs`).
+            if ws.needs_confirmation(&at.real, is_dir) || ws.needs_confirmation(&wp, is_dir) {
+                why.push(format!(
+                    "deleting {q} (on the confirm list){}",
+                    super::write_file::through(ws, &wp, &at.real)
+                ));
             }
             // A directory takes what it holds along: an entry on the confirm list inside
             // asks as deleting it alone would.

@@ -250,16 +250,41 @@ impl Tool for Move {
         } else {
             None
         };
+        // A link to a folder puts what that folder holds under its new name as surely as
+        // moving the folder: `latest -> proj/notes` renamed `.kube` made `.kube/config`
+        // (round 20). Its names are judged from the folder it leads to.
+        let leads_to_dir = if meta.is_symlink() {
+            ws.entry(&src, true)
+                .ok()
+                .filter(|r| r.meta.as_ref().is_some_and(|m| m.is_dir()))
+        } else {
+            None
+        };
+        let holder = if meta.is_dir() {
+            Some(&from)
+        } else {
+            leads_to_dir.as_ref()
+        };
+        // The folder a link leads to, stamped as a moved folder is (checked again after
+        // the wait, below).
+        let linked_stamp = match &leads_to_dir {
+            Some(d) => Some(ws.state_stamp(d, &|| ctx.check())?.unwrap_or_default()),
+            None => None,
+        };
         // The real names, and the destination as spelled (`.github` may be a link
         // elsewhere), as write_file and apply_patch ask.
         let confirm_listed = ws.needs_confirmation(&from.real, meta.is_dir())
             || ws.needs_confirmation(&to.real, meta.is_dir())
             || ws.needs_confirmation(&dst, meta.is_dir())
-            || (meta.is_dir() && ws.move_holds_confirm_listed(&from, &to.real, &|| ctx.check())?);
+            || ws.needs_confirmation(&to.real, holder.is_some())
+            || match holder {
+                Some(h) => ws.move_holds_confirm_listed(h, &to.real, &|| ctx.check())?,
+                None => false,
+            };
         // A secret's name is not made by a move, of the entry or of what a moved
         // directory holds (`k/config` moved as `.kube`): refused as writing there is.
-        if meta.is_dir()
-            && let Some(made) = ws.move_makes_denied(&from, &to.real, &|| ctx.check())?
+        if let Some(h) = holder
+            && let Some(made) = ws.move_makes_denied(h, &to.real, &|| ctx.check())?
         {
             return Err(crate::workspace::denied_error(&ws.shown_name(&made)).with_hint(
                 "the moved folder would put a file at a name ferret keeps private; choose another destination",
@@ -269,8 +294,23 @@ impl Tool for Move {
         // the others through unread.
         let mut why = Vec::new();
         if confirm_listed {
+            // A link says so, and where it leads (round 20: "moving l1 to .github" hid
+            // that l1 leads to docs, whose files every later change then reached
+            // unasked).
+            let link = match &from.parent {
+                Some(d) if meta.is_symlink() => d
+                    .read_link_contents(from.name().unwrap_or_default())
+                    .map(|t| {
+                        format!(
+                            ", a link to {}",
+                            crate::workspace::shown_in_prose(&t.to_string_lossy())
+                        )
+                    })
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
             why.push(format!(
-                "moving {} to {}{} (on the confirm list)",
+                "moving {}{link} to {}{} (on the confirm list)",
                 crate::workspace::shown_in_prose(&ws.display(&from.real)),
                 crate::workspace::shown_in_prose(&ws.display(&to.real)),
                 super::write_file::through(ws, &dst, &to.real)
@@ -383,9 +423,15 @@ impl Tool for Move {
         } else {
             None
         };
-        if let Some(stamp) = pinned.or(checked_stamp)
-            && ws.state_stamp(&from, &|| ctx.check())? != Some(stamp)
-        {
+        let linked_changed = match (&leads_to_dir, linked_stamp) {
+            (Some(d), Some(stamp)) => ws.state_stamp(d, &|| ctx.check())? != Some(stamp),
+            _ => false,
+        };
+        let changed = match pinned.or(checked_stamp) {
+            Some(stamp) => ws.state_stamp(&from, &|| ctx.check())? != Some(stamp),
+            None => false,
+        };
+        if linked_changed || changed {
             return Err(ToolError::new(
                 ErrorCode::Conflict,
                 format!("{src_said} changed while the move was being checked; nothing was moved"),

@@ -207,12 +207,13 @@ its outputs cleared. undo reverts.",
             dry_run,
         };
         if p.dry_run || ctx.config().dry_run {
-            let asked = super::edit::confirm_listed(ctx, &at, "editing");
+            let asked = super::edit::confirm_listed(ctx, &at, &wp, "editing");
             return Ok(out(false, None, super::would_ask(asked)?, true));
         }
         let (backup, id) = super::edit::replace_file(
             ctx,
             &at,
+            &wp,
             &file,
             &before,
             changed.text.as_bytes(),

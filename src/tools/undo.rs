@@ -120,10 +120,20 @@ fn ask_confirm_listed(
     target: &Entry,
     paths: &[(usize, &std::path::Path, Option<&cap_std::fs::Dir>)],
 ) -> ToolResult<()> {
-    match confirm_listed_reason(ctx, target, paths)? {
-        Some(why) => ctx.confirm(&why, false),
-        None => Ok(()),
+    note_confirm_listed(ctx, target, paths)?;
+    ctx.ask_noted()
+}
+
+/// Notes what [`ask_confirm_listed`] would ask, for the undo's one question.
+fn note_confirm_listed(
+    ctx: &Ctx,
+    target: &Entry,
+    paths: &[(usize, &std::path::Path, Option<&cap_std::fs::Dir>)],
+) -> ToolResult<()> {
+    if let Some(why) = confirm_listed_reason(ctx, target, paths)? {
+        ctx.note_question(why);
     }
+    Ok(())
 }
 
 /// What [`ask_confirm_listed`] would ask, if anything.
@@ -313,20 +323,6 @@ fn undo_entry(
         return Err(conflict(format!("{lost}:\n{}", out.diff))
             .with_hint("pass force: true to undo anyway; the current content is backed up first"));
     }
-    if out.dry_run {
-        if !unchanged && let Some(cur) = current {
-            let asked = ask_force(
-                ctx,
-                history,
-                target,
-                (target.root, &target.rel, &target.path),
-                target.sha256_after.as_deref(),
-                &sha256(cur),
-            );
-            preview(out, asked)?;
-        }
-        return Ok(None);
-    }
     if !unchanged && let Some(cur) = current {
         ask_force(
             ctx,
@@ -337,6 +333,14 @@ fn undo_entry(
             &sha256(cur),
         )?;
     }
+    // Every reason noted so far (another's change, the confirm list, this overwrite),
+    // in one question, before anything is written.
+    let asked = ctx.ask_noted();
+    if out.dry_run {
+        preview(out, asked)?;
+        return Ok(None);
+    }
+    asked?;
     let mut entry = Entry::new(Action::Undo, target.path.clone(), target.root, &target.rel);
     entry.undoes = Some(target.id);
     entry.sha256_before = current.map(sha256);
@@ -376,17 +380,15 @@ fn ask_force(
                 .to_string()
         }
     };
-    ctx.confirm(
-        &format!(
-            "force-undoing change {} ({} of {}), which overwrites {} as written by {who}, not by this \
-             session (what is there now is backed up first)",
-            target.id,
-            target.action.as_str(),
-            shown(&target.path),
-            shown(path)
-        ),
-        false,
-    )
+    ctx.note_question(format!(
+        "force-undoing change {} ({} of {}), which overwrites {} as written by {who}, not by this \
+         session (what is there now is backed up first)",
+        target.id,
+        target.action.as_str(),
+        shown(&target.path),
+        shown(path)
+    ));
+    Ok(())
 }
 
 /// Removes a file a create made, if it still holds what was written (or, forced, after
@@ -436,11 +438,10 @@ fn undo_create(
         "{} was changed after change {} created it; removing it would lose that",
         target.path, target.id
     );
+    note_confirm_listed(ctx, target, &[(target.root, &target.rel, None)])?;
     let Some(entry) = undo_entry(ctx, history, target, Some(&current), lost, force, out)? else {
-        let asked = ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)]);
-        return preview(out, asked);
+        return Ok(());
     };
-    ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)])?;
     let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
         return Err(conflict(format!(
             "the directory that held {} is gone",
@@ -493,7 +494,11 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         ))
         .with_hint("move or delete what is there first, then undo again"));
     }
-    // Moving back is a move: no link in what moves may come to lead outside.
+    // Moving back is a move: what holds ferret's own places (its state, config, the
+    // trash, the audit log) is not moved (round 20: an undo moved back the folder
+    // holding this run's audit log, which the agent then read and erased).
+    ws.check_keeps(&to.real, "moved")?;
+    // No link in what moves may come to lead outside.
     let walked = super::move_path::links_stay_inside(
         ctx,
         &to,
@@ -567,15 +572,14 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
             crate::workspace::shown_in_prose(&target.path)
         ));
     }
-    let asked = if why.is_empty() {
-        Ok(())
-    } else {
-        // The yes approves the folder as it stands now.
-        if let Some(stamp) = checked_stamp {
-            ctx.pin(&m.to_path, stamp)?;
-        }
-        ctx.confirm(&why.join("; "), false)
-    };
+    // The yes approves the folder as it stands now.
+    if let Some(stamp) = checked_stamp {
+        ctx.pin(&m.to_path, stamp)?;
+    }
+    for w in why {
+        ctx.note_question(w);
+    }
+    let asked = ctx.ask_noted();
     if out.dry_run {
         return preview(out, asked);
     }
@@ -822,19 +826,14 @@ fn undo_group(
         .with_hint("pass force: true to undo anyway; what is there now is backed up first"));
     }
     for ((root, rel, path), from, now) in &overwritten {
-        let asked = ask_force(
+        ask_force(
             ctx,
             history,
             target,
             (*root, rel, path),
             from.as_deref(),
             now,
-        );
-        if out.dry_run {
-            preview(out, asked)?;
-        } else {
-            asked?;
-        }
+        )?;
     }
     // What a forced undo overwrites is saved first; the receipt says so, never where (a
     // host path). `undo` of this undo names the backups for the person.
@@ -933,11 +932,10 @@ fn undo_edit(
         "{} {what} after change {}; undoing would lose that",
         target.path, target.id
     );
+    note_confirm_listed(ctx, target, &[(target.root, &target.rel, None)])?;
     let Some(mut entry) = undo_entry(ctx, history, target, current, lost, force, out)? else {
-        let asked = ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)]);
-        return preview(out, asked);
+        return Ok(());
     };
-    ask_confirm_listed(ctx, target, &[(target.root, &target.rel, None)])?;
     entry.sha256_after = Some(sha256(&restored));
     let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
         return Err(conflict(format!(
@@ -1031,27 +1029,19 @@ the file changed since; force overrides, backing up what is there. dry_run previ
         refuse_first(ctx, target)?;
         // Someone else's change (another session, the person, or unknown): only by its id,
         // and only if the user says so.
-        let mut other = None;
+        // Asked with every other reason the undo finds, in one question (each kind asks
+        // what it noted before it changes anything).
         if !mine(target) {
             let who = target
                 .by
                 .as_ref()
                 .map_or_else(|| "an unknown caller".to_string(), |o| o.describe());
-            let asked = ctx.confirm(
-                &format!(
-                    "undoing change {} ({} of {}), made by {who}, not by this session",
-                    target.id,
-                    target.action.as_str(),
-                    crate::workspace::shown_in_prose(&target.path)
-                ),
-                false,
-            );
-            // A dry run asks no one, and says what the undo would ask.
-            if dry_run {
-                other = super::would_ask(asked)?;
-            } else {
-                asked?;
-            }
+            ctx.note_question(format!(
+                "undoing change {} ({} of {}), made by {who}, not by this session",
+                target.id,
+                target.action.as_str(),
+                crate::workspace::shown_in_prose(&target.path)
+            ));
         }
         let mut out = Output {
             undone: target.id,
@@ -1060,7 +1050,7 @@ the file changed since; force overrides, backing up what is there. dry_run previ
             diff: String::new(),
             backed_up: false,
             change_id: None,
-            would_ask: other,
+            would_ask: None,
             dry_run,
         };
         match target.action {

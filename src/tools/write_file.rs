@@ -415,10 +415,11 @@ fn replace(
         crlf,
     };
     if dry_run {
-        out.would_ask = super::would_ask(super::edit::confirm_listed(ctx, &at, "replacing"))?;
+        out.would_ask = super::would_ask(super::edit::confirm_listed(ctx, &at, wp, "replacing"))?;
         return Ok(out);
     }
-    let (backup, id) = super::edit::replace_file(ctx, &at, &file, &before, content, "replacing")?;
+    let (backup, id) =
+        super::edit::replace_file(ctx, &at, wp, &file, &before, content, "replacing")?;
     out.change_id = Some(id);
     out.backed_up = backup.is_some();
     Ok(out)

@@ -52,6 +52,7 @@ mod security_doc;
 mod shell;
 mod small_r5;
 mod state_r4;
+mod undo_r20;
 mod undo_r3;
 mod undo_r4;
 mod util;

@@ -1,0 +1,284 @@
+//! Issue #25, round 20: an undo asks one question naming every reason (another's change,
+//! secrets, an overwrite, the confirm list); a link is judged by the folder it leads to;
+//! a listed name asks through a link; ferret's places are not moved back; state paths stay
+//! out of errors.
+
+use crate::util::{StdioServer, bin, tempdir, write};
+use serde_json::json;
+use std::path::Path;
+use std::process::Output;
+
+/// The person's CLI over `root`, writes allowed, in `state`.
+fn person(root: &Path, state: &Path, args: &[&str]) -> Output {
+    bin()
+        .arg("--root")
+        .arg(root)
+        .args(["--allow-write", "--state-dir"])
+        .arg(state)
+        .args(args)
+        .output()
+        .expect("run")
+}
+
+fn said(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn ok(o: &Output) {
+    assert!(o.status.success(), "{}", said(o));
+}
+
+/// An agent's server over `root` (no elicitation: a question comes back as the error).
+fn agent(root: &Path, state: &Path) -> StdioServer {
+    let mut c = bin();
+    c.arg("--root")
+        .arg(root)
+        .args(["--state-dir"])
+        .arg(state)
+        .args(["serve", "--allow-write", "--no-index"]);
+    StdioServer::spawn(c, "agent")
+}
+
+/// Round 20: the agent's undo of the person's change asked only "made by cli", and the
+/// yes let through what the person's own undo would have asked about: secrets moved back
+/// into the open, an outside edit overwritten, a workflow restored.
+#[test]
+fn an_undo_of_anothers_change_names_every_reason_in_one_question() {
+    // Secrets in a folder moved back.
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    std::fs::create_dir_all(root.join("k")).expect("mkdir");
+    ok(&person(&root, &state, &["mv", "k", ".kube"]));
+    write(&root, ".kube/config", "token: PERSONS\n");
+    let mut s = agent(&root, &state);
+    let r = s.call("undo", &json!({"id": 1}));
+    let t = r.to_string();
+    assert_eq!(r["isError"], true, "{t}");
+    assert!(t.contains("CONFIRMATION_REQUIRED"), "{t}");
+    assert!(t.contains("made by") && t.contains("secrets"), "{t}");
+    assert!(root.join(".kube/config").exists() && !root.join("k").exists());
+    drop(s);
+
+    // An outside edit a forced undo would overwrite.
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "a.txt", "one\n");
+    ok(&person(
+        &root,
+        &state,
+        &["edit", "a.txt", "--old", "one", "--new", "two"],
+    ));
+    write(&root, "a.txt", "THE EDITORS SAVE\n");
+    let mut s = agent(&root, &state);
+    let r = s.call("undo", &json!({"id": 1, "force": true}));
+    let t = r.to_string();
+    assert!(t.contains("made by") && t.contains("force-undoing"), "{t}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).expect("a"),
+        "THE EDITORS SAVE\n"
+    );
+    drop(s);
+
+    // A patch of many files, one of them on the confirm list.
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(
+        &root,
+        ".github/workflows/ci.yml",
+        "on: pull_request_target\n",
+    );
+    let mut patch = String::from("*** Begin Patch\n");
+    for i in 1..=4 {
+        write(&root, &format!("a{i}.txt"), "x\n");
+        patch.push_str(&format!("*** Update File: a{i}.txt\n@@\n-x\n+y\n"));
+    }
+    patch.push_str("*** Update File: .github/workflows/ci.yml\n@@\n-on: pull_request_target\n+on: push\n*** End Patch\n");
+    let mut p = bin()
+        .arg("--root")
+        .arg(&root)
+        .args(["--allow-write", "--state-dir"])
+        .arg(&state)
+        .args(["patch", "--yes"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("patch");
+    {
+        use std::io::Write;
+        p.stdin
+            .take()
+            .expect("stdin")
+            .write_all(patch.as_bytes())
+            .expect("write");
+    }
+    ok(&p.wait_with_output().expect("patch"));
+    let mut s = agent(&root, &state);
+    let r = s.call("undo", &json!({"id": 1}));
+    let t = r.to_string();
+    assert!(
+        t.contains("made by") && t.contains(".github/workflows/ci.yml"),
+        "{t}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join(".github/workflows/ci.yml")).expect("ci"),
+        "on: push\n"
+    );
+    // A dry run says the same question.
+    let r = s.call("undo", &json!({"id": 1, "dry_run": true}));
+    let t = r.to_string();
+    assert!(
+        t.contains("made by") && t.contains(".github/workflows/ci.yml"),
+        "{t}"
+    );
+}
+
+/// Round 20: a link to a folder holding `config`, renamed `.kube`, made `.kube/config`
+/// (an exec plugin the person's kubectl runs) where moving the folder itself is refused.
+/// A link is judged by the folder it leads to, for denied and confirm-listed names.
+#[test]
+fn a_link_to_a_folder_is_judged_by_what_the_folder_holds() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(
+        &root,
+        "proj/notes/config",
+        "users: [{user: {exec: {command: /tmp/evil}}}]\n",
+    );
+    write(&root, "proj/dl/config.json", "{\"credsStore\": \"evil\"}\n");
+    write(&root, "proj/cfg/master.yml", "prod: true\n");
+    std::os::unix::fs::symlink("proj/notes", root.join("latest")).expect("link");
+    std::os::unix::fs::symlink("proj/dl", root.join("dl")).expect("link");
+    std::os::unix::fs::symlink("proj/cfg", root.join("lnk")).expect("link");
+    for (from, to) in [("latest", ".kube"), ("dl", ".docker")] {
+        let out = person(&root, &state, &["mv", from, to]);
+        let s = said(&out);
+        assert!(
+            !out.status.success() && s.contains("DENIED_PATTERN"),
+            "{from}: {s}"
+        );
+        assert!(root.join(to).symlink_metadata().is_err(), "{from}: {s}");
+    }
+    let out = bin()
+        .arg("--root")
+        .arg(&root)
+        .args(["--allow-write", "--state-dir"])
+        .arg(&state)
+        .args([
+            "--set",
+            "confirm=[\"config/master.yml\"]",
+            "mv",
+            "lnk",
+            "config",
+        ])
+        .output()
+        .expect("mv");
+    let s = said(&out);
+    assert!(
+        !out.status.success() && s.contains("CONFIRMATION_REQUIRED"),
+        "{s}"
+    );
+    // The question says it is a link, and where it leads.
+    assert!(s.contains("a link to proj/cfg"), "{s}");
+    assert!(root.join("lnk").symlink_metadata().is_ok());
+}
+
+/// Round 20: through a repository's link `.github -> docs`, a new file under
+/// `.github/workflows/` asked, but an edit, an overwrite or a delete by that name did
+/// not. Each asks as the name says.
+#[test]
+fn a_listed_name_asks_through_a_link_for_every_change() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "docs/workflows/x.yml", "on: push\n");
+    std::os::unix::fs::symlink("docs", root.join(".github")).expect("link");
+    for args in [
+        &[
+            "edit",
+            ".github/workflows/x.yml",
+            "--old",
+            "push",
+            "--new",
+            "pull",
+        ][..],
+        &[
+            "write",
+            ".github/workflows/x.yml",
+            "--overwrite",
+            "--content",
+            "evil\n",
+        ],
+        &["rm", ".github/workflows/x.yml"],
+    ] {
+        let out = person(&root, &state, args);
+        let s = said(&out);
+        assert!(!out.status.success(), "{args:?}: {s}");
+        assert!(s.contains("CONFIRMATION_REQUIRED"), "{args:?}: {s}");
+        assert!(s.contains("through .github"), "{args:?}: {s}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(root.join("docs/workflows/x.yml")).expect("x"),
+        "on: push\n"
+    );
+}
+
+/// Round 20: a folder moved away before the server ran, and now holding its audit log,
+/// was moved back by an undo, after which the agent read and erased the log.
+#[test]
+fn an_undo_does_not_move_the_folder_holding_the_audit_log() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "logs/old.txt", "o\n");
+    ok(&person(&root, &state, &["mv", "logs", "oldlogs"]));
+    let log = root.join("oldlogs/audit.jsonl");
+    let mut c = bin();
+    c.arg("--root")
+        .arg(&root)
+        .args(["--state-dir"])
+        .arg(&state)
+        .arg("--audit-log")
+        .arg(&log)
+        .args(["serve", "--allow-write", "--no-index"]);
+    let mut s = StdioServer::spawn(c, "agent");
+    let r = s.call("undo", &json!({"id": 1}));
+    let t = r.to_string();
+    assert_eq!(r["isError"], true, "{t}");
+    assert!(t.contains("DENIED_PATTERN"), "{t}");
+    assert!(root.join("oldlogs").is_dir() && !root.join("logs").exists());
+}
+
+/// Round 20: with a stray file where the backups folder goes, the error gave the agent
+/// the state directory's host path.
+#[test]
+fn a_broken_state_directory_is_not_named_to_the_agent() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "a.txt", "one\n");
+    ok(&person(
+        &root,
+        &state,
+        &["edit", "a.txt", "--old", "one", "--new", "two"],
+    ));
+    // The workspace's own state folder: the one the edit made.
+    let ws_state = std::fs::read_dir(&state)
+        .expect("state")
+        .flatten()
+        .find(|e| e.path().join("journal.jsonl").exists())
+        .expect("a workspace state folder")
+        .path();
+    std::fs::remove_dir_all(ws_state.join("backups")).expect("rm backups");
+    std::fs::write(ws_state.join("backups"), "not a folder").expect("stray file");
+    let mut s = agent(&root, &state);
+    let r = s.call(
+        "edit",
+        &json!({"path": "a.txt", "old_string": "two", "new_string": "three"}),
+    );
+    let t = r.to_string();
+    assert_eq!(r["isError"], true, "{t}");
+    assert!(t.contains("IO_ERROR"), "{t}");
+    assert!(!t.contains(&state.display().to_string()), "{t}");
+}
