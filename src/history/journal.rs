@@ -378,7 +378,14 @@ impl Locked<'_> {
             entry.by = super::caller();
         }
         entry.pending = true;
-        self.write(&entry, true)?;
+        // An agent's undos stop short of the room kept for the person's: an agent that
+        // filled the journal, then undid its own big patches, used up the room every
+        // undo shares, and the person's undo of the agent's damaging edit was refused
+        // (round 20).
+        let agents_undo =
+            entry.undoes.is_some() && !entry.by.as_ref().is_some_and(|o| o.is_person());
+        let room = begin_room() + if agents_undo { person_room() } else { 0 };
+        self.write(&entry, room)?;
         self.next_id += 1;
         let id = entry.id;
         self.entries.push(entry);
@@ -407,7 +414,7 @@ impl Locked<'_> {
                 conflicted: conflicted.clone(),
                 trash: None,
             },
-            false,
+            0,
         )?;
         apply_mark(self.entries, id, outcome, conflicted, None);
         Ok(())
@@ -429,7 +436,7 @@ impl Locked<'_> {
                 conflicted: Vec::new(),
                 trash: Some(rec.clone()),
             },
-            false,
+            0,
         )?;
         apply_mark(self.entries, id, Outcome::Committed, Vec::new(), Some(rec));
         Ok(())
@@ -498,9 +505,9 @@ impl Locked<'_> {
         Ok((found, !undos.is_empty()))
     }
 
-    /// `begin`: the line begins a change (it is refused with less than [`BEGIN_ROOM`] left
-    /// under the read cap); a mark may use that room.
-    fn write(&self, value: &impl Serialize, begin: bool) -> ToolResult<()> {
+    /// `room`: what the line must leave under the read cap ([`begin_room`] for a line
+    /// beginning a change; 0 for a mark, which may use that room).
+    fn write(&self, value: &impl Serialize, room: u64) -> ToolResult<()> {
         let mut line = serde_json::to_string(value)
             .map_err(|e| ToolError::new(ErrorCode::IoError, e.to_string()))?;
         // A line any process can read back: one patch of 690 new files, each in a chain
@@ -522,12 +529,6 @@ impl Locked<'_> {
         // Never past the size every process reads back (past it nothing at all could be
         // changed or undone): a change's line (undos included: round 19 filled the last
         // 128 MiB with undos of big patches) leaves room for the marks that settle it.
-        // (A small journal cap, in tests, keeps a room in proportion.)
-        let room = if begin {
-            BEGIN_ROOM.min(journal_max() / 8)
-        } else {
-            0
-        };
         if let Some(f) = self.file
             && rustix::fs::fstat(f)
                 .is_ok_and(|st| st.st_size as u64 + line.len() as u64 + room > journal_max())
@@ -752,6 +753,17 @@ fn new_changes_max() -> u64 {
 /// Room kept under the read cap by a change's `begin` line, for the marks settling
 /// every change under way (a mark is a few hundred bytes).
 const BEGIN_ROOM: u64 = 16 << 20;
+
+/// [`BEGIN_ROOM`] (in proportion under a test's small journal cap).
+fn begin_room() -> u64 {
+    BEGIN_ROOM.min(journal_max() / 8)
+}
+
+/// Room under the read cap only the person's undos may use: 64 MiB (in proportion under a
+/// test's small cap), four undos of the biggest change.
+fn person_room() -> u64 {
+    (64u64 << 20).min(journal_max() / 4)
+}
 
 /// [`super::safe::JOURNAL_MAX_BYTES`], or in tests `FERRET_TEST_JOURNAL_MAX` bytes.
 fn journal_max() -> u64 {

@@ -282,3 +282,70 @@ fn a_broken_state_directory_is_not_named_to_the_agent() {
     assert!(t.contains("IO_ERROR"), "{t}");
     assert!(!t.contains(&state.display().to_string()), "{t}");
 }
+
+/// Round 20: past the stop for new changes undos went on, all of them sharing the room
+/// left: an agent made a damaging edit, filled the journal, then undid its own changes
+/// until no room was left, and the person's undo of that edit was refused. The last room
+/// is the person's: an agent's undos stop short of it.
+#[test]
+fn an_agent_cannot_use_up_the_room_kept_for_the_persons_undos() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "important.txt", "precious user data\n");
+    write(&root, "filler.txt", "f0\n");
+    let envs = [
+        ("FERRET_TEST_JOURNAL_NEW_CHANGES_MAX", "3000"),
+        ("FERRET_TEST_JOURNAL_MAX", "8000"),
+    ];
+    let mut c = bin();
+    c.arg("--root")
+        .arg(&root)
+        .args(["--state-dir"])
+        .arg(&state)
+        .args(["serve", "--allow-write", "--no-index"])
+        .envs(envs);
+    let mut s = StdioServer::spawn(c, "agent");
+    let r = s.call(
+        "edit",
+        &json!({"path": "important.txt", "old_string": "precious user data", "new_string": "agent wiped it"}),
+    );
+    assert_ne!(r["isError"], true, "{r}");
+    let mut ids = Vec::new();
+    for i in 0..60 {
+        let r = s.call(
+            "edit",
+            &json!({"path": "filler.txt", "old_string": format!("f{i}"), "new_string": format!("f{}", i + 1)}),
+        );
+        if r["isError"] == true {
+            assert!(r.to_string().contains("FILE_TOO_LARGE"), "{r}");
+            break;
+        }
+        ids.push(r["structuredContent"]["change_id"].as_u64().expect("id"));
+    }
+    assert!(ids.len() > 3, "{ids:?}");
+    let mut refused = false;
+    for id in ids.iter().rev() {
+        let r = s.call("undo", &json!({"id": id, "force": true}));
+        if r["isError"] == true {
+            assert!(r.to_string().contains("FILE_TOO_LARGE"), "{r}");
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "the agent's undos were never stopped");
+    drop(s);
+    let out = bin()
+        .arg("--root")
+        .arg(&root)
+        .args(["--allow-write", "--state-dir"])
+        .arg(&state)
+        .args(["undo", "1", "--yes"])
+        .envs(envs)
+        .output()
+        .expect("undo");
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(
+        std::fs::read_to_string(root.join("important.txt")).expect("read"),
+        "precious user data\n"
+    );
+}
