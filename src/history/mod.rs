@@ -161,7 +161,14 @@ impl HistoryCell {
             })
             .as_ref()
             .map_err(|e| {
-                crate::error::ToolError::new(crate::error::ErrorCode::IoError, e.clone()).with_hint(
+                // What is wrong names host paths (the state directory, the root): the
+                // person reads it on stderr; the agent is told only that (round 21).
+                tracing::warn!(error = %e, "the state directory cannot be used");
+                crate::error::ToolError::new(
+                    crate::error::ErrorCode::IoError,
+                    "the state directory cannot be used (what is wrong is on ferret's stderr, for the user)",
+                )
+                .with_hint(
                     "changes need the state directory for their backups and undo journal, so none is made \
                      without it: fix it or choose another (--state-dir, FERRET_STATE_DIR); reading works",
                 )

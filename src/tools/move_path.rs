@@ -265,6 +265,23 @@ impl Tool for Move {
         } else {
             leads_to_dir.as_ref()
         };
+        // Nor is a link to a folder put at a name whose contents a deny rule guards:
+        // what the person's tools write there later (kubectl's `~/.kube/config`) lands
+        // in the folder it leads to, which the agent reads and writes under that
+        // folder's own name, and what the agent writes there is the person's config
+        // (round 21: a link to an empty folder moved as `.kube`).
+        if leads_to_dir.is_some()
+            && let Some(name) = to.real.rel().file_name()
+            && ws.names_denied_folder(name)
+        {
+            return Err(ToolError::new(
+                ErrorCode::DeniedPattern,
+                format!(
+                    "{src_said} is a link to a folder, and {dst_said} is a name whose contents ferret keeps private; nothing was moved"
+                ),
+            )
+            .with_hint("a link to a folder is not put at such a name; choose another name"));
+        }
         // The folder a link leads to, stamped as a moved folder is (checked again after
         // the wait, below).
         let linked_stamp = match &leads_to_dir {
@@ -273,7 +290,10 @@ impl Tool for Move {
         };
         // The real names, and the destination as spelled (`.github` may be a link
         // elsewhere), as write_file and apply_patch ask.
+        // The source as spelled too: moving `.github/workflows/ci.yml` away through a link
+        // `.github -> docs` takes it from that name, as a delete would (round 21).
         let confirm_listed = ws.needs_confirmation(&from.real, meta.is_dir())
+            || ws.needs_confirmation(&src, meta.is_dir())
             || ws.needs_confirmation(&to.real, meta.is_dir())
             || ws.needs_confirmation(&dst, meta.is_dir())
             || ws.needs_confirmation(&to.real, holder.is_some())
@@ -335,6 +355,11 @@ impl Tool for Move {
             ctx.pin(&ws.display(&from.real), stamp)?;
             // And where it lands (checked again at the rename: `checked` below).
             super::pin_place(ctx, &to.real)?;
+            // And for a link, what the folder it leads to holds (round 21: a workflow
+            // written there while the person read the question landed under the yes).
+            if let (Some(d), Some(ls)) = (&leads_to_dir, linked_stamp) {
+                ctx.pin(&ws.display(&d.real), ls)?;
+            }
             pinned = Some(stamp);
             asked = ctx.confirm(&why.join("; "), false);
         }

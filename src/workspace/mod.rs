@@ -131,6 +131,9 @@ pub struct Workspace {
     /// The same places as (root, path under it): nothing new may be made at a name on
     /// the way to one (a link moved to `.local/state` would move ferret's state there).
     protected_at: Vec<(usize, PathBuf)>,
+    /// The deny rules as written (the user's and the workspace's): which folder names
+    /// they guard the contents of (`**/.kube/config` guards what `.kube` holds).
+    deny_rules: Vec<String>,
 }
 
 impl Workspace {
@@ -308,7 +311,15 @@ impl Workspace {
             max_path_depth: config.max_path_depth,
             protected,
             protected_at,
+            deny_rules: config.deny_patterns().map(str::to_string).collect(),
         })
+    }
+
+    /// Whether a deny rule guards something inside a folder of this name (`.kube` for
+    /// `**/.kube/config`, `.docker` for `**/.docker/config.json`): a link put at such a
+    /// name makes what it leads to hold those names.
+    pub fn names_denied_folder(&self, name: &std::ffi::OsStr) -> bool {
+        self.deny_rules.iter().any(|r| names_folder(r, name))
     }
 
     /// What decides, beyond the settings, which names are denied: the deny rules match

@@ -349,3 +349,75 @@ fn an_agent_cannot_use_up_the_room_kept_for_the_persons_undos() {
         "precious user data\n"
     );
 }
+
+/// Round 21: a link to a folder holding nothing secret yet, moved as `.kube`, passed the
+/// check of what the folder holds; kubectl then wrote the credentials through it into a
+/// folder the agent reads, and the agent could write the person's kubeconfig by the
+/// folder's own name. No link to a folder is put at a name whose contents a deny rule
+/// guards.
+#[test]
+fn no_link_to_a_folder_is_put_where_a_deny_rule_guards_the_contents() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "proj/notes/README.md", "notes\n");
+    std::os::unix::fs::symlink("proj/notes", root.join("latest")).expect("link");
+    for to in [".kube", ".docker", "sub/.KUBE"] {
+        std::fs::create_dir_all(root.join("sub")).expect("mkdir");
+        let out = person(&root, &state, &["mv", "latest", to]);
+        let s = said(&out);
+        assert!(
+            !out.status.success() && s.contains("DENIED_PATTERN"),
+            "{to}: {s}"
+        );
+        assert!(root.join(to).symlink_metadata().is_err(), "{to}: {s}");
+    }
+    // A real empty folder may take the name (what lands in it later is denied).
+    std::fs::create_dir_all(root.join("k")).expect("mkdir");
+    ok(&person(&root, &state, &["mv", "k", ".kube"]));
+}
+
+/// Round 21: moving a file or folder away from a confirm-listed name, spelled through a
+/// link on the way (`.github -> docs`), took it from that name unasked, where a delete
+/// asks.
+#[test]
+fn moving_away_from_a_listed_name_asks_through_a_link() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "docs/workflows/ci.yml", "on: push\n");
+    std::os::unix::fs::symlink("docs", root.join(".github")).expect("link");
+    for (from, to) in [
+        (".github/workflows/ci.yml", "x.yml"),
+        (".github/workflows", "wf"),
+    ] {
+        let out = person(&root, &state, &["mv", from, to]);
+        let s = said(&out);
+        assert!(
+            !out.status.success() && s.contains("CONFIRMATION_REQUIRED"),
+            "{from}: {s}"
+        );
+        assert!(root.join("docs/workflows/ci.yml").exists(), "{from}: {s}");
+    }
+}
+
+/// Round 21: a state directory inside the root (XDG_STATE_HOME under a root that holds
+/// HOME) refused every change with an error naming the state directory's and the root's
+/// host paths to the agent. The agent is told only that it cannot be used.
+#[test]
+fn a_state_directory_inside_the_root_is_not_named_to_the_agent() {
+    let (_t, root) = tempdir();
+    write(&root, "a.txt", "one\n");
+    let state = root.join(".st");
+    let mut c = bin();
+    c.arg("--root")
+        .arg(&root)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["serve", "--allow-write", "--no-index"]);
+    let mut s = StdioServer::spawn(c, "agent");
+    let r = s.call("write_file", &json!({"path": "b.txt", "content": "b\n"}));
+    let t = r.to_string();
+    assert_eq!(r["isError"], true, "{t}");
+    assert!(t.contains("state directory cannot be used"), "{t}");
+    assert!(!t.contains(&root.display().to_string()), "{t}");
+    assert!(!root.join("b.txt").exists());
+}
