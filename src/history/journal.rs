@@ -367,10 +367,7 @@ impl Locked<'_> {
                     new_changes_max() >> 20
                 ),
             )
-            .with_hint(
-                "ask the user to move the journal aside (`ferret history` names the state directory; \
-                 its changes can then no longer be undone) or to choose another state directory",
-            ));
+            .with_hint(JOURNAL_FULL_HINT));
         }
         entry.id = self.next_id;
         entry.lease = lease.to_string();
@@ -540,10 +537,7 @@ impl Locked<'_> {
                     journal_max() >> 20
                 ),
             )
-            .with_hint(
-                "ask the user to move the journal aside (`ferret history` names the state directory; \
-                 its changes can then no longer be undone) or to choose another state directory",
-            ));
+            .with_hint(JOURNAL_FULL_HINT));
         }
         // One write per line, then fsync: a crash leaves whole lines only, and a line
         // reported written is on disk.
@@ -749,6 +743,10 @@ fn new_changes_max() -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(NEW_CHANGES_MAX)
 }
+
+/// What to do when the journal takes no more (new changes, or anything at all).
+const JOURNAL_FULL_HINT: &str = "ask the user to move the journal aside (`ferret history` names the state \
+     directory; its changes can then no longer be undone) or to choose another state directory";
 
 /// Room kept under the read cap by a change's `begin` line, for the marks settling
 /// every change under way (a mark is a few hundred bytes).
