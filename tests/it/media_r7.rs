@@ -187,11 +187,19 @@ fn concurrent_reads_of_big_images_keep_memory_bounded_and_each_gets_an_answer() 
             "{}",
             text_of(huge)
         );
-        let big = &answers[&(200 + i)];
-        assert!(has_image(big), "big{i}: {}", text_of(big));
-        assert_eq!(big["structuredContent"]["mime_type"], "image/png");
     }
     let peak = s.peak_mib();
+    for i in 0..8u64 {
+        let mut big = answers[&(200 + i)].clone();
+        // On a loaded machine (CI's two cores) more than eight calls can be waiting at
+        // once, and the ninth is told the server is busy, as its hint says: retry. The
+        // retry, alone, must then be read.
+        if text_of(&big).starts_with("TIMEOUT: the server is busy") {
+            big = s.call("read_file", &json!({"path": format!("big{i}.png")}));
+        }
+        assert!(has_image(&big), "big{i}: {}", text_of(&big));
+        assert_eq!(big["structuredContent"]["mime_type"], "image/png");
+    }
     // Unbounded, the huge ones alone took 843 MB; eight images of 5 MiB sent at once
     // take about 40 MiB each at their peak.
     assert!(
