@@ -545,8 +545,57 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         Some(_) => Some(ws.state_stamp(&to, &check)?.unwrap_or_default()),
         None => None,
     };
-    if moved_dir.is_some()
-        && let Some(made) = ws.move_makes_denied(&to, &from.real, &check)?
+    // A link to a folder moved back puts what that folder holds under the old name as
+    // surely as the folder would, so it is judged, asked about and pinned by that
+    // folder, as `move` judges one (round 21: the undo of such a move took along a
+    // workflow written into the folder while the person read its question).
+    let linked = if to.meta.as_ref().is_some_and(|m| m.is_symlink()) {
+        ws.entry(&ws.root_path(m.to_root).join(&m.to_rel), true)
+            .ok()
+            .filter(|r| r.meta.as_ref().is_some_and(|m| m.is_dir()))
+    } else {
+        None
+    };
+    if linked.is_some()
+        && let Some(name) = from.real.rel().file_name()
+        && ws.names_denied_folder(name)
+    {
+        return Err(crate::workspace::denied_error(&ws.shown_name(&from.real)).with_hint(
+            "a link to a folder is not put back at a name whose contents ferret keeps private; move it elsewhere by hand",
+        ));
+    }
+    let linked_dir = match &linked {
+        Some(l) => match (&l.parent, l.name()) {
+            (Some(d), Some(n)) => Some(
+                cap_fs_ext::DirExt::open_dir_nofollow(d, n)
+                    .map_err(|e| ToolError::io(&m.to_path, &e))?,
+            ),
+            _ => None,
+        },
+        None => None,
+    };
+    let linked_stamp = match &linked {
+        Some(l) => Some(ws.state_stamp(l, &check)?.unwrap_or_default()),
+        None => None,
+    };
+    // What the entry moved back carries: the folder itself, or the one a link leads to.
+    let holder = if moved_dir.is_some() {
+        Some(&to)
+    } else {
+        linked.as_ref()
+    };
+    let holder_dir = moved_dir.as_ref().or(linked_dir.as_ref());
+    // Said in every reason: the entry is a link, and where it leads.
+    let link_said = match &linked {
+        Some(l) => format!(
+            " ({} is a link to {})",
+            crate::workspace::shown_in_prose(&m.to_path),
+            crate::workspace::shown_in_prose(&ws.display(&l.real))
+        ),
+        None => String::new(),
+    };
+    if let Some(h) = holder
+        && let Some(made) = ws.move_makes_denied(h, &from.real, &check)?
     {
         return Err(
             crate::workspace::denied_error(&ws.shown_name(&made)).with_hint(
@@ -558,23 +607,29 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         ctx,
         target,
         &[
-            (m.to_root, &m.to_rel, moved_dir.as_ref()),
-            (target.root, &target.rel, moved_dir.as_ref()),
+            (m.to_root, &m.to_rel, holder_dir),
+            (target.root, &target.rel, holder_dir),
         ],
     )?
     .into_iter()
+    .map(|r| format!("{r}{link_said}"))
     .collect();
-    if moved_dir.is_some() && ws.holds_denied(&to, &check)? {
+    if let Some(h) = holder
+        && ws.holds_denied(h, &check)?
+    {
         why.push(format!(
-            "undoing change {} moves {} back to {}, and it holds secrets or VCS internals",
+            "undoing change {} moves {} back to {}, and it holds secrets or VCS internals{link_said}",
             target.id,
             crate::workspace::shown_in_prose(&m.to_path),
             crate::workspace::shown_in_prose(&target.path)
         ));
     }
-    // The yes approves the folder as it stands now.
+    // The yes approves the folder as it stands now, or the one the link leads to.
     if let Some(stamp) = checked_stamp {
         ctx.pin(&m.to_path, stamp)?;
+    }
+    if let (Some(l), Some(stamp)) = (&linked, linked_stamp) {
+        ctx.pin(&ws.display(&l.real), stamp)?;
     }
     for w in why {
         ctx.note_question(w);
@@ -615,9 +670,15 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
             m.to_path
         )));
     }
-    if let Some(stamp) = checked_stamp
-        && ws.state_stamp(&to, &check)? != Some(stamp)
-    {
+    let linked_changed = match (&linked, linked_stamp) {
+        (Some(l), Some(stamp)) => ws.state_stamp(l, &check)? != Some(stamp),
+        _ => false,
+    };
+    let changed = match checked_stamp {
+        Some(stamp) => ws.state_stamp(&to, &check)? != Some(stamp),
+        None => false,
+    };
+    if linked_changed || changed {
         return Err(conflict(format!(
             "{} changed while the undo was being checked; nothing was moved back",
             crate::workspace::shown_in_prose(&m.to_path)

