@@ -254,9 +254,7 @@ impl Tool for Move {
         // moving the folder: `latest -> proj/notes` renamed `.kube` made `.kube/config`
         // (round 20). Its names are judged from the folder it leads to.
         let leads_to_dir = if meta.is_symlink() {
-            ws.entry(&src, true)
-                .ok()
-                .filter(|r| r.meta.as_ref().is_some_and(|m| m.is_dir()))
+            ws.linked_dir(&src)
         } else {
             None
         };

@@ -550,9 +550,7 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
     // folder, as `move` judges one (round 21: the undo of such a move took along a
     // workflow written into the folder while the person read its question).
     let linked = if to.meta.as_ref().is_some_and(|m| m.is_symlink()) {
-        ws.entry(&ws.root_path(m.to_root).join(&m.to_rel), true)
-            .ok()
-            .filter(|r| r.meta.as_ref().is_some_and(|m| m.is_dir()))
+        ws.linked_dir(&ws.root_path(m.to_root).join(&m.to_rel))
     } else {
         None
     };

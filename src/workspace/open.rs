@@ -12,6 +12,16 @@ use cap_std::fs::{Dir, File, Metadata, OpenOptions};
 use std::io;
 
 impl Workspace {
+    /// The folder the link at `p` leads to, resolved (followed, inside a root, not
+    /// denied); `None` when `p` is no link or leads to anything else. A link to a folder
+    /// moved puts what that folder holds under its new name, so moves judge it by that
+    /// folder.
+    pub fn linked_dir(&self, p: &WsPath) -> Option<Resolved> {
+        self.entry(p, true)
+            .ok()
+            .filter(|r| r.meta.as_ref().is_some_and(|m| m.is_dir()))
+    }
+
     /// Walks `p` to its real path beneath the root (see [`resolve`]) and checks the
     /// rules on the real name: deny before every component is looked at, depth and
     /// extension once the type is known. `follow` says whether a final symlink is
