@@ -102,7 +102,6 @@ struct Asked {
     pins: Vec<u64>,
 }
 
-const ASKED_TTL: std::time::Duration = std::time::Duration::from_secs(600);
 /// The most unanswered questions kept at once.
 const MAX_ASKED: usize = 256;
 
@@ -171,7 +170,11 @@ impl Shared {
     fn ask(&self, tool: &str, args: &Value, client: &str, pins: Vec<u64>) -> String {
         let nonce = nonce();
         let mut asked = crate::error::lock(&self.asked);
-        asked.retain(|_, a| a.at.elapsed() < ASKED_TTL);
+        // A question asked in a result waits as long as one sent as `elicitation/create`
+        // ([`Shared::question_timeout`]): a yes that comes later is not taken, and the
+        // call asks again (round 20: a yes was taken 70 s after a 60 s timeout).
+        let ttl = self.question_timeout();
+        asked.retain(|_, a| a.at.elapsed() < ttl);
         // Each question keeps the call's arguments: a client asking and never answering
         // must not grow the map without end. The oldest questions go first.
         while asked.len() >= MAX_ASKED {
@@ -203,7 +206,7 @@ impl Shared {
     fn take_asked(&self, state: &str, tool: &str, args: &Value, client: &str) -> Option<Vec<u64>> {
         let mut asked = crate::error::lock(&self.asked);
         asked.remove(state).and_then(|a| {
-            (a.at.elapsed() < ASKED_TTL
+            (a.at.elapsed() < self.question_timeout()
                 && a.tool == tool
                 && a.args == digest(args)
                 && a.client == client)

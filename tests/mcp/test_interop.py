@@ -2066,3 +2066,55 @@ async def test_a_folder_behind_a_link_written_while_its_undo_is_asked_about_is_n
         assert r.is_error and text(r).startswith("CONFLICT"), text(r)
         assert not (ws / ".github").exists()
         assert (ws / "l").is_symlink()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_yes_later_than_the_question_timeout_is_not_taken_over_http(ws, tmp_path, mode):
+    """A confirmation answered after --question-timeout is not taken, on either protocol
+    (round 20: a 2026-07-28 yes was taken 70 s after the 60 s timeout): a late answer to
+    an input-required question gets the question again, and an elicitation/create not
+    answered in time is CONFIRMATION_REQUIRED."""
+    import mcp_types as types
+
+    asked = []
+
+    async def elicit(_context, params):
+        asked.append(params.message)
+        if len(asked) == 1:
+            await anyio.sleep(2.5)
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    proc = subprocess.Popen(
+        [FERRET, "--root", str(ws), "--allow-write", "--state-dir", str(tmp_path / "s"),
+         "serve", "--http", "127.0.0.1:0", "--token", TOKEN, "--question-timeout", "1"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            m = re.search(r"serving MCP at (http://\S+)", proc.stderr.readline())
+            if m:
+                url = m.group(1)
+                break
+        assert url, "server did not start"
+        hc = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+        async with Client(streamable_http_client(url, http_client=hc), mode=mode,
+                          elicitation_callback=elicit) as c:
+            r = await c.call_tool("file_delete", {"path": "a.txt", "permanent": True})
+            if mode == "legacy":
+                # Asked with elicitation/create: the late yes came after the call ended.
+                assert len(asked) == 1, asked
+                assert r.is_error and text(r).startswith("CONFIRMATION_REQUIRED"), text(r)
+                assert (ws / "a.txt").exists()
+            else:
+                # Asked in the result: the late yes was not taken; the second, prompt
+                # one was.
+                assert len(asked) == 2, asked
+                assert not r.is_error, text(r)
+                assert not (ws / "a.txt").exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
