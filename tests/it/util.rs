@@ -7,6 +7,35 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The person's CLI over `root`, writes allowed, with its state in `state`; its
+/// output piped (`.output()` to run it, `.spawn()` to race it).
+pub fn cli(root: &Path, state: &Path, args: &[&str]) -> Command {
+    let mut c = bin();
+    c.arg("--root")
+        .arg(root)
+        .arg("--allow-write")
+        .arg("--state-dir")
+        .arg(state)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    c
+}
+
+/// What a run printed: its stdout, then its stderr.
+pub fn said(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Asserts that a run succeeded, showing what it said if not.
+pub fn succeeded(o: &std::process::Output) {
+    assert!(o.status.success(), "{}", said(o));
+}
+
 /// The `ferret` binary with nothing inherited but `PATH`: no `FERRET_*` from the
 /// developer's shell, no real `HOME` or trash.
 pub fn bin() -> Command {
@@ -18,6 +47,34 @@ pub fn bin() -> Command {
         // the temp dir ferret falls back to without HOME.
         .env("XDG_STATE_HOME", scratch_state());
     c
+}
+
+/// Sets the race hook on `c`: the change it runs pauses `ms` once its content is staged,
+/// before its last checks, and marks the pause by making a file. Returns that file, for
+/// [`wait_paused`].
+pub fn pause_after_staged(c: &mut Command, ms: u64) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mark = std::env::temp_dir().join(format!("ferret-paused-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    c.env("FERRET_TEST_PAUSE_AFTER_STAGED", ms.to_string())
+        .env("FERRET_TEST_PAUSED_MARK", &mark);
+    mark
+}
+
+/// Waits (up to 120 s) until the change started with [`pause_after_staged`] is in its
+/// pause: what the test does next surely lands in that window, however loaded the
+/// machine.
+pub fn wait_paused(mark: &Path) {
+    let t = std::time::Instant::now();
+    while !mark.exists() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(120),
+            "the change never reached its pause"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let _ = std::fs::remove_file(mark);
 }
 
 /// `FERRET_PORTABLE` from the test's own environment, for every binary a test spawns
