@@ -822,6 +822,21 @@ pub fn pause_here_in_tests() {
     }
 }
 
+/// Test hook: with `FERRET_TEST_PAUSE_BEFORE_RENAME=MS`, a move or delete waits that
+/// long after its last checks, holding what it holds, just before its rename (marking
+/// the pause as [`pause_here_in_tests`] does): a test races a write in that window.
+pub fn pause_before_rename_in_tests() {
+    if let Some(ms) = std::env::var("FERRET_TEST_PAUSE_BEFORE_RENAME")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        if let Some(mark) = std::env::var_os("FERRET_TEST_PAUSED_MARK") {
+            let _ = std::fs::write(mark, b"paused\n");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(ms.min(10_000)));
+    }
+}
+
 /// Test hook: with `FERRET_TEST_DIE_AFTER_STAGED=landN`, dies once a group's first N
 /// files have landed (renamed or removed) and before the rest.
 pub(super) fn die_after_landed_in_tests(n: usize) {

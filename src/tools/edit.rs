@@ -373,6 +373,9 @@ pub fn replace_file(
         ws.still_holds(dir, real.root_index(), real.rel(), &shown)?;
         ws.still_the_file(dir, name, file, Some(before), &shown)
     };
+    // From its last check of where its folder stands to its rename, no move or delete
+    // of any ferret process takes the folder (see `Workspace::writes_serial`).
+    let _serial = ws.writes_serial(dir, crate::workspace::LOCK_WAIT, &|| ctx.check())?;
     let id = history.replace(
         dir,
         name,

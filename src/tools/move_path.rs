@@ -506,6 +506,7 @@ impl Tool for Move {
             entry.sha256_before = Some(sha256(&before));
             replaced = Some((file, before, held));
         }
+        crate::history::change::pause_before_rename_in_tests();
         out.change_id = Some(history.move_entry(
             from_dir,
             from_name,

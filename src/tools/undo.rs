@@ -1011,6 +1011,8 @@ fn undo_edit(
             None => Ok(()),
         }
     };
+    // As an edit's: no move takes the folder between its last check and its rename.
+    let _serial = ws.writes_serial(dir, crate::workspace::LOCK_WAIT, &|| ctx.check())?;
     out.change_id = Some(history.replace(
         dir,
         name,

@@ -300,6 +300,9 @@ fn create(
     // where its path leads.
     let real = at.real.clone();
     let placed = || ws.still_holds(dir, real.root_index(), real.rel(), shown);
+    // From its last check of where its folder stands to its landing, no move or delete
+    // of any ferret process takes the folder (see `Workspace::writes_serial`).
+    let _serial = ws.writes_serial(dir, crate::workspace::LOCK_WAIT, &|| ctx.check())?;
     out.change_id = Some(history.create(dir, name, content, entry, &placed)?);
     made.keep();
     Ok(out)

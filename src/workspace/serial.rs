@@ -31,7 +31,7 @@ static LOCAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// locks (released when the files close).
 pub struct Serial {
     _held: Vec<OwnedFd>,
-    _local: std::sync::MutexGuard<'static, ()>,
+    _local: Option<std::sync::MutexGuard<'static, ()>>,
 }
 
 /// How many folders above a root are locked at most (a bound, should `..` never end).
@@ -101,32 +101,84 @@ impl super::Workspace {
                 }
             }
         }
-        let mut held = Vec::with_capacity(want.len());
-        for (_, (fd, exclusive)) in want {
-            let op = if exclusive {
-                FlockOperation::NonBlockingLockExclusive
-            } else {
-                FlockOperation::NonBlockingLockShared
-            };
-            loop {
-                match rustix::fs::flock(&fd, op) {
-                    Ok(()) => break,
-                    Err(e) if e == rustix::io::Errno::WOULDBLOCK && Instant::now() < until => {
-                        check()?;
-                        std::thread::sleep(Duration::from_millis(2));
-                    }
-                    Err(e) if e == rustix::io::Errno::WOULDBLOCK => return Err(busy()),
-                    // A filesystem without locks: nothing to order by here.
-                    Err(_) => break,
-                }
-            }
-            held.push(fd);
-        }
         Ok(Serial {
-            _held: held,
-            _local: local,
+            _held: lock_all(want, until, check, &busy)?,
+            _local: Some(local),
         })
     }
+
+    /// Waits until no ferret process (this one included) is moving or deleting in a tree
+    /// that holds the folder `dir`, and holds that off until dropped, while other writes
+    /// go on: a shared lock on `dir` and on every folder above it, which a move's
+    /// exclusive lock on its root waits for and makes wait. A file write or edit holds
+    /// it from its last check of where its folder stands to its rename (round 22: a
+    /// `write_file k/config` landed in `k` after a move of `k` to `.kube` had checked
+    /// what `k` held and before its rename, planting `.kube/config`).
+    pub fn writes_serial(
+        &self,
+        dir: &cap_std::fs::Dir,
+        wait: Duration,
+        check: &dyn Fn() -> ToolResult<()>,
+    ) -> ToolResult<Serial> {
+        let until = Instant::now() + wait;
+        let busy = || {
+            ToolError::new(
+                ErrorCode::Conflict,
+                "a ferret process is moving or deleting in this tree",
+            )
+            .with_hint("retry in a moment")
+        };
+        let mut want: BTreeMap<(u64, u64), (OwnedFd, bool)> = BTreeMap::new();
+        if let Ok(mut fd) = reopen(dir, ".") {
+            for _ in 0..MAX_ANCESTORS + 64 {
+                let Ok(id) = super::write::identity(&fd) else {
+                    break;
+                };
+                let up = reopen(&fd, "..");
+                want.entry(id).or_insert((fd, false));
+                match up {
+                    Ok(up) if super::write::identity(&up).is_ok_and(|u| u != id) => fd = up,
+                    _ => break,
+                }
+            }
+        }
+        Ok(Serial {
+            _held: lock_all(want, until, check, &busy)?,
+            _local: None,
+        })
+    }
+}
+
+/// Takes every lock of `want` in (device, inode) order, as every process does (no two
+/// can each hold what the other waits for), waiting until `until`.
+fn lock_all(
+    want: BTreeMap<(u64, u64), (OwnedFd, bool)>,
+    until: Instant,
+    check: &dyn Fn() -> ToolResult<()>,
+    busy: &dyn Fn() -> ToolError,
+) -> ToolResult<Vec<OwnedFd>> {
+    let mut held = Vec::with_capacity(want.len());
+    for (_, (fd, exclusive)) in want {
+        let op = if exclusive {
+            FlockOperation::NonBlockingLockExclusive
+        } else {
+            FlockOperation::NonBlockingLockShared
+        };
+        loop {
+            match rustix::fs::flock(&fd, op) {
+                Ok(()) => break,
+                Err(e) if e == rustix::io::Errno::WOULDBLOCK && Instant::now() < until => {
+                    check()?;
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(e) if e == rustix::io::Errno::WOULDBLOCK => return Err(busy()),
+                // A filesystem without locks: nothing to order by here.
+                Err(_) => break,
+            }
+        }
+        held.push(fd);
+    }
+    Ok(held)
 }
 
 fn reopen(dir: &impl rustix::fd::AsFd, name: &str) -> std::io::Result<OwnedFd> {

@@ -43,6 +43,7 @@ mod paths_r13;
 mod platform;
 mod proto_r13;
 mod race_r13;
+mod race_r22;
 mod race_r7;
 mod recover_r13;
 mod safety;

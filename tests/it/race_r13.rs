@@ -201,7 +201,10 @@ fn a_move_whose_destination_folder_is_moved_under_github_meanwhile_is_refused() 
     assert!(!out.status.success(), "the move claimed success: {err}");
     // Found moved (CONFLICT) or found gone from where it was named (NOT_FOUND), by
     // where in its last checks the move looks first: refused either way.
-    assert!(err.contains("CONFLICT") || err.contains("NOT_FOUND"), "{err}");
+    assert!(
+        err.contains("CONFLICT") || err.contains("NOT_FOUND"),
+        "{err}"
+    );
     assert!(root.join("src.yml").exists(), "the source stays");
     let ci = std::fs::read(root.join(".github/workflows/ci.yml")).expect("ci.yml");
     assert!(
