@@ -263,28 +263,31 @@ impl Tool for Move {
         } else {
             leads_to_dir.as_ref()
         };
-        // Nor is a link to a folder put at a name whose contents a deny rule guards:
-        // what the person's tools write there later (kubectl's `~/.kube/config`) lands
-        // in the folder it leads to, which the agent reads and writes under that
-        // folder's own name, and what the agent writes there is the person's config
-        // (round 21: a link to an empty folder moved as `.kube`).
-        if leads_to_dir.is_some()
+        // Nor is a link put at a name whose contents a deny rule guards: what the
+        // person's tools write there later (kubectl's `~/.kube/config`) lands in the
+        // folder it leads to, which the agent reads and writes under that folder's own
+        // name, and what the agent writes there is the person's config (round 21: a
+        // link to an empty folder moved as `.kube`). Whatever it leads to now: a link
+        // leading nowhere, or to a file, leads to a folder once the agent makes one
+        // there (round 22).
+        if meta.is_symlink()
             && let Some(name) = to.real.rel().file_name()
             && ws.names_denied_folder(name)
         {
             return Err(ToolError::new(
                 ErrorCode::DeniedPattern,
                 format!(
-                    "{src_said} is a link to a folder, and {dst_said} is a name whose contents ferret keeps private; nothing was moved"
+                    "{src_said} is a link, and {dst_said} is a name whose contents ferret keeps private; nothing was moved"
                 ),
             )
-            .with_hint("a link to a folder is not put at such a name; choose another name"));
+            .with_hint("a link is not put at such a name; choose another name"));
         }
-        // The folder a link leads to, stamped as a moved folder is (checked again after
-        // the wait, below).
-        let linked_stamp = match &leads_to_dir {
-            Some(d) => Some(ws.state_stamp(d, &|| ctx.check())?.unwrap_or_default()),
-            None => None,
+        // What a link leads to, walked afresh from its name and stamped (checked again
+        // after the wait, below): the folder and all it holds, a file, or nothing.
+        let linked_stamp = if meta.is_symlink() {
+            Some(ws.link_leads(&from.real, &|| ctx.check())?)
+        } else {
+            None
         };
         // The real names, and the destination as spelled (`.github` may be a link
         // elsewhere), as write_file and apply_patch ask.
@@ -319,8 +322,14 @@ impl Tool for Move {
                 Some(d) if meta.is_symlink() => d
                     .read_link_contents(from.name().unwrap_or_default())
                     .map(|t| {
+                        // What it leads to now, if nothing: a folder made there later
+                        // is what the name then shows (round 22).
+                        let nothing = match ws.entry(&from.real, true) {
+                            Ok(r) if r.meta.is_some() => "",
+                            _ => " (nothing there now)",
+                        };
                         format!(
-                            ", a link to {}",
+                            ", a link to {}{nothing}",
                             crate::workspace::shown_in_prose(&t.to_string_lossy())
                         )
                     })
@@ -355,8 +364,10 @@ impl Tool for Move {
             super::pin_place(ctx, &to.real)?;
             // And for a link, what the folder it leads to holds (round 21: a workflow
             // written there while the person read the question landed under the yes).
-            if let (Some(d), Some(ls)) = (&leads_to_dir, linked_stamp) {
-                ctx.pin(&ws.display(&d.real), ls)?;
+            // Even where it leads nowhere: a folder made or moved there meanwhile would
+            // go along under the yes (round 22).
+            if let Some(ls) = linked_stamp {
+                ctx.pin(&format!("what {} leads to", ws.display(&from.real)), ls)?;
             }
             pinned = Some(stamp);
             asked = ctx.confirm(&why.join("; "), false);
@@ -446,9 +457,9 @@ impl Tool for Move {
         } else {
             None
         };
-        let linked_changed = match (&leads_to_dir, linked_stamp) {
-            (Some(d), Some(stamp)) => ws.state_stamp(d, &|| ctx.check())? != Some(stamp),
-            _ => false,
+        let linked_changed = match linked_stamp {
+            Some(stamp) => ws.link_leads(&from.real, &|| ctx.check())? != stamp,
+            None => false,
         };
         let changed = match pinned.or(checked_stamp) {
             Some(stamp) => ws.state_stamp(&from, &|| ctx.check())? != Some(stamp),

@@ -554,12 +554,15 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
     } else {
         None
     };
-    if linked.is_some()
+    let is_link = to.meta.as_ref().is_some_and(|m| m.is_symlink());
+    // No link, whatever it leads to now (round 22: one leading nowhere is a folder's
+    // once the agent makes one there).
+    if is_link
         && let Some(name) = from.real.rel().file_name()
         && ws.names_denied_folder(name)
     {
         return Err(crate::workspace::denied_error(&ws.shown_name(&from.real)).with_hint(
-            "a link to a folder is not put back at a name whose contents ferret keeps private; move it elsewhere by hand",
+            "a link is not put back at a name whose contents ferret keeps private; move it elsewhere by hand",
         ));
     }
     let linked_dir = match &linked {
@@ -572,9 +575,12 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         },
         None => None,
     };
-    let linked_stamp = match &linked {
-        Some(l) => Some(ws.state_stamp(l, &check)?.unwrap_or_default()),
-        None => None,
+    // What a link leads to, walked afresh from its name: a folder and all it holds, a
+    // file, or nothing (checked again after the wait, and pinned when asked).
+    let linked_stamp = if is_link {
+        Some(ws.link_leads(&to.real, &check)?)
+    } else {
+        None
     };
     // What the entry moved back carries: the folder itself, or the one a link leads to.
     let holder = if moved_dir.is_some() {
@@ -589,6 +595,10 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
             " ({} is a link to {})",
             crate::workspace::shown_in_prose(&m.to_path),
             crate::workspace::shown_in_prose(&ws.display(&l.real))
+        ),
+        None if is_link => format!(
+            " ({} is a link to no folder now)",
+            crate::workspace::shown_in_prose(&m.to_path)
         ),
         None => String::new(),
     };
@@ -626,8 +636,8 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
     if let Some(stamp) = checked_stamp {
         ctx.pin(&m.to_path, stamp)?;
     }
-    if let (Some(l), Some(stamp)) = (&linked, linked_stamp) {
-        ctx.pin(&ws.display(&l.real), stamp)?;
+    if let Some(stamp) = linked_stamp {
+        ctx.pin(&format!("what {} leads to", m.to_path), stamp)?;
     }
     for w in why {
         ctx.note_question(w);
@@ -668,9 +678,9 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
             m.to_path
         )));
     }
-    let linked_changed = match (&linked, linked_stamp) {
-        (Some(l), Some(stamp)) => ws.state_stamp(l, &check)? != Some(stamp),
-        _ => false,
+    let linked_changed = match linked_stamp {
+        Some(stamp) => ws.link_leads(&to.real, &check)? != stamp,
+        None => false,
     };
     let changed = match checked_stamp {
         Some(stamp) => ws.state_stamp(&to, &check)? != Some(stamp),

