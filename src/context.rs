@@ -425,10 +425,9 @@ impl Ferret {
                  user-level config",
             ));
         }
-        if meta.annotations.needs_write && !dry_run {
-            self.workspace.roots_in_place()?;
-        }
-        Ok(())
+        // Every call, reads and dry runs too: a root moved under `.kube` is read as the
+        // secret it now is (see `Workspace::roots_in_place`).
+        self.workspace.roots_in_place()
     }
 
     /// The wrapper every call goes through: budget, deadline, cancellation, the charge

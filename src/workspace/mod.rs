@@ -349,16 +349,16 @@ impl Workspace {
             .any(|(i, r)| i != real.root && r.canonical.starts_with(&here))
     }
 
-    /// Refuses (`CONFLICT`) when a root no longer stands where ferret found it at start,
-    /// with several roots. What was checked of them at start (no root nested at a
-    /// guarded name, like `.github`, nor under anchored rules) holds only while they
-    /// stay there: a person moving `ws/sub` to `ws/.github/sub` under a running server
-    /// would have every change through the inner root land in `.github` unasked. One
-    /// root alone is judged from itself, wherever it is.
+    /// Refuses (`CONFLICT`) when a root no longer stands where ferret found it at start.
+    /// What was checked of the roots at start (no root nested at a guarded name, like
+    /// `.github`, nor under anchored rules) and every deny rule matched on a path
+    /// relative to a root hold only while the roots stay where they were: a person
+    /// moving `ws/sub` to `ws/.github/sub` under a running server had every change
+    /// through the inner root land in `.github` unasked (round 18), and another server
+    /// of the agent's, rooted above, moving this one's root to `~/.kube` had this one
+    /// read and write `~/.kube/config` as `config` (round 22). Every call is refused
+    /// then, reads too, until the person restarts ferret.
     pub fn roots_in_place(&self) -> Result<(), ToolError> {
-        if self.roots.len() < 2 {
-            return Ok(());
-        }
         for r in &self.roots {
             let here = std::fs::canonicalize(&r.path).ok();
             let same = here.as_deref() == Some(r.canonical.as_path())
@@ -370,12 +370,12 @@ impl Workspace {
                 return Err(ToolError::new(
                     ErrorCode::Conflict,
                     format!(
-                        "the root {} was moved since ferret started; nothing was changed",
+                        "the root {} was moved since ferret started; nothing was read or changed",
                         r.name
                     ),
                 )
                 .with_hint(
-                    "the user must restart ferret on the roots where they are now; reading still works",
+                    "the user must restart ferret on the roots where they are now: what is denied is judged from where they stand",
                 ));
             }
         }

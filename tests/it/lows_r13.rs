@@ -662,8 +662,7 @@ fn undoing_a_patch_delete_keeps_the_files_mode() {
 
 /// Round 18: roots nested at a guarded name are refused at start, but a person moving the
 /// inner root under `.github` while the server ran had every change through it land there
-/// unasked. A change is refused once any of several roots stands elsewhere than at start;
-/// reading goes on.
+/// unasked. A call is refused once any of several roots stands elsewhere than at start.
 #[test]
 fn a_server_whose_nested_root_was_moved_under_a_guarded_name_changes_nothing() {
     let (_t, ws) = tempdir();
@@ -710,8 +709,10 @@ fn a_server_whose_nested_root_was_moved_under_a_guarded_name_changes_nothing() {
     );
     assert!(ws.join(".github/inner/b.txt").exists());
     assert!(!ws.join(".github/inner/c.txt").exists() && !ws.join("top.txt").exists());
+    // Nor is anything read (round 22: a root moved under `.kube` read as `config`).
     let read = s.call("read_file", &json!({"path": "inner/a.txt"}));
-    assert_ne!(read["isError"], true, "{read}");
+    assert_eq!(read["isError"], true, "{read}");
+    assert!(read.to_string().contains("restart ferret"), "{read}");
     // Put back where it was, changes go on.
     std::fs::rename(ws.join(".github/inner"), ws.join("inner")).expect("move back");
     let made = s.call(

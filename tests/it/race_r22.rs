@@ -154,3 +154,46 @@ fn a_link_leading_nowhere_is_pinned_as_nothing_and_said_so() {
     assert!(s.contains("CONFLICT"), "{s}");
     assert!(root.join(".github").symlink_metadata().is_err(), "{s}");
 }
+
+/// Round 22: two servers of the agent's, one rooted at home and one at `~/proj`. The
+/// first moved `proj` to `.kube`; the person's kubectl wrote `~/.kube/config`; the second
+/// read and rewrote it as `config`, judged from its own root. A server whose root stands
+/// elsewhere than at start now refuses every call, reads too, one root or several.
+#[test]
+fn a_server_whose_root_was_moved_under_a_guarded_name_serves_nothing() {
+    let (_t, home) = tempdir();
+    let (_s1, state1) = tempdir();
+    let (_s2, state2) = tempdir();
+    write(&home, "proj/main.py", "print(1)\n");
+    let mut outer = agent(&home, &state1);
+    let mut inner = agent(&home.join("proj"), &state2);
+    let r = inner.call("read_file", &json!({"path": "main.py"}));
+    assert_ne!(r["isError"], true, "{r}");
+    let r = outer.call("move", &json!({"source": "proj", "destination": ".kube"}));
+    assert_ne!(r["isError"], true, "{r}");
+    write(&home, ".kube/config", "token: PERSONS\n");
+    for (tool, args) in [
+        ("read_file", json!({"path": "config"})),
+        ("grep", json!({"pattern": "token"})),
+        ("list_directory", json!({"path": "."})),
+        (
+            "write_file",
+            json!({"path": "config", "content": "x", "overwrite": true}),
+        ),
+        ("write_file", json!({"path": "new.txt", "content": "x"})),
+    ] {
+        let r = inner.call(tool, &args);
+        let t = r.to_string();
+        assert_eq!(r["isError"], true, "{tool}: {t}");
+        assert!(
+            t.contains("CONFLICT") && t.contains("restart ferret"),
+            "{tool}: {t}"
+        );
+        assert!(!t.contains("PERSONS"), "{tool}: {t}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(home.join(".kube/config")).expect("config"),
+        "token: PERSONS\n"
+    );
+    assert!(!home.join(".kube/new.txt").exists());
+}
