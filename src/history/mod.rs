@@ -42,14 +42,23 @@ const NEW_LEASE: &str = ".new-";
 /// Backups kept per file (seed 003 §2.2).
 pub const BACKUPS_PER_FILE: usize = 50;
 
+/// How long a backup is kept whatever comes after it: a day. An agent's change can be
+/// undone for that long however many changes follow (round 22: fifty quick edits of one
+/// file, or 2 GiB of edits of others, pruned the only copy of a file the agent had just
+/// overwritten). Past `max_backup_bytes` with only such backups, a change is refused.
+const BACKUP_GRACE: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
 /// Drops the oldest backups under `all` (every file's folder) until they hold `cap`
-/// bytes at most, never `keep` (the one just written): 50 backups per file bounded each
-/// file, but an agent editing big files at many paths filled the disk.
-fn prune_backups(all: &Path, cap: u64, keep: &Path) {
+/// bytes at most: backups older than [`BACKUP_GRACE`] only, each file's first (the
+/// file as it was before its first change) after the others, never `keep` (the one just
+/// written). 50 backups per file bounded each file, but an agent editing big files at
+/// many paths filled the disk. Returns whether they now hold `cap` at most.
+fn prune_backups(all: &Path, cap: u64, keep: &Path) -> bool {
     let mut found = Vec::new();
     let mut total = 0u64;
     for folder in std::fs::read_dir(all).into_iter().flatten().flatten() {
         let folder = folder.path();
+        let mut here = Vec::new();
         for f in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
             let Ok(meta) = f.metadata() else { continue };
             if !meta.is_file() {
@@ -57,18 +66,27 @@ fn prune_backups(all: &Path, cap: u64, keep: &Path) {
             }
             total += meta.len();
             let when = meta.modified().unwrap_or(std::time::SystemTime::UNIX_EPOCH);
-            found.push((when, f.path(), meta.len()));
+            here.push((f.path(), when, meta.len()));
+        }
+        // Names sort by time: the first is the file before its first change.
+        here.sort();
+        for (i, (path, when, len)) in here.into_iter().enumerate() {
+            found.push((i == 0, when, path, len));
         }
     }
     if total <= cap {
-        return;
+        return true;
     }
+    let old = std::time::SystemTime::now()
+        .checked_sub(BACKUP_GRACE)
+        .unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+    // The others by age, then the firsts by age.
     found.sort();
-    for (_, path, len) in found {
+    for (_, when, path, len) in found {
         if total <= cap {
             break;
         }
-        if path == keep {
+        if path == keep || when > old {
             continue;
         }
         // The emptied folder stays: another process may be about to write in it.
@@ -76,6 +94,18 @@ fn prune_backups(all: &Path, cap: u64, keep: &Path) {
             total -= len;
         }
     }
+    total <= cap
+}
+
+/// The refusal of a change whose backups would not fit `max_backup_bytes` (`cap`).
+fn backups_full(what: &str, bytes: u64, cap: u64) -> crate::error::ToolError {
+    crate::error::ToolError::new(
+        crate::error::ErrorCode::FileTooLarge,
+        format!(
+            "{what}: its backups ({bytes} bytes) do not fit in max_backup_bytes ({cap} bytes) beside the backups of the last day, which are kept so that every change can be undone; nothing was changed"
+        ),
+    )
+    .with_hint("the user can raise max_backup_bytes, or turn backups off for changes that need not be undone; smaller changes may fit")
 }
 
 pub fn sha256(bytes: &[u8]) -> String {
@@ -489,6 +519,17 @@ impl History {
         })
     }
 
+    /// Refuses (`FILE_TOO_LARGE`) a change whose backups together (`bytes`) are over
+    /// `max_backup_bytes`: made one by one, the later ones pruned the first (round 22: a
+    /// patch of three files landed with two backups and could not be undone).
+    pub fn backups_fit(&self, what: &str, bytes: u64) -> ToolResult<()> {
+        let cap = self.max_backup_bytes;
+        if cap > 0 && bytes > cap {
+            return Err(backups_full(what, bytes, cap));
+        }
+        Ok(())
+    }
+
     /// Saves `content` as the backup of `rel` (named `{filename}.{timestamp}.bak`, in a
     /// folder per file) and drops the oldest beyond [`BACKUPS_PER_FILE`].
     pub fn backup(&self, root: usize, rel: &Path, content: &[u8]) -> ToolResult<PathBuf> {
@@ -530,18 +571,27 @@ impl History {
         f.write_all(content)
             .and_then(|()| f.sync_all())
             .map_err(|e| io_err("backup", &e))?;
-        // Names sort by time: keep the newest BACKUPS_PER_FILE. A backup a journal entry
-        // names is only dropped once 50 newer ones exist.
+        // Names sort by time: keep the first (the file before its first change, so it
+        // can always be had back: round 22's fifty quick edits pruned it) and the newest
+        // BACKUPS_PER_FILE - 1. A middle backup a journal entry names is dropped once 49
+        // newer ones exist.
         if let Ok(rd) = std::fs::read_dir(&per_file) {
             let mut all: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
             all.sort();
             let excess = all.len().saturating_sub(BACKUPS_PER_FILE);
-            for old in &all[..excess] {
+            for old in all.iter().skip(1).take(excess) {
                 let _ = std::fs::remove_file(old);
             }
         }
-        if cap > 0 {
-            prune_backups(&all, cap, &path);
+        // The person's own changes (their undo of the agent's flood above all) are not
+        // refused for the backups of the last day: they go over the cap until those age.
+        if cap > 0 && !prune_backups(&all, cap, &path) && !caller().is_some_and(|o| o.is_person()) {
+            let _ = std::fs::remove_file(&path);
+            return Err(backups_full(
+                &rel.display().to_string(),
+                content.len() as u64,
+                cap,
+            ));
         }
         Ok(path)
     }

@@ -821,6 +821,15 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
     let asked = confirm_listed(ctx, &plan)?;
     let history = ctx.history()?;
     let backups = ctx.config().backup_enabled;
+    if backups {
+        let bytes = plan
+            .iter()
+            .flat_map(|f| &f.ops)
+            .filter_map(|op| op.before.as_ref())
+            .map(|b| b.len() as u64)
+            .sum();
+        history.backups_fit("this patch", bytes)?;
+    }
     let mut planned = Vec::new();
     // A move is two ops, its create then its remove: the remove names its create, so
     // recovery settles the two as one.

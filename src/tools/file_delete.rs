@@ -193,16 +193,11 @@ for confirmation. dry_run previews.",
         }
         asked?;
         let history = ctx.history()?;
-        // One at a time with every ferret process's moves (see workspace::serial).
-        let _serial = ws.moves_serial(
-            &[at.real.root_index()],
-            crate::workspace::LOCK_WAIT,
-            &|| ctx.check(),
-        )?;
         // A file is locked as an edit locks it, until it is gone: an edit in flight lands
         // first (its rename would otherwise bring the file back at its name once it was
         // trashed), and one that starts waits, then finds it gone.
         // (A link, a directory, a FIFO: nothing edits them.)
+        // The file first, then the tree, as every change takes them (see move).
         let _lock = if kind == EntryType::File {
             Some(
                 ws.open_file_locked(&at.real, crate::workspace::LOCK_WAIT)?
@@ -211,6 +206,12 @@ for confirmation. dry_run previews.",
         } else {
             None
         };
+        // One at a time with every ferret process's moves (see workspace::serial).
+        let _serial = ws.moves_serial(
+            &[at.real.root_index()],
+            crate::workspace::LOCK_WAIT,
+            &|| ctx.check(),
+        )?;
         let (Some(dir), Some(name)) = (&at.parent, at.name()) else {
             return Err(ToolError::io(
                 &said,

@@ -432,6 +432,30 @@ impl Tool for Move {
         // first, and one that starts waits. Unlocked, an edit's rename landed after the
         // move and brought the file back at its old name, or replaced the file the move
         // brought in, which was then nowhere.
+        // The files first, then the tree: every change takes its locks in that order
+        // (an edit holds its file, then waits its turn in the tree until no move is
+        // between its last look and its rename; round 22), and the two files in path
+        // order. Taken the other way round, a move and an edit of one file each waited
+        // for the other until their time ran out.
+        let src_key = (from.real.root_index(), from.real.rel().to_path_buf());
+        let dst_key = (to.real.root_index(), to.real.rel().to_path_buf());
+        let mut source_lock = None;
+        let mut replaced_lock = None;
+        for source in if src_key <= dst_key {
+            [true, false]
+        } else {
+            [false, true]
+        } {
+            if source && meta.is_file() {
+                source_lock = Some(
+                    ws.open_file_locked(&from.real, crate::workspace::LOCK_WAIT)?
+                        .0,
+                );
+            } else if !source && replacing {
+                replaced_lock = Some(ws.open_file_locked(&to.real, crate::workspace::LOCK_WAIT)?);
+            }
+        }
+        let _source_lock = source_lock;
         // Moves (and deletes) of every ferret process on this tree one at a time from
         // here to their rename, and a moved directory's links walked again under that:
         // two parallel moves, one of a directory holding a link into a folder, the other
@@ -449,14 +473,6 @@ impl Tool for Move {
             walked
         };
         crate::history::change::pause_here_in_tests();
-        let _source_lock = if meta.is_file() {
-            Some(
-                ws.open_file_locked(&from.real, crate::workspace::LOCK_WAIT)?
-                    .0,
-            )
-        } else {
-            None
-        };
         let linked_changed = match linked_stamp {
             Some(stamp) => ws.link_leads(&from.real, &|| ctx.check())? != stamp,
             None => false,
@@ -500,10 +516,9 @@ impl Tool for Move {
         // The file replaced: locked, and what it held (with its share of the budget),
         // kept until the rename to check it still holds that.
         let mut replaced = None;
-        if replacing {
+        if let Some((file, meta, _)) = replaced_lock {
             // The file about to be replaced, read through its own handle, locked until
             // it is replaced (another move onto it, or an edit of it, waits).
-            let (file, meta, _) = ws.open_file_locked(&to.real, crate::workspace::LOCK_WAIT)?;
             let held = super::hold_file(
                 ctx,
                 meta.len(),

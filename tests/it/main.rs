@@ -46,6 +46,7 @@ mod race_r13;
 mod race_r22;
 mod race_r7;
 mod recover_r13;
+mod res_r22;
 mod safety;
 mod sandbox;
 mod search;

@@ -1,0 +1,148 @@
+//! Issue #25, round 22 (resources): backups hold what undo needs (a patch's together, the
+//! last day's whatever the cap, each file's first whatever the count), and refusals past
+//! the stdio bounds are audited.
+
+use crate::util::{StdioServer, bin, cli, said, tempdir, write};
+use serde_json::json;
+use std::path::Path;
+
+/// An agent's server over `root` with `sets` (no elicitation).
+fn agent(root: &Path, state: &Path, sets: &[&str]) -> StdioServer {
+    let mut c = bin();
+    c.arg("--root").arg(root).args(["--state-dir"]).arg(state);
+    for s in sets {
+        c.args(["--set", s]);
+    }
+    c.args(["serve", "--allow-write", "--no-index"]);
+    StdioServer::spawn(c, "agent")
+}
+
+fn backups(state: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![state.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.to_string_lossy().contains("/backups/") {
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+/// Round 22: a patch of three files, each backup under `max_backup_bytes` but over it
+/// together, landed, and pruning at once dropped its own first backup: not undoable.
+/// Refused before anything changes; and the backups of the last day are never pruned:
+/// an agent's change past them is refused.
+#[test]
+fn a_change_whose_backups_do_not_fit_is_refused_and_the_last_days_are_kept() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    let body = |c: char| format!("first {c}\n{}", format!("{c}\n").repeat(200_000));
+    for c in ['a', 'b', 'c', 'd'] {
+        write(&root, &format!("{c}.txt"), body(c));
+    }
+    let mut s = agent(&root, &state, &["max_backup_bytes=1000000"]);
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-first a\n+FIRST a\n*** Update File: b.txt\n@@\n-first b\n+FIRST b\n*** Update File: c.txt\n@@\n-first c\n+FIRST c\n*** End Patch\n";
+    let r = s.call("apply_patch", &json!({"patch": patch}));
+    let t = r.to_string();
+    assert_eq!(r["isError"], true, "{t}");
+    assert!(
+        t.contains("FILE_TOO_LARGE") && t.contains("max_backup_bytes"),
+        "{t}"
+    );
+    for c in ['a', 'b', 'c'] {
+        assert_eq!(
+            std::fs::read_to_string(root.join(format!("{c}.txt"))).expect("file"),
+            body(c)
+        );
+    }
+    // Two fit (800 KB); a third edit would push them out: refused, nothing changed.
+    for c in ['a', 'b'] {
+        let r = s.call(
+            "edit",
+            &json!({"path": format!("{c}.txt"), "old_string": format!("first {c}"), "new_string": "X"}),
+        );
+        assert_ne!(r["isError"], true, "{r}");
+    }
+    let r = s.call(
+        "edit",
+        &json!({"path": "c.txt", "old_string": "first c", "new_string": "X"}),
+    );
+    let t = r.to_string();
+    assert!(
+        t.contains("FILE_TOO_LARGE") && t.contains("last day"),
+        "{t}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("c.txt")).expect("c"),
+        body('c')
+    );
+    assert_eq!(backups(&state).len(), 2);
+    // Both earlier changes undo.
+    for _ in 0..2 {
+        let r = s.call("undo", &json!({}));
+        assert_ne!(r["isError"], true, "{r}");
+    }
+    for c in ['a', 'b'] {
+        assert_eq!(
+            std::fs::read_to_string(root.join(format!("{c}.txt"))).expect("file"),
+            body(c)
+        );
+    }
+    // The person's own change is not refused for them (it goes over the cap).
+    drop(s);
+    let o = cli(
+        &root,
+        &state,
+        &[
+            "--set",
+            "max_backup_bytes=1000000",
+            "edit",
+            "d.txt",
+            "--old",
+            "first d",
+            "--new",
+            "X",
+        ],
+    )
+    .output()
+    .expect("edit");
+    assert!(o.status.success(), "{}", said(&o));
+}
+
+/// Round 22: fifty quick edits after an overwrite pruned the only copy of what the
+/// overwrite replaced (fifty backups kept per file). Each file's first backup is kept
+/// whatever the count: the person gets the original back.
+#[test]
+fn fifty_edits_never_prune_the_files_first_backup() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "important.txt", "THE PERSONS ORIGINAL\n");
+    let mut s = agent(&root, &state, &[]);
+    let r = s.call(
+        "write_file",
+        &json!({"path": "important.txt", "content": "v0\n", "overwrite": true}),
+    );
+    assert_ne!(r["isError"], true, "{r}");
+    for i in 0..55 {
+        let r = s.call(
+            "edit",
+            &json!({"path": "important.txt", "old_string": format!("v{i}\n"), "new_string": format!("v{}\n", i + 1)}),
+        );
+        assert_ne!(r["isError"], true, "{r}");
+    }
+    drop(s);
+    assert!(backups(&state).len() <= 50, "{:?}", backups(&state).len());
+    let o = cli(&root, &state, &["undo", "1", "--force", "--yes"])
+        .output()
+        .expect("undo");
+    assert!(o.status.success(), "{}", said(&o));
+    assert_eq!(
+        std::fs::read_to_string(root.join("important.txt")).expect("file"),
+        "THE PERSONS ORIGINAL\n"
+    );
+}
