@@ -1769,8 +1769,10 @@ fn is_initialize(body: &[u8]) -> bool {
 
 /// Audit records of rejected connections and requests, rate-limited: a flood of them
 /// must not become a flood of log lines.
-struct Rejections {
+pub(crate) struct Rejections {
     ferret: Arc<Ferret>,
+    /// The transport, named in the summary record.
+    front: &'static str,
     /// Start of the current window, records logged in it, records only counted.
     window: Mutex<(Instant, u32, u64)>,
     length: Duration,
@@ -1778,20 +1780,26 @@ struct Rejections {
 
 impl Rejections {
     fn new(ferret: Arc<Ferret>) -> Rejections {
+        Rejections::on(ferret, "http")
+    }
+
+    /// Rejections on the transport `front` (`http`, `stdio`).
+    pub(crate) fn on(ferret: Arc<Ferret>, front: &'static str) -> Rejections {
         Rejections {
             ferret,
+            front,
             window: Mutex::new((Instant::now(), 0, 0)),
             length: REJECTION_WINDOW,
         }
     }
 
-    fn reject(&self, operation: &str, code: &str, reason: String) {
+    pub(crate) fn reject(&self, operation: &str, code: &str, reason: String) {
         let mut w = crate::error::lock(&self.window);
         let now = Instant::now();
         if now.duration_since(w.0) >= self.length {
             if w.2 > 0 {
                 self.record(
-                    "http",
+                    self.front,
                     "REJECTIONS_NOT_LOGGED",
                     format!(
                         "{} more rejections in {} ms were not logged one by one",

@@ -906,6 +906,7 @@ fn error_result(code: ErrorCode, message: &str, hint: Option<&str>) -> CallToolR
 /// Serves MCP on standard input and output until the client hangs up. Logs go to stderr.
 pub async fn serve_stdio(ferret: Arc<Ferret>, questions: Questions) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
+    let rejections = Arc::new(http::Rejections::on(ferret.clone(), "stdio"));
     let shared = Shared::with_questions(ferret, false, questions)?;
     // ferret's own framing (stdio.rs): every request line is answered, and every line
     // out is written whole by one writer.
@@ -915,7 +916,7 @@ pub async fn serve_stdio(ferret: Arc<Ferret>, questions: Questions) -> anyhow::R
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let (out, queue) = stdio::channel();
     let writer = tokio::spawn(stdio::write_out(stdout, queue));
-    let transport = stdio::Framed::new(stdin, out);
+    let transport = stdio::Framed::new(stdin, out).audited(rejections);
     let server = FerretServer::new(shared)
         .serve(transport)
         .await

@@ -118,6 +118,9 @@ pub struct Framed<R> {
     /// With the bytes of their request lines: what they hold (rmcp keeps each parsed
     /// until it is answered).
     flight: std::sync::Arc<std::sync::Mutex<Flight>>,
+    /// Where requests refused here are audited (round 22: 44 refused past the 256 under
+    /// way left no record).
+    rejections: Option<std::sync::Arc<super::http::Rejections>>,
 }
 
 /// What one bounded read found.
@@ -142,7 +145,14 @@ impl<R: AsyncRead + Unpin + Send> Framed<R> {
             out,
             pending: None,
             flight: Default::default(),
+            rejections: None,
         }
+    }
+
+    /// Audits the requests this transport refuses through `log`.
+    pub(crate) fn audited(mut self, log: std::sync::Arc<super::http::Rejections>) -> Framed<R> {
+        self.rejections = Some(log);
+        self
     }
 
     /// Reads one `\n`-ended line into `self.line`, never holding more than `max` bytes.
@@ -364,6 +374,17 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
                             } =>
                         {
                             tracing::warn!(id = %r.id, "a request past the requests under way was refused");
+                            if let Some(log) = &self.rejections {
+                                log.reject(
+                                    "stdio",
+                                    "RATE_LIMIT_EXCEEDED",
+                                    format!(
+                                        "a {} request past the {MAX_IN_FLIGHT} requests (or {} MiB) under way was refused",
+                                        crate::audit::clip(r.request.method(), 64),
+                                        MAX_IN_FLIGHT_BYTES >> 20
+                                    ),
+                                );
+                            }
                             self.pending = serde_json::to_value(&r.id).ok().map(busy);
                             continue;
                         }

@@ -771,8 +771,14 @@ fn a_file_rewritten_while_its_edit_is_asked_about_is_not_edited() {
 #[test]
 fn stdio_requests_under_way_are_bounded_in_bytes() {
     let (_t, root) = util::tempdir();
+    let (_l, logs) = util::tempdir();
+    let audit = logs.join("audit.jsonl");
     util::write(&root, "a.txt", "a\n");
-    let mut s = Raw::spawn(&root, &[], json!({"roots": {}}));
+    let mut s = Raw::spawn(
+        &root,
+        &["--audit-log", &audit.to_string_lossy()],
+        json!({"roots": {}}),
+    );
     let idle = s.peak_mib();
     let pad = "x".repeat(8 << 20);
     for id in 1..=40 {
@@ -805,6 +811,13 @@ fn stdio_requests_under_way_are_bounded_in_bytes() {
     let peak = s.peak_mib();
     // 40 × 8 MiB held whole would be over 320 MiB of lines alone.
     assert!(peak < idle + 250, "peak {peak} MiB (idle {idle})");
+    // Each refusal is audited (round 22: none was), 20 per 10 s at most.
+    let log = std::fs::read_to_string(&audit).unwrap_or_default();
+    let refused = log
+        .lines()
+        .filter(|l| l.contains("\"stdio\"") && l.contains("RATE_LIMIT_EXCEEDED"))
+        .count();
+    assert_eq!(refused, busy.min(20), "{log}");
 }
 
 /// Round 17: a permanent delete asked about deletes what the person was asked about: a
