@@ -733,15 +733,20 @@ impl Gate {
         let budget_key = who.0.clone();
         req.extensions_mut().insert(who);
         req.extensions_mut().insert(Client(client_key(peer_addr)));
-        let response = self.pass(req, next).await;
-        let status = response.status();
+        let mut response = self.pass(req, next).await;
         let refused = response.extensions().get::<Refused>().map(|r| r.0);
         // What rmcp refuses past the checks here (a bad header, an unknown session, a
         // wrong method or media type) is a request like any other: counted against the
-        // principal's budget and audited, or a client could send them without end unseen.
-        if refused.is_none() && matches!(status.as_u16(), 400 | 404 | 405 | 406 | 415) {
-            let _ = self.ferret.limiter().begin_request(&budget_key);
+        // principal's budget (429 past it) and audited, or a client could send them
+        // without end unseen; and what it says is cut short (round 22: a header that
+        // did not match a 4 MB tool name was answered with the name, 4 MB a request).
+        if refused.is_none() && matches!(response.status().as_u16(), 400 | 404 | 405 | 406 | 415) {
+            response = match self.ferret.limiter().begin_request(&budget_key) {
+                Err(e) => self.too_many(&e),
+                Ok(()) => clip_refusal(response).await,
+            };
         }
+        let status = response.status();
         if refused.is_some()
             || matches!(
                 status.as_u16(),
@@ -1023,22 +1028,28 @@ impl Gate {
     /// [`Gate::admit`] writes its audit record.
     fn charge_refusal(&self, principal: &str, r: Response, why: &'static str) -> Response {
         if let Err(e) = self.ferret.limiter().begin_request(principal) {
-            let hint = e.hint.as_deref().unwrap_or("retry later");
-            let mut r = (
-                StatusCode::TOO_MANY_REQUESTS,
-                format!("{}: {}; {hint}\n", e.code, e.message),
-            )
-                .into_response();
-            let left = self.ferret.config().round_window.as_secs().clamp(1, 3600);
-            if let Ok(v) = HeaderValue::from_str(&left.to_string()) {
-                r.headers_mut().insert(header::RETRY_AFTER, v);
-            }
+            let mut r = self.too_many(&e);
             r.extensions_mut()
                 .insert(Refused("over the request budget (a refused body)"));
             return r;
         }
         let mut r = r;
         r.extensions_mut().insert(Refused(why));
+        r
+    }
+
+    /// 429 with `Retry-After`, for a request past its principal's budget (`e`).
+    fn too_many(&self, e: &crate::error::ToolError) -> Response {
+        let hint = e.hint.as_deref().unwrap_or("retry later");
+        let mut r = (
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("{}: {}; {hint}\n", e.code, e.message),
+        )
+            .into_response();
+        let left = self.ferret.config().round_window.as_secs().clamp(1, 3600);
+        if let Ok(v) = HeaderValue::from_str(&left.to_string()) {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
         r
     }
 
@@ -1910,6 +1921,66 @@ async fn answer_unreadable(r: Response, body: &[u8]) -> (Response, bool) {
         None => StatusCode::ACCEPTED.into_response(),
     };
     (r, true)
+}
+
+/// The most a refusal of rmcp's may say: its message is cut to [`REFUSAL_MESSAGE_CHARS`]
+/// past it (a JSON-RPC error keeps its shape, code and id).
+const REFUSAL_MAX_BYTES: usize = 4 * 1024;
+const REFUSAL_MESSAGE_CHARS: usize = 300;
+
+/// `r` (a refusal of rmcp's) with what it says cut short when it is over
+/// [`REFUSAL_MAX_BYTES`]: rmcp quotes what the request sent (a mismatched header's body
+/// value, a version), so a request of 4 MB was answered with 4 MB.
+async fn clip_refusal(r: Response) -> Response {
+    let small = r
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|n| n <= REFUSAL_MAX_BYTES);
+    if small {
+        return r;
+    }
+    let (mut parts, body) = r.into_parts();
+    // A refusal is bounded by the body it answers (4 MiB at most) and what rmcp adds.
+    let text = axum::body::to_bytes(body, 64 << 20)
+        .await
+        .unwrap_or_default();
+    if text.len() <= REFUSAL_MAX_BYTES {
+        return Response::from_parts(parts, Body::from(text));
+    }
+    let cut = |m: &str| -> String {
+        let mut out: String = m.chars().take(REFUSAL_MESSAGE_CHARS).collect();
+        out.push_str("… (cut)");
+        out
+    };
+    let clipped = match serde_json::from_slice::<serde_json::Value>(&text) {
+        Ok(mut v) => {
+            if let Some(m) = v.pointer_mut("/error/message")
+                && let Some(t) = m.as_str()
+            {
+                *m = serde_json::Value::String(cut(t));
+            }
+            if let Some(e) = v.get_mut("error").and_then(|e| e.as_object_mut()) {
+                e.remove("data");
+            }
+            let mut out = serde_json::to_vec(&v).unwrap_or_default();
+            if out.len() > REFUSAL_MAX_BYTES
+                && let Some(id) = v.get_mut("id")
+            {
+                *id = serde_json::Value::Null;
+                out = serde_json::to_vec(&v).unwrap_or_default();
+            }
+            if out.len() <= REFUSAL_MAX_BYTES {
+                out
+            } else {
+                cut(&String::from_utf8_lossy(&text)).into_bytes()
+            }
+        }
+        Err(_) => cut(&String::from_utf8_lossy(&text)).into_bytes(),
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(clipped))
 }
 
 #[cfg(test)]

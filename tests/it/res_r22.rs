@@ -146,3 +146,54 @@ fn fifty_edits_never_prune_the_files_first_backup() {
         "THE PERSONS ORIGINAL\n"
     );
 }
+
+/// One POST of `body` with the 2026-07-28 headers naming `name` as the tool called.
+fn post_2026(s: &crate::util::HttpServer, name: &str, body: &str) -> (u16, String) {
+    s.exchange(
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+             Mcp-Method: tools/call\r\nMcp-Name: {name}\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            s.port,
+            body.len()
+        )
+        .as_bytes(),
+    )
+}
+
+/// Round 22: rmcp's check that a 2026-07-28 request's headers match its body quoted the
+/// body's value whole: a tool name of 4 MB was answered with 4 MB, past the request
+/// budget too. Its refusals are cut short, charged, and 429 past the budget.
+#[test]
+fn a_refusal_of_rmcps_is_cut_short_and_429_past_the_budget() {
+    let (_t, root) = tempdir();
+    let (_l, logs) = tempdir();
+    let audit = logs.join("audit.jsonl");
+    let mut cmd = bin();
+    cmd.arg("--root")
+        .arg(&root)
+        .arg("--audit-log")
+        .arg(&audit)
+        .args(["--set", "max_requests_per_round=5"])
+        .args(["serve", "--http", "127.0.0.1:0"]);
+    let s = crate::util::HttpServer::spawn(cmd);
+    let big = "N".repeat(1 << 20);
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": big, "arguments": {}, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}})
+    .to_string();
+    let mut statuses = Vec::new();
+    for _ in 0..8 {
+        let (status, text) = post_2026(&s, "x", &body);
+        assert!(text.len() < 8 * 1024, "{status}: {} bytes back", text.len());
+        assert!(!text.contains(&"N".repeat(1000)), "{status}: echoed");
+        statuses.push(status);
+    }
+    assert_eq!(statuses[0], 400, "{statuses:?}");
+    assert!(statuses.contains(&429), "{statuses:?}");
+    let log = std::fs::read_to_string(&audit).unwrap_or_default();
+    assert!(
+        log.contains("HTTP_400") && log.contains("HTTP_429"),
+        "{log}"
+    );
+}
