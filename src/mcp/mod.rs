@@ -907,6 +907,10 @@ fn error_result(code: ErrorCode, message: &str, hint: Option<&str>) -> CallToolR
 pub async fn serve_stdio(ferret: Arc<Ferret>, questions: Questions) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
     let rejections = Arc::new(http::Rejections::on(ferret.clone(), "stdio"));
+    // At the end of input the calls under way finish and are answered: as long as a
+    // call may run, and a question wait, and a margin.
+    let drain =
+        ferret.config().request_timeout + questions.timeout + std::time::Duration::from_secs(10);
     let shared = Shared::with_questions(ferret, false, questions)?;
     // ferret's own framing (stdio.rs): every request line is answered, and every line
     // out is written whole by one writer.
@@ -916,7 +920,9 @@ pub async fn serve_stdio(ferret: Arc<Ferret>, questions: Questions) -> anyhow::R
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let (out, queue) = stdio::channel();
     let writer = tokio::spawn(stdio::write_out(stdout, queue));
-    let transport = stdio::Framed::new(stdin, out).audited(rejections);
+    let transport = stdio::Framed::new(stdin, out)
+        .audited(rejections)
+        .draining(drain);
     let server = FerretServer::new(shared)
         .serve(transport)
         .await

@@ -197,3 +197,51 @@ fn a_refusal_of_rmcps_is_cut_short_and_429_past_the_budget() {
         "{log}"
     );
 }
+
+/// Round 22: a call under way when the client closed stdin ran to the end (its change
+/// landed, audited as sent) but was never answered: rmcp gave it 5 s. A last line with
+/// no newline was neither run nor answered. Both are answered now.
+#[test]
+fn calls_under_way_at_the_end_of_input_are_answered() {
+    use std::io::{BufRead, Write};
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    let mut child = bin()
+        .arg("--root")
+        .arg(&root)
+        .args(["--state-dir"])
+        .arg(&state)
+        .args(["--set", "request_timeout=30s"])
+        .args(["serve", "--allow-write", "--no-index"])
+        // The write pauses 7 s once staged, past rmcp's 5 s.
+        .env("FERRET_TEST_PAUSE_AFTER_STAGED", "7000")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let lines = [
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"eof","version":"1"}}}),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"late.txt","content":"x\n"}}}),
+    ];
+    for l in &lines {
+        writeln!(stdin, "{l}").expect("write");
+    }
+    // The last line has no newline.
+    write!(stdin, "{}", json!({"jsonrpc":"2.0","id":3,"method":"ping"})).expect("write");
+    drop(stdin);
+    let out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let answers: Vec<serde_json::Value> = out
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str(&l).ok())
+        .collect();
+    let _ = child.wait();
+    let of = |id: u64| answers.iter().find(|a| a["id"] == id);
+    let wrote = of(2).unwrap_or_else(|| panic!("no answer to the write: {answers:?}"));
+    assert_ne!(wrote["result"]["isError"], true, "{wrote}");
+    assert!(root.join("late.txt").exists());
+    assert!(of(3).is_some(), "no answer to the last line: {answers:?}");
+}
