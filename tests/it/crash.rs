@@ -86,7 +86,12 @@ impl Ws {
     /// How many changes recovery settled (its notes in the journal file).
     fn recovered(&self) -> usize {
         let mut n = 0;
-        for d in std::fs::read_dir(&self.state).unwrap().flatten() {
+        // (No state directory yet: killed before it was made.)
+        for d in std::fs::read_dir(&self.state)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             if let Ok(text) = std::fs::read_to_string(d.path().join("journal.jsonl")) {
                 n += text.matches("\"recovered: ").count();
             }
