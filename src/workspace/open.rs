@@ -261,7 +261,15 @@ impl Workspace {
                         self.deny.matches_any_type(&new),
                     )
                 };
-                if would && !was {
+                // Nor is a link inside put at a name whose contents a deny rule guards,
+                // as a link moved itself is not: what is written through it later lands
+                // where the agent reads it (round 23: `w/prod -> ../data` moved as
+                // `deploy/prod`, under a rule `deploy/prod/creds.txt`).
+                let guarded_link = ft.is_symlink()
+                    && here
+                        .file_name()
+                        .is_some_and(|n| self.names_denied_folder(n));
+                if (would && !was) || guarded_link {
                     return Ok(Some(WsPath {
                         root: to.root,
                         rel: new,

@@ -197,3 +197,39 @@ fn a_server_whose_root_was_moved_under_a_guarded_name_serves_nothing() {
     );
     assert!(!home.join(".kube/new.txt").exists());
 }
+
+/// Round 23: only the moved entry was judged as a link: a link inside a moved folder
+/// came to stand at a name whose contents a deny rule guards (`w/prod -> ../data` moved
+/// as `deploy/prod` under a rule `deploy/prod/creds.txt`, or `w/.kube` moved as
+/// `v/.kube`), and what the person's tools wrote through it the agent read under the
+/// folder's own name. A folder holding such a link is not moved.
+#[test]
+fn no_folder_carries_a_link_to_a_guarded_name() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    std::fs::create_dir_all(root.join("data")).expect("mkdir");
+    std::fs::create_dir_all(root.join("w")).expect("mkdir");
+    std::fs::create_dir_all(root.join("u")).expect("mkdir");
+    std::os::unix::fs::symlink("../data", root.join("w/prod")).expect("link");
+    std::os::unix::fs::symlink("../nothing", root.join("u/.kube")).expect("link");
+    let mut c = bin();
+    c.arg("--root")
+        .arg(&root)
+        .args(["--state-dir"])
+        .arg(&state)
+        .args(["--set", r#"deny_extra=["deploy/prod/creds.txt"]"#])
+        .args(["serve", "--allow-write", "--no-index"]);
+    let mut s = StdioServer::spawn(c, "agent");
+    for (src, dst) in [("w", "deploy"), ("u", "v")] {
+        for dry in [true, false] {
+            let r = s.call(
+                "move",
+                &json!({"source": src, "destination": dst, "dry_run": dry}),
+            );
+            let t = r.to_string();
+            assert_eq!(r["isError"], true, "{src} -> {dst}: {t}");
+            assert!(t.contains("DENIED"), "{src} -> {dst}: {t}");
+        }
+        assert!(root.join(src).is_dir() && !root.join(dst).exists());
+    }
+}
