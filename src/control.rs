@@ -143,16 +143,19 @@ impl Control {
 
     /// Fails with `CANCELLED` or `TIMEOUT` when the call should stop. Long loops call it.
     pub fn check(&self) -> ToolResult<()> {
+        // The deadline first: a call past it that the server answered `TIMEOUT` (and
+        // then cancelled) is audited as the timeout it was told, not as cancelled
+        // (round 23).
+        if let Some(d) = self.deadline
+            && Instant::now() >= d
+        {
+            return Err(self.timeout_error());
+        }
         if self.cancel.is_cancelled() {
             return Err(ToolError::new(
                 ErrorCode::Cancelled,
                 "the call was cancelled",
             ));
-        }
-        if let Some(d) = self.deadline
-            && Instant::now() >= d
-        {
-            return Err(self.timeout_error());
         }
         Ok(())
     }
@@ -187,5 +190,25 @@ impl Control {
         if let Some(sink) = &self.progress {
             sink(p);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Round 23: a call past its deadline that the server had answered `TIMEOUT` and then
+    /// cancelled stopped with `CANCELLED`, and was audited so.
+    #[test]
+    fn a_call_past_its_deadline_stops_as_a_timeout_even_once_cancelled() {
+        let cancel = CancelToken::default();
+        let c = Control::new(cancel.clone(), None, Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(5));
+        cancel.cancel();
+        assert_eq!(c.check().unwrap_err().code, ErrorCode::Timeout);
+        let cancel = CancelToken::default();
+        let c = Control::new(cancel.clone(), None, Duration::from_secs(3600));
+        cancel.cancel();
+        assert_eq!(c.check().unwrap_err().code, ErrorCode::Cancelled);
     }
 }
