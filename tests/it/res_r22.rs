@@ -2,20 +2,9 @@
 //! last day's whatever the cap, each file's first whatever the count), and refusals past
 //! the stdio bounds are audited.
 
-use crate::util::{StdioServer, bin, cli, said, tempdir, write};
+use crate::util::{agent, bin, cli, said, tempdir, write};
 use serde_json::json;
 use std::path::Path;
-
-/// An agent's server over `root` with `sets` (no elicitation).
-fn agent(root: &Path, state: &Path, sets: &[&str]) -> StdioServer {
-    let mut c = bin();
-    c.arg("--root").arg(root).args(["--state-dir"]).arg(state);
-    for s in sets {
-        c.args(["--set", s]);
-    }
-    c.args(["serve", "--allow-write", "--no-index"]);
-    StdioServer::spawn(c, "agent")
-}
 
 fn backups(state: &Path) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();

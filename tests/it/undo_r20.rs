@@ -3,7 +3,7 @@
 //! a listed name asks through a link; ferret's places are not moved back; state paths stay
 //! out of errors.
 
-use crate::util::{StdioServer, bin, cli, said, succeeded as ok, tempdir, write};
+use crate::util::{StdioServer, agent, bin, cli, said, succeeded as ok, tempdir, write};
 use serde_json::json;
 use std::path::Path;
 use std::process::Output;
@@ -11,17 +11,6 @@ use std::process::Output;
 /// The person's CLI over `root`, writes allowed, in `state`.
 fn person(root: &Path, state: &Path, args: &[&str]) -> Output {
     cli(root, state, args).output().expect("run")
-}
-
-/// An agent's server over `root` (no elicitation: a question comes back as the error).
-fn agent(root: &Path, state: &Path) -> StdioServer {
-    let mut c = bin();
-    c.arg("--root")
-        .arg(root)
-        .args(["--state-dir"])
-        .arg(state)
-        .args(["serve", "--allow-write", "--no-index"]);
-    StdioServer::spawn(c, "agent")
 }
 
 /// Round 20: the agent's undo of the person's change asked only "made by cli", and the
@@ -35,7 +24,7 @@ fn an_undo_of_anothers_change_names_every_reason_in_one_question() {
     std::fs::create_dir_all(root.join("k")).expect("mkdir");
     ok(&person(&root, &state, &["mv", "k", ".kube"]));
     write(&root, ".kube/config", "token: PERSONS\n");
-    let mut s = agent(&root, &state);
+    let mut s = agent(&root, &state, &[]);
     let r = s.call("undo", &json!({"id": 1}));
     let t = r.to_string();
     assert_eq!(r["isError"], true, "{t}");
@@ -54,7 +43,7 @@ fn an_undo_of_anothers_change_names_every_reason_in_one_question() {
         &["edit", "a.txt", "--old", "one", "--new", "two"],
     ));
     write(&root, "a.txt", "THE EDITORS SAVE\n");
-    let mut s = agent(&root, &state);
+    let mut s = agent(&root, &state, &[]);
     let r = s.call("undo", &json!({"id": 1, "force": true}));
     let t = r.to_string();
     assert!(t.contains("made by") && t.contains("force-undoing"), "{t}");
@@ -98,7 +87,7 @@ fn an_undo_of_anothers_change_names_every_reason_in_one_question() {
             .expect("write");
     }
     ok(&p.wait_with_output().expect("patch"));
-    let mut s = agent(&root, &state);
+    let mut s = agent(&root, &state, &[]);
     let r = s.call("undo", &json!({"id": 1}));
     let t = r.to_string();
     assert!(
@@ -253,7 +242,7 @@ fn a_broken_state_directory_is_not_named_to_the_agent() {
         .path();
     std::fs::remove_dir_all(ws_state.join("backups")).expect("rm backups");
     std::fs::write(ws_state.join("backups"), "not a folder").expect("stray file");
-    let mut s = agent(&root, &state);
+    let mut s = agent(&root, &state, &[]);
     let r = s.call(
         "edit",
         &json!({"path": "a.txt", "old_string": "two", "new_string": "three"}),
@@ -412,7 +401,7 @@ fn an_undo_moving_a_link_back_is_judged_by_the_folder_it_leads_to() {
     let (_s, state) = tempdir();
     write(&root, "docs/README.md", "notes\n");
     std::os::unix::fs::symlink("docs", root.join("l")).expect("link");
-    let mut s = agent(&root, &state);
+    let mut s = agent(&root, &state, &[]);
     let r = s.call("move", &json!({"source": "l", "destination": "m"}));
     assert_ne!(r["isError"], true, "{r}");
     // Meanwhile a secret comes to stand in the folder the link leads to.
@@ -437,7 +426,7 @@ fn an_undo_never_puts_a_link_to_a_folder_back_at_a_guarded_name() {
     std::fs::create_dir_all(root.join("kk")).expect("mkdir");
     std::os::unix::fs::symlink("kk", root.join(".kube")).expect("link");
     ok(&person(&root, &state, &["mv", ".kube", "kl"]));
-    let mut s = agent(&root, &state);
+    let mut s = agent(&root, &state, &[]);
     let r = s.call("undo", &json!({"id": 1, "force": true}));
     let t = r.to_string();
     assert_eq!(r["isError"], true, "{t}");

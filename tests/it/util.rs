@@ -22,6 +22,19 @@ pub fn cli(root: &Path, state: &Path, args: &[&str]) -> Command {
     c
 }
 
+/// An agent's stdio server over `root`, writes allowed, with its state in `state` and
+/// the settings `sets` (`key=value`); no index, no elicitation (a question comes back as
+/// the call's error).
+pub fn agent(root: &Path, state: &Path, sets: &[&str]) -> StdioServer {
+    let mut c = bin();
+    c.arg("--root").arg(root).args(["--state-dir"]).arg(state);
+    for s in sets {
+        c.args(["--set", s]);
+    }
+    c.args(["serve", "--allow-write", "--no-index"]);
+    StdioServer::spawn(c, "agent")
+}
+
 /// What a run printed: its stdout, then its stderr.
 pub fn said(o: &std::process::Output) -> String {
     format!(
