@@ -166,16 +166,32 @@ fn wide_directories_are_listed_and_globbed_in_bounded_memory_and_time() {
         ("glob", json!({"pattern": "*", "max_results": 0})),
     ];
     for (tool, args) in &calls {
+        // What starting the CLI costs on this machine now (a loaded CI machine took
+        // over a second for it), measured beside each call.
+        let (base, _) = cli_call(
+            &root,
+            &["--set", "request_timeout=300ms"],
+            "file_exists",
+            &json!({"path": "d"}),
+        );
         let (took, out) = cli_call(&root, &["--set", "request_timeout=300ms"], tool, args);
-        eprintln!("{tool} {args}: {took:?}");
+        eprintln!(
+            "{tool} {args}: {took:?} (a trivial call: {base:?}, {} bytes)",
+            out.len()
+        );
         assert!(
             out.contains("TIMEOUT") || !out.contains("\"error\""),
             "{tool}: {}",
             &out[..out.len().min(300)]
         );
+        // The deadline is looked at between directories' reads, not inside one: the
+        // read of the 200 000 names of `d` alone takes about a second (1.5 s on a
+        // loaded machine, with the portable resolver). What is bounded is that the
+        // call does not go on for the whole walk after it.
         assert!(
-            took < Duration::from_millis(1_500),
-            "{tool} {args}: {took:?}"
+            took < base + Duration::from_millis(3_000),
+            "{tool} {args}: {took:?} (a trivial call: {base:?}, {} bytes printed)",
+            out.len()
         );
     }
 }
