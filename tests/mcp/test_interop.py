@@ -1966,6 +1966,24 @@ async def test_r7_pdf_text_notebook_pages_and_broken_images_validate(ws, mode):
         assert seen == 400 and pages > 3, (seen, pages)
 
 
+def start_writable_http(ws, tmp_path, *extra):
+    """`ferret serve --http` over `ws`, writes allowed, bearer TOKEN, and `extra` serve
+    flags: the process and the URL it serves at once it says so."""
+    proc = subprocess.Popen(
+        [FERRET, "--root", str(ws), "--allow-write", "--state-dir", str(tmp_path / "s"),
+         "serve", "--http", "127.0.0.1:0", "--token", TOKEN, *extra],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        m = re.search(r"serving MCP at (http://\S+)", proc.stderr.readline())
+        if m:
+            return proc, m.group(1)
+    proc.kill()
+    raise AssertionError("server did not start")
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
 async def test_confirmations_are_asked_over_http_too(ws, tmp_path, mode):
@@ -1981,21 +1999,8 @@ async def test_confirmations_are_asked_over_http_too(ws, tmp_path, mode):
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"confirm": True})
 
-    proc = subprocess.Popen(
-        [FERRET, "--root", str(ws), "--allow-write", "--state-dir", str(tmp_path / "s"),
-         "serve", "--http", "127.0.0.1:0", "--token", TOKEN],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, url = start_writable_http(ws, tmp_path)
     try:
-        url = None
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            m = re.search(r"serving MCP at (http://\S+)", proc.stderr.readline())
-            if m:
-                url = m.group(1)
-                break
-        assert url, "server did not start"
         hc = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
         async with Client(streamable_http_client(url, http_client=hc), mode=mode,
                           elicitation_callback=elicit) as c:
@@ -2085,21 +2090,8 @@ async def test_a_yes_later_than_the_question_timeout_is_not_taken_over_http(ws, 
             await anyio.sleep(2.5)
         return types.ElicitResult(action="accept", content={"confirm": True})
 
-    proc = subprocess.Popen(
-        [FERRET, "--root", str(ws), "--allow-write", "--state-dir", str(tmp_path / "s"),
-         "serve", "--http", "127.0.0.1:0", "--token", TOKEN, "--question-timeout", "1"],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, url = start_writable_http(ws, tmp_path, "--question-timeout", "1")
     try:
-        url = None
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            m = re.search(r"serving MCP at (http://\S+)", proc.stderr.readline())
-            if m:
-                url = m.group(1)
-                break
-        assert url, "server did not start"
         hc = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
         async with Client(streamable_http_client(url, http_client=hc), mode=mode,
                           elicitation_callback=elicit) as c:
