@@ -851,7 +851,7 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
                 // Where the name leads at the write, by the walk that opens its
                 // directory: one on the way may have been swapped for a link since the
                 // question was settled.
-                let (at, created) = ws.make_parents(&op.wp, &ws.unasked(asked, &op.wp))?;
+                let (at, created) = ws.make_parents(&op.wp, false, &ws.unasked(asked, &op.wp))?;
                 made.0.push(ws.made_dirs(at.parent.as_ref(), &created));
                 if at.meta.is_some() {
                     return Err(ToolError::new(

@@ -154,15 +154,18 @@ for confirmation. dry_run previews.",
             }
             // A directory takes what it holds along: an entry on the confirm list inside
             // asks as deleting it alone would.
-            if is_dir && ws.holds_confirm_listed(&at, &|| ctx.check())? {
+            if is_dir && let Some(held) = ws.holds_confirm_listed(&at, &|| ctx.check())? {
                 why.push(format!(
-                    "deleting {q}, which holds entries on the confirm list"
+                    "deleting {q}, which holds {} (on the confirm list)",
+                    crate::workspace::shown_in_prose(&ws.display(&held))
                 ));
             }
-            if is_dir && ws.holds_denied(&at, &|| ctx.check())? {
+            if is_dir
+                && let Some(holds) =
+                    super::holds_secrets(dry_run, || ws.holds_denied(&at, &|| ctx.check()))?
+            {
                 why.push(format!(
-                    "deleting {q}, which holds entries matching the deny patterns (secrets or version-control \
-                     internals, which ferret never touches one by one)"
+                    "deleting {q}, {holds} (entries matching the deny patterns, which ferret never touches one by one)"
                 ));
             }
             let permanent = p.permanent && !ctx.config().allow_permanent_delete;

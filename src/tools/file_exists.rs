@@ -46,9 +46,12 @@ impl Tool for FileExists {
         let wp = ctx.resolve(&p.path)?;
         let shown = ws.display(&wp);
         ctx.set_audit_path(shown.clone());
-        // A name longer than any filesystem allows (255 bytes) does not exist: said so,
-        // not an I/O error.
-        let too_long = wp.rel().iter().any(|c| c.len() > 255);
+        // A name longer than any filesystem allows does not exist: said so, not an I/O
+        // error.
+        let too_long = wp
+            .rel()
+            .iter()
+            .any(|c| c.len() > crate::workspace::NAME_MAX);
         let found = if too_long { None } else { ws.stat(&wp)? };
         Ok(Output {
             path: shown,

@@ -374,6 +374,23 @@ pub fn would_ask(asked: ToolResult<()>) -> ToolResult<Option<String>> {
     }
 }
 
+/// The clause a folder's move, delete or move back by undo asks with when the folder
+/// holds entries the deny rules match (`holds` looks), if it does. A dry run does not
+/// look: it says the same of every folder, whatever it holds, since a dry run asks no
+/// one and an agent sweeping folders with it would learn, unasked and unseen, which
+/// hold `.env` files and keys (round 24).
+pub fn holds_secrets(
+    dry_run: bool,
+    holds: impl FnOnce() -> ToolResult<bool>,
+) -> ToolResult<Option<&'static str>> {
+    if dry_run {
+        return Ok(Some(
+            "if it holds secrets or VCS internals (a dry run does not say whether it does)",
+        ));
+    }
+    Ok(holds()?.then_some("which holds secrets or VCS internals"))
+}
+
 /// A dry run's line saying what a real run would ask, if anything.
 pub fn render_would_ask(q: Option<&String>) -> String {
     q.map(|q| format!("[a real run would stop to ask the user first: {q}]\n"))

@@ -293,23 +293,41 @@ impl Tool for Move {
         // elsewhere), as write_file and apply_patch ask.
         // The source as spelled too: moving `.github/workflows/ci.yml` away through a link
         // `.github -> docs` takes it from that name, as a delete would (round 21).
+        // What a moved folder holds is named in the question (round 24: "moving d to e
+        // (on the confirm list)" named neither the listed entry nor why).
+        let held_listed = match holder {
+            Some(h) => ws.move_holds_confirm_listed(h, &to.real, &|| ctx.check())?,
+            None => None,
+        };
         let confirm_listed = ws.needs_confirmation(&from.real, meta.is_dir())
             || ws.needs_confirmation(&src, meta.is_dir())
             || ws.needs_confirmation(&to.real, meta.is_dir())
             || ws.needs_confirmation(&dst, meta.is_dir())
             || ws.needs_confirmation(&to.real, holder.is_some())
-            || match holder {
-                Some(h) => ws.move_holds_confirm_listed(h, &to.real, &|| ctx.check())?,
-                None => false,
-            };
+            || held_listed.is_some();
         // A secret's name is not made by a move, of the entry or of what a moved
         // directory holds (`k/config` moved as `.kube`): refused as writing there is.
-        if let Some(h) = holder
-            && let Some(made) = ws.move_makes_denied(h, &to.real, &|| ctx.check())?
-        {
-            return Err(crate::workspace::denied_error(&ws.shown_name(&made)).with_hint(
-                "the moved folder would put a file at a name ferret keeps private; choose another destination",
-            ));
+        // Nor is a secret given away: one the rules guard by its folder's name
+        // (`.docker/config.json`) would be readable once the folder is renamed, so no
+        // yes can let that through (round 24).
+        if let Some(h) = holder {
+            match ws.move_changes_denied(h, &to.real, &|| ctx.check())? {
+                Some(crate::workspace::DenyChange::Makes(made)) => {
+                    return Err(crate::workspace::denied_error(&ws.shown_name(&made)).with_hint(
+                        "the moved folder would put a file at a name ferret keeps private; choose another destination",
+                    ));
+                }
+                Some(crate::workspace::DenyChange::Unserved) => {
+                    return Err(unserved_error(&src_said));
+                }
+                Some(crate::workspace::DenyChange::Exposes) => {
+                    return Err(exposes_error(&src_said, &dst_said).with_hint(
+                        "keep the folder where its secrets stay guarded (the same name in another folder), \
+                         or ask the user to move it outside ferret",
+                    ));
+                }
+                None => {}
+            }
         }
         // Every reason to ask, in one question: a yes to the first alone used to let
         // the others through unread.
@@ -336,16 +354,28 @@ impl Tool for Move {
                     .unwrap_or_default(),
                 _ => String::new(),
             };
+            let holding = held_listed
+                .as_ref()
+                .map(|h| {
+                    format!(
+                        ", which holds {}",
+                        crate::workspace::shown_in_prose(&ws.display(h))
+                    )
+                })
+                .unwrap_or_default();
             why.push(format!(
-                "moving {}{link} to {}{} (on the confirm list)",
+                "moving {}{link} to {}{}{holding} (on the confirm list)",
                 crate::workspace::shown_in_prose(&ws.display(&from.real)),
                 crate::workspace::shown_in_prose(&ws.display(&to.real)),
                 super::write_file::through(ws, &dst, &to.real)
             ));
         }
-        if meta.is_dir() && ws.holds_denied(&from, &|| ctx.check())? {
+        if meta.is_dir()
+            && let Some(holds) =
+                super::holds_secrets(dry_run, || ws.holds_denied(&from, &|| ctx.check()))?
+        {
             why.push(format!(
-                "moving {}, which holds secrets or VCS internals",
+                "moving {}, {holds}",
                 crate::workspace::shown_in_prose(&ws.display(&from.real))
             ));
         }
@@ -402,13 +432,15 @@ impl Tool for Move {
             ws.check_new(real, meta.is_dir())?;
             if !confirm_listed
                 && meta.is_dir()
-                && ws.move_holds_confirm_listed(&from, real, &|| ctx.check())?
+                && ws
+                    .move_holds_confirm_listed(&from, real, &|| ctx.check())?
+                    .is_some()
             {
                 return unasked_holds(ws, &dst, real);
             }
             Ok(())
         };
-        let (to, created) = ws.make_parents(&dst, &settle)?;
+        let (to, created) = ws.make_parents(&dst, meta.is_dir(), &settle)?;
         // Removed again if the move is refused.
         let made = ws.made_dirs(to.parent.as_ref(), &created);
         out.created_dirs = created
@@ -895,6 +927,32 @@ fn unasked_holds(
         ),
     )
     .with_hint("call again: the change will be asked about"))
+}
+
+/// The refusal of a folder move that would give away what the deny rules guard by the
+/// folder's name (`.docker` moved as `dock`): `DENIED_PATTERN`, as reading the secret
+/// is. The secret is not named; the folder was named by the caller.
+pub(super) fn exposes_error(src_said: &str, dst_said: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::DeniedPattern,
+        format!(
+            "{src_said} holds secrets or VCS internals that the deny rules guard by where they stand; at {dst_said} they \
+             would no longer be guarded (secrets and VCS internals are never accessible), so nothing was moved"
+        ),
+    )
+}
+
+/// The refusal of a folder move that would carry files `allowed_extensions` does not
+/// serve to new names: no tool shows them, so none makes them either.
+pub(super) fn unserved_error(src_said: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::ExtensionDenied,
+        format!(
+            "{src_said} holds files of extensions this server does not serve (allowed_extensions); ferret does not \
+             move what it cannot show, so nothing was moved"
+        ),
+    )
+    .with_hint("move the files it serves one by one, or ask the user to move the folder")
 }
 
 #[cfg(test)]

@@ -145,17 +145,25 @@ fn confirm_listed_reason(
     let ws = ctx.workspace();
     for (root, rel, dir) in paths {
         let wp = ws.root_path(*root).join(rel);
-        let listed = ws.needs_confirmation(&wp, dir.is_some())
-            || match dir {
-                Some(d) => {
-                    let d = d.try_clone().map_err(|e| ToolError::io(&target.path, &e))?;
-                    ws.tree_holds_confirm_listed(d, rel, &target.path, &|| ctx.check())?
-                }
-                None => false,
-            };
-        if listed {
+        // What a folder holds is named (round 24).
+        let held = match dir {
+            Some(d) if !ws.needs_confirmation(&wp, true) => {
+                let d = d.try_clone().map_err(|e| ToolError::io(&target.path, &e))?;
+                ws.tree_holds_confirm_listed(d, rel, &target.path, &|| ctx.check())?
+            }
+            _ => None,
+        };
+        if ws.needs_confirmation(&wp, dir.is_some()) || held.is_some() {
+            let holding = held
+                .map(|h| {
+                    format!(
+                        ", which holds {}",
+                        crate::workspace::shown_in_prose(&ws.display(&ws.root_path(*root).join(h)))
+                    )
+                })
+                .unwrap_or_default();
             return Ok(Some(format!(
-                "undoing change {} ({} of {}), which changes {} (on the confirm list)",
+                "undoing change {} ({} of {}), which changes {}{holding} (on the confirm list)",
                 target.id,
                 target.action.as_str(),
                 crate::workspace::shown_in_prose(&target.path),
@@ -602,14 +610,27 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         ),
         None => String::new(),
     };
-    if let Some(h) = holder
-        && let Some(made) = ws.move_makes_denied(h, &from.real, &check)?
-    {
-        return Err(
-            crate::workspace::denied_error(&ws.shown_name(&made)).with_hint(
-                "moved back, the folder would put a file at a name ferret keeps private; move that file out of it first",
-            ),
-        );
+    if let Some(h) = holder {
+        match ws.move_changes_denied(h, &from.real, &check)? {
+            Some(crate::workspace::DenyChange::Makes(made)) => {
+                return Err(crate::workspace::denied_error(&ws.shown_name(&made)).with_hint(
+                    "moved back, the folder would put a file at a name ferret keeps private; move that file out of it first",
+                ));
+            }
+            Some(crate::workspace::DenyChange::Unserved) => {
+                return Err(super::move_path::unserved_error(
+                    &crate::workspace::shown_in_prose(&m.to_path),
+                ));
+            }
+            Some(crate::workspace::DenyChange::Exposes) => {
+                return Err(super::move_path::exposes_error(
+                    &crate::workspace::shown_in_prose(&m.to_path),
+                    &crate::workspace::shown_in_prose(&target.path),
+                )
+                .with_hint("the user can move it back outside ferret"));
+            }
+            None => {}
+        }
     }
     let mut why: Vec<String> = confirm_listed_reason(
         ctx,
@@ -623,10 +644,10 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
     .map(|r| format!("{r}{link_said}"))
     .collect();
     if let Some(h) = holder
-        && ws.holds_denied(h, &check)?
+        && let Some(holds) = super::holds_secrets(out.dry_run, || ws.holds_denied(h, &check))?
     {
         why.push(format!(
-            "undoing change {} moves {} back to {}, and it holds secrets or VCS internals{link_said}",
+            "undoing change {} moves {} back to {}, {holds}{link_said}",
             target.id,
             crate::workspace::shown_in_prose(&m.to_path),
             crate::workspace::shown_in_prose(&target.path)
@@ -833,7 +854,7 @@ fn undo_group(
                     )))
                 }
             };
-            let (at, created) = ws.make_parents(&wp, &recorded)?;
+            let (at, created) = ws.make_parents(&wp, false, &recorded)?;
             // Removed again if the undo does not land, named in its record if it does.
             made.push(ws.made_dirs(at.parent.as_ref(), &created));
             made_here = created;

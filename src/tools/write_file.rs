@@ -269,7 +269,7 @@ fn create(
         }
         unasked(now)
     };
-    let (at, created) = ws.make_parents(wp, &settle)?;
+    let (at, created) = ws.make_parents(wp, false, &settle)?;
     // Removed again if the file does not land.
     let made = ws.made_dirs(at.parent.as_ref(), &created);
     out.created_dirs = created

@@ -28,7 +28,7 @@ pub use walk::{read_capped_at, read_small_at, strip};
 use crate::config::Config;
 use crate::error::{ErrorCode, SetupError, ToolError};
 use cap_std::fs::Dir;
-pub use open::MadeDirs;
+pub use open::{DenyChange, MadeDirs};
 use patterns::PatternSet;
 pub use resolve::Resolved;
 use std::path::{Path, PathBuf};
@@ -569,6 +569,10 @@ fn protected_patterns(config: &Config, roots: &[Root]) -> Vec<String> {
     out
 }
 
+/// The longest name (one path component) ferret makes, in bytes: Linux's `NAME_MAX`,
+/// and what APFS takes in UTF-8 (NTFS takes 255 UTF-16 units, never fewer bytes' worth).
+pub const NAME_MAX: usize = 255;
+
 /// A literal name as a gitignore pattern: every glob metacharacter escaped.
 fn glob_escape(s: &str) -> String {
     let mut e = String::with_capacity(s.len() + 4);
@@ -585,7 +589,21 @@ fn glob_escape(s: &str) -> String {
 /// name is read (its reference form quotes the bytes) but not changed, since the undo
 /// journal, backups and trash records carry names as UTF-8. Checked before anything is
 /// written (a backup, a staging folder, a directory), so a refusal leaves no trace.
+/// Nor is a name with a component longer than [`NAME_MAX`] bytes made: no filesystem
+/// takes it, and found only at the last `openat` it left the folders made on the way
+/// (round 24).
 pub fn changeable_name(rel: &std::path::Path) -> crate::error::ToolResult<()> {
+    if let Some(long) = rel.iter().find(|c| c.as_encoded_bytes().len() > NAME_MAX) {
+        return Err(crate::error::ToolError::new(
+            crate::error::ErrorCode::InvalidArgument,
+            format!(
+                "{}: a name in it is {} bytes long, over the {NAME_MAX} bytes a filesystem takes; nothing was changed",
+                reference(rel.as_os_str().as_encoded_bytes()),
+                long.as_encoded_bytes().len()
+            ),
+        )
+        .with_hint("shorten the name; no file can have it here"));
+    }
     if rel.to_str().is_some() {
         return Ok(());
     }

@@ -185,50 +185,60 @@ impl Workspace {
         at: &Resolved,
         check: &dyn Fn() -> ToolResult<()>,
     ) -> ToolResult<bool> {
-        self.holds(at, &self.deny, check)
+        Ok(self.holds(at, &self.deny, check)?.is_some())
     }
 
-    /// Whether the directory `at` holds, at any depth, an entry on the confirm list:
-    /// deleting or moving it changes that entry, which asks as changing it would.
+    /// The first entry on the confirm list that the directory `at` holds at any depth,
+    /// if any: deleting or moving it changes that entry, which asks as changing it
+    /// would, and the question names it.
     pub fn holds_confirm_listed(
         &self,
         at: &Resolved,
         check: &dyn Fn() -> ToolResult<()>,
-    ) -> ToolResult<bool> {
-        self.holds(at, &self.confirm, check)
+    ) -> ToolResult<Option<WsPath>> {
+        Ok(self.holds(at, &self.confirm, check)?.map(|rel| WsPath {
+            root: at.real.root,
+            rel,
+        }))
     }
 
-    /// Whether moving the directory `at` to `to` moves an entry on the confirm list: one
-    /// inside it now, or one its entries become at `to` (an anchored pattern).
+    /// The first entry on the confirm list that moving the directory `at` to `to`
+    /// moves, if any: one inside it now, or one its entries become at `to` (an
+    /// anchored pattern), named where it would stand.
     pub fn move_holds_confirm_listed(
         &self,
         at: &Resolved,
         to: &WsPath,
         check: &dyn Fn() -> ToolResult<()>,
-    ) -> ToolResult<bool> {
-        if self.holds(at, &self.confirm, check)? {
-            return Ok(true);
+    ) -> ToolResult<Option<WsPath>> {
+        if let Some(held) = self.holds_confirm_listed(at, check)? {
+            return Ok(Some(held));
         }
         let shown = self.shown_name(&at.real);
         let (Some(parent), Some(name)) = (&at.parent, at.name()) else {
-            return Ok(false);
+            return Ok(None);
         };
         let dir = parent
             .open_dir_nofollow(name)
             .map_err(|e| raced_or_io(&shown, &e))?;
-        self.tree_holds(dir, to.rel.clone(), &shown, &self.confirm, check)
+        Ok(self
+            .tree_holds(dir, to.rel.clone(), &shown, &self.confirm, check)?
+            .map(|rel| WsPath { root: to.root, rel }))
     }
 
-    /// The first entry of the directory `at` that, moved with it to `to`, would stand at
-    /// a name the deny rules match where it does not now (`k/config` moved as `.kube`
-    /// becomes `.kube/config`): a secret's name made by a move. Walked through handles,
-    /// never following a link, within `check` and `max_path_depth`.
-    pub fn move_makes_denied(
+    /// How moving the directory `at` to `to` would change what the deny rules guard,
+    /// if it would: an entry that would stand at a name they match where it does not
+    /// now (`k/config` moved as `.kube` becomes `.kube/config`: a secret's name made by
+    /// a move), or one they match now that would stand at a name they do not (`.docker`
+    /// moved as `dock` makes `.docker/config.json` readable as `dock/config.json`: a
+    /// secret given away by a move, round 24). Walked through handles, never following
+    /// a link, within `check` and `max_path_depth`.
+    pub fn move_changes_denied(
         &self,
         at: &Resolved,
         to: &WsPath,
         check: &dyn Fn() -> ToolResult<()>,
-    ) -> ToolResult<Option<WsPath>> {
+    ) -> ToolResult<Option<DenyChange>> {
         let shown = self.shown_name(&at.real);
         let (Some(parent), Some(name)) = (&at.parent, at.name()) else {
             return Ok(None);
@@ -270,10 +280,18 @@ impl Workspace {
                         .file_name()
                         .is_some_and(|n| self.names_denied_folder(n));
                 if (would && !was) || guarded_link {
-                    return Ok(Some(WsPath {
+                    return Ok(Some(DenyChange::Makes(WsPath {
                         root: to.root,
                         rel: new,
-                    }));
+                    })));
+                }
+                if was && !would {
+                    return Ok(Some(DenyChange::Exposes));
+                }
+                // Nor does a move carry a file `allowed_extensions` does not serve to a
+                // name of its own: no tool shows it, and no tool makes it (round 24).
+                if !ft.is_dir() && !was && !self.extension_allowed(&new) {
+                    return Ok(Some(DenyChange::Unserved));
                 }
                 // A denied folder is asked about as a whole (holds_denied).
                 if ft.is_dir() && !was {
@@ -287,15 +305,16 @@ impl Workspace {
         Ok(None)
     }
 
-    /// Whether the directory `dir` (anywhere: the trash), were it at `rel` in a root,
-    /// would hold an entry on the confirm list: restoring it changes that entry.
+    /// The first entry on the confirm list the directory `dir` (anywhere: the trash)
+    /// would hold were it at `rel` in a root, relative to that root: restoring it
+    /// changes that entry.
     pub fn tree_holds_confirm_listed(
         &self,
         dir: Dir,
         rel: &std::path::Path,
         shown: &str,
         check: &dyn Fn() -> ToolResult<()>,
-    ) -> ToolResult<bool> {
+    ) -> ToolResult<Option<std::path::PathBuf>> {
         self.tree_holds(dir, rel.to_path_buf(), shown, &self.confirm, check)
     }
 
@@ -304,10 +323,10 @@ impl Workspace {
         at: &Resolved,
         set: &super::PatternSet,
         check: &dyn Fn() -> ToolResult<()>,
-    ) -> ToolResult<bool> {
+    ) -> ToolResult<Option<std::path::PathBuf>> {
         let shown = self.shown_name(&at.real);
         let (Some(parent), Some(name)) = (&at.parent, at.name()) else {
-            return Ok(false);
+            return Ok(None);
         };
         let dir = parent
             .open_dir_nofollow(name)
@@ -322,7 +341,7 @@ impl Workspace {
         shown: &str,
         set: &super::PatternSet,
         check: &dyn Fn() -> ToolResult<()>,
-    ) -> ToolResult<bool> {
+    ) -> ToolResult<Option<std::path::PathBuf>> {
         let shown = shown.to_string();
         let mut stack = vec![(dir, rel)];
         while let Some((dir, rel)) = stack.pop() {
@@ -357,7 +376,7 @@ impl Workspace {
                 // Whatever the entry is: a link or a file at a name a directory rule
                 // lists (`.github`) counts as the directory would.
                 if set.matches_any_type(&here) {
-                    return Ok(true);
+                    return Ok(Some(here));
                 }
                 if ft.is_dir() {
                     let sub = dir
@@ -367,7 +386,7 @@ impl Workspace {
                 }
             }
         }
-        Ok(false)
+        Ok(None)
     }
 
     /// A digest of the state of what stands at `at` (from [`Workspace::entry`], not
@@ -645,10 +664,15 @@ impl Workspace {
     /// that opened the directory it will go in, before anything is made: a caller
     /// refuses there what the rules would have asked about had that name been seen when
     /// the question was settled (a directory on the way may have been swapped for a
-    /// link since), so a refused change leaves no new directory behind either.
+    /// link since), so a refused change leaves no new directory behind either. `is_dir`:
+    /// whether `p` will be a directory (a moved folder, a folder undo puts back), whose
+    /// name the rules judge as a directory's; the final name is judged before anything
+    /// is made (round 24: a folder moved into a new parent under `allowed_extensions`
+    /// was refused for its name's "extension" after the parent was made).
     pub fn make_parents(
         &self,
         p: &WsPath,
+        is_dir: bool,
         settle: &dyn Fn(&WsPath) -> ToolResult<()>,
     ) -> ToolResult<(Resolved, Vec<std::path::PathBuf>)> {
         super::changeable_name(&p.rel)?;
@@ -700,6 +724,7 @@ impl Workspace {
         for name in missing.iter().rev() {
             whole = whole.join(name);
         }
+        self.check_name(&whole, &shown, Some(is_dir))?;
         settle(&whole)?;
         let mut created = Vec::new();
         let mut real = base_real;
@@ -724,7 +749,6 @@ impl Workspace {
             return Err(not_found(&shown));
         };
         let real = real.join(&name);
-        self.check_name(&real, &shown, Some(false))?;
         let meta = match dir.symlink_metadata(&name) {
             Ok(m) => Some(m),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -739,6 +763,20 @@ impl Workspace {
             created,
         ))
     }
+}
+
+/// What a move would do to the deny rules' hold on what a folder holds
+/// ([`Workspace::move_changes_denied`]).
+#[derive(Debug)]
+pub enum DenyChange {
+    /// An entry would stand at this denied name: refused as writing there is.
+    Makes(WsPath),
+    /// An entry the rules guard now would stand at a name they do not: its contents
+    /// would be readable. Its name is not given (it is a secret's).
+    Exposes,
+    /// A file `allowed_extensions` does not serve would stand at a new name. Its name is
+    /// not given (no tool shows it).
+    Unserved,
 }
 
 /// The error for a name that matches a deny rule. It reads the same whether or not the

@@ -19,7 +19,9 @@ fn done(c: Child) -> Output {
 
 /// Round 19: an agent moved an empty `k` to `.kube`; a person's tool then wrote the
 /// credentials in; undoing the move put them at `k/config`, readable, unasked, where a
-/// direct move of `.kube` asks. The undo asks as that move does.
+/// direct move of `.kube` asks. The undo is judged as that move is: since round 24 a
+/// move that would take a secret out of the name that guards it is refused whatever
+/// the answer, and so is this undo (a yes to it made the credentials readable).
 #[test]
 fn undoing_a_folder_move_asks_when_the_folder_now_holds_a_secret() {
     let (_t, root) = tempdir();
@@ -27,26 +29,36 @@ fn undoing_a_folder_move_asks_when_the_folder_now_holds_a_secret() {
     std::fs::create_dir_all(root.join("k")).expect("mkdir");
     ok(&run(&root, &state, &["mv", "k", ".kube"]));
     write(&root, ".kube/config", "token: SUPERSECRET\n");
-    let direct = run(&root, &state, &["mv", ".kube", "k2"]);
+    let direct = run(&root, &state, &["mv", ".kube", "k2", "--yes"]);
     assert!(
-        said(&direct).contains("CONFIRMATION_REQUIRED"),
+        said(&direct).contains("DENIED_PATTERN"),
         "{}",
         said(&direct)
     );
-    let undo = run(&root, &state, &["undo"]);
-    let s = said(&undo);
-    assert!(!undo.status.success(), "{s}");
+    for args in [&["undo"][..], &["--dry-run", "undo"], &["undo", "--yes"]] {
+        let undo = run(&root, &state, args);
+        let s = said(&undo);
+        assert!(!undo.status.success(), "{args:?}: {s}");
+        assert!(
+            s.contains("DENIED_PATTERN") && s.contains("no longer be guarded"),
+            "{args:?}: {s}"
+        );
+        assert!(!s.contains("token"), "{s}");
+        assert!(root.join(".kube/config").exists() && !root.join("k").exists());
+    }
+    // Moved where the rules still guard it, it is asked about, and the yes moves it.
+    let asked = run(&root, &state, &["mv", ".kube", "elsewhere/.kube"]);
     assert!(
-        s.contains("CONFIRMATION_REQUIRED") && s.contains("secrets"),
-        "{s}"
+        said(&asked).contains("CONFIRMATION_REQUIRED") && said(&asked).contains("secrets"),
+        "{}",
+        said(&asked)
     );
-    assert!(root.join(".kube/config").exists() && !root.join("k").exists());
-    // The dry run says what it would ask.
-    let dry = run(&root, &state, &["--dry-run", "undo"]);
-    assert!(said(&dry).contains("secrets"), "{}", said(&dry));
-    // The person's yes moves it back.
-    ok(&run(&root, &state, &["undo", "--yes"]));
-    assert!(root.join("k/config").exists() && !root.join(".kube").exists());
+    ok(&run(
+        &root,
+        &state,
+        &["mv", ".kube", "elsewhere/.kube", "--yes"],
+    ));
+    assert!(root.join("elsewhere/.kube/config").exists());
 }
 
 /// Round 19: a folder moved away from `.docker`, filled with `config.json`, then moved

@@ -18,19 +18,21 @@ fn person(root: &Path, state: &Path, args: &[&str]) -> Output {
 /// into the open, an outside edit overwritten, a workflow restored.
 #[test]
 fn an_undo_of_anothers_change_names_every_reason_in_one_question() {
-    // Secrets in a folder moved back.
+    // Secrets in a folder moved back (where the rules still guard them: one moved out of
+    // the name that guards them is refused outright since round 24, see secrets_r24).
     let (_t, root) = tempdir();
     let (_s, state) = tempdir();
-    std::fs::create_dir_all(root.join("k")).expect("mkdir");
-    ok(&person(&root, &state, &["mv", "k", ".kube"]));
-    write(&root, ".kube/config", "token: PERSONS\n");
+    std::fs::create_dir_all(root.join("proj")).expect("mkdir");
+    ok(&person(&root, &state, &["mv", "proj", "proj2"]));
+    write(&root, "proj2/.env", "TOKEN=PERSONS\n");
     let mut s = agent(&root, &state, &[]);
     let r = s.call("undo", &json!({"id": 1}));
     let t = r.to_string();
     assert_eq!(r["isError"], true, "{t}");
     assert!(t.contains("CONFIRMATION_REQUIRED"), "{t}");
     assert!(t.contains("made by") && t.contains("secrets"), "{t}");
-    assert!(root.join(".kube/config").exists() && !root.join("k").exists());
+    assert!(!t.contains("PERSONS"), "{t}");
+    assert!(root.join("proj2/.env").exists() && !root.join("proj").exists());
     drop(s);
 
     // An outside edit a forced undo would overwrite.
