@@ -47,14 +47,25 @@ pub fn serve(ferret: Ferret, a: ServeArgs) -> anyhow::Result<i32> {
         .enable_all()
         .max_blocking_threads(MAX_CALLS_AT_ONCE)
         .build()?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         match http {
             Some(h) => crate::mcp::http::serve_http(ferret, h).await,
             None => crate::mcp::serve_stdio(ferret, questions).await,
         }
-    })?;
+    });
+    // Every call was answered (stdio drains them at EOF, HTTP at SIGTERM); a thread
+    // still running is one answered at its deadline that its engine cannot stop (a
+    // search inside one buffer). Dropping the runtime would wait for it, minutes
+    // perhaps (round 24: a server past EOF still ran after 100 s); it is given a moment,
+    // then the process ends. A change cut short so is one a SIGKILL would cut: the
+    // journal finishes or rolls it back at the next start.
+    rt.shutdown_timeout(SHUTDOWN_GRACE);
+    served?;
     Ok(0)
 }
+
+/// How long a server that has stopped serving waits for calls' threads still running.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Builds the live index on a thread of its own; searches scan until it is ready, then
 /// answer from it. Progress and the outcome go to stderr (stdout is the protocol).

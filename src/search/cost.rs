@@ -59,6 +59,10 @@ pub const BIG_LINE_FROM: u64 = 1 << 20;
 /// The memory all searches at once may hold for long lines.
 pub const LINE_POOL: u64 = 256 << 20;
 
+/// The longest a search waits for the [`LINE_POOL`] for one file before it passes over
+/// that file (and says so) and goes on with the others.
+pub const LINE_WAIT: Duration = Duration::from_secs(1);
+
 fn too_big(code: ErrorCode, what: String, hint: &str) -> ToolError {
     ToolError::new(code, what).with_hint(hint.to_string())
 }
@@ -94,6 +98,20 @@ pub fn check_pattern(pattern: &str, fixed_strings: bool) -> ToolResult<()> {
                  repetitions around it); at most {MAX_REGEX_WEIGHT} are allowed"
             ),
             "use + or * instead of large counted repetitions ({n} copies of \\w each compile a Unicode class), \
+             or search for a literal part and read around the matches",
+        ));
+    }
+    // Even a buffer of 64 KiB (the searcher's least) on the slow engine must stay
+    // within [`HEAVY_WORK`]: past this many positions it would not.
+    let positions = class_positions(&ast);
+    if positions > MAX_CLASS_POSITIONS {
+        return Err(too_big(
+            ErrorCode::InvalidRegex,
+            format!(
+                "the regex has {positions} class positions (each class or . times the counted repetitions \
+                 around it); at most {MAX_CLASS_POSITIONS} are allowed"
+            ),
+            "use + or * instead of large counted repetitions (.{3000} is 3 000 positions, .* one), \
              or search for a literal part and read around the matches",
         ));
     }
@@ -149,6 +167,69 @@ pub fn regex_weight(ast: &regex_syntax::ast::Ast) -> u64 {
             .iter()
             .fold(0u64, |n, x| n.saturating_add(regex_weight(x))),
     }
+}
+
+/// The most work one buffer's search may take on the slowest engine, counted as the
+/// pattern's [`class_positions`] times the buffer's bytes. The regex crate's lazy DFA
+/// gives up on patterns whose states explode (`[a-m].{3000}[\x00-\x08]`,
+/// `a[ab]{3000}c`) and hands the buffer to an engine that takes time in proportion to
+/// that product and cannot be stopped before it ends (5-20 ns per unit measured: a
+/// 4 MB multiline file took 60 s of CPU, a 2 MB line more than 100 s, each call answered
+/// `TIMEOUT` with its thread still running and its memory held, so 33 of them kept every
+/// search out for minutes, round 24). 2^28 units are a second or a few; a buffer over
+/// it is not searched and the answer says so (see `search::heavy_buffer`).
+pub const HEAVY_WORK: u64 = 1 << 28;
+
+/// The most [`class_positions`] a regex may have: a 64 KiB buffer (the searcher's
+/// least) times this is [`HEAVY_WORK`].
+pub const MAX_CLASS_POSITIONS: u64 = HEAVY_WORK / (64 << 10);
+
+/// How many positions of a regex can be alive at once in the slow engine, per byte: each
+/// class, `.` or alternation counts one, times the counted repetitions around it (a
+/// literal is matched as a string, never a set of positions). `\w+` and `foo.*bar`
+/// count 1, `\d{4}-\d{2}-\d{2}` 8, `[a-m].{3000}` 3 001. Saturating.
+pub fn class_positions(ast: &regex_syntax::ast::Ast) -> u64 {
+    use regex_syntax::ast::{Ast, RepetitionKind, RepetitionRange};
+    match ast {
+        Ast::Empty(_) | Ast::Flags(_) | Ast::Assertion(_) | Ast::Literal(_) => 0,
+        Ast::Dot(_) | Ast::ClassUnicode(_) | Ast::ClassPerl(_) | Ast::ClassBracketed(_) => 1,
+        Ast::Repetition(r) => {
+            let times = match &r.op.kind {
+                RepetitionKind::ZeroOrOne
+                | RepetitionKind::ZeroOrMore
+                | RepetitionKind::OneOrMore => 1,
+                RepetitionKind::Range(RepetitionRange::Exactly(n))
+                | RepetitionKind::Range(RepetitionRange::AtLeast(n))
+                | RepetitionKind::Range(RepetitionRange::Bounded(_, n)) => u64::from(*n),
+            };
+            class_positions(&r.ast).saturating_mul(times.max(1))
+        }
+        Ast::Group(g) => class_positions(&g.ast),
+        Ast::Alternation(a) => a
+            .asts
+            .iter()
+            .fold(0u64, |n, x| n.saturating_add(class_positions(x)))
+            .max(1),
+        Ast::Concat(c) => c
+            .asts
+            .iter()
+            .fold(0u64, |n, x| n.saturating_add(class_positions(x))),
+    }
+}
+
+/// The longest buffer (a line, or with `multiline` a whole file) a search for `pattern`
+/// may give the regex engine at once within [`HEAVY_WORK`]; `None` when any buffer the
+/// search holds is within it (every pattern of at most 4 positions: the heap limit caps
+/// buffers at 64 MiB).
+pub fn heavy_buffer_max(pattern: &str, fixed_strings: bool) -> Option<u64> {
+    if fixed_strings {
+        return None;
+    }
+    let ast = regex_syntax::ast::parse::Parser::new()
+        .parse(pattern)
+        .ok()?;
+    let positions = class_positions(&ast);
+    (positions > 4).then(|| HEAVY_WORK / positions)
 }
 
 fn set_weight(set: &regex_syntax::ast::ClassSet) -> u64 {
@@ -398,15 +479,49 @@ pub static SEARCHES: Budget = Budget::new(SEARCH_BUDGET);
 pub static LINES: Budget = Budget::new(LINE_POOL);
 
 /// What a search with this shape is estimated to hold: its pattern and globs compiled
-/// (tens of bytes per byte given), half the regex size limit, and each thread's lazy
-/// DFA cache and buffer. On two cores a plain grep weighs ~20 MiB (25 at once before
-/// one waits), on twelve ~60 MiB.
+/// (tens of bytes per byte given), its regex compiled ([`compiled_weight`]), and each
+/// thread's lazy DFA cache and buffer. On two cores a plain grep weighs ~20 MiB (25 at
+/// once before one waits), on twelve ~60 MiB.
 pub fn weight(pattern_bytes: usize, glob_bytes: usize, threads: usize) -> u64 {
+    weight_compiled(
+        pattern_bytes,
+        glob_bytes,
+        threads,
+        REGEX_SIZE_LIMIT as u64 / 2,
+    )
+}
+
+/// [`weight`] with what the regex compiles to given (`compiled`).
+pub fn weight_compiled(
+    pattern_bytes: usize,
+    glob_bytes: usize,
+    threads: usize,
+    compiled: u64,
+) -> u64 {
     let per_thread = DFA_SIZE_LIMIT as u64 + (256 << 10);
     (2 << 20)
         + 64 * (pattern_bytes as u64 + glob_bytes as u64)
-        + REGEX_SIZE_LIMIT as u64 / 2
+        + compiled
         + threads as u64 * per_thread
+}
+
+/// What compiling a grep pattern is estimated to hold: half the regex size limit, or
+/// for a heavy regex its forward and reverse automata (the regex engine builds both),
+/// each about 100 bytes per unit of [`regex_weight`] up to [`REGEX_SIZE_LIMIT`]
+/// (round 24: greps of `[a-m][\w\s]{300}[\x00-\x08]`, weight ~180 000, compiled near
+/// the limit, and eight at once peaked at 287 MB where their weights said 160).
+pub fn compiled_weight(pattern: &str, fixed_strings: bool) -> u64 {
+    let floor = REGEX_SIZE_LIMIT as u64 / 2;
+    if fixed_strings {
+        return floor;
+    }
+    let Ok(ast) = regex_syntax::ast::parse::Parser::new().parse(pattern) else {
+        return floor;
+    };
+    let one = regex_weight(&ast)
+        .saturating_mul(100)
+        .min(REGEX_SIZE_LIMIT as u64);
+    one.saturating_mul(2).max(floor)
 }
 
 /// Admits a search of this weight against [`SEARCHES`], waiting for room until the

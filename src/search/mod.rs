@@ -430,6 +430,23 @@ pub fn slow_on_non_ascii(q: &GrepQuery) -> bool {
 /// (without moving the file's position) with the deadline checked between them; `None`
 /// when stopped or unreadable.
 fn slow_buffer(file: &std::fs::File, whole: bool, control: &Control) -> Option<bool> {
+    long_buffer(file, whole, SLOW_BUFFER_MAX, true, control)
+}
+
+/// Whether searching `file` would put more than `limit` bytes in one buffer (the file,
+/// when `whole`; else a line), counting only buffers holding non-ASCII text when
+/// `non_ascii_only`. Read in bounded pieces (without moving the file's position) with
+/// the deadline checked between them; `None` when stopped or unreadable.
+fn long_buffer(
+    file: &std::fs::File,
+    whole: bool,
+    limit: u64,
+    non_ascii_only: bool,
+    control: &Control,
+) -> Option<bool> {
+    if whole && !non_ascii_only {
+        return file.metadata().ok().map(|m| m.len() > limit);
+    }
     use std::os::unix::fs::FileExt;
     let mut buf = vec![0u8; 256 << 10];
     let (mut at, mut line, mut non_ascii) = (0u64, 0u64, false);
@@ -454,8 +471,8 @@ fn slow_buffer(file: &std::fs::File, whole: bool, control: &Control) -> Option<b
         for end in memchr::memchr_iter(b'\n', chunk).chain(std::iter::once(n)) {
             let piece = &chunk[start.min(end)..end];
             line += piece.len() as u64;
-            non_ascii |= !piece.is_ascii();
-            if non_ascii && line > SLOW_BUFFER_MAX {
+            non_ascii |= !non_ascii_only || !piece.is_ascii();
+            if non_ascii && line > limit {
                 return Some(true);
             }
             if end < n {
@@ -505,7 +522,12 @@ pub fn grep(
         n => 2 * collect::paths_bound(n) as u64,
     };
     let _admitted = cost::admit(
-        cost::weight(q.pattern.len(), glob_bytes, threads()) + paths,
+        cost::weight_compiled(
+            q.pattern.len(),
+            glob_bytes,
+            threads(),
+            cost::compiled_weight(&q.pattern, q.fixed_strings),
+        ) + paths,
         env.control,
     )?;
     let ws = env.workspace;
@@ -521,6 +543,7 @@ pub fn grep(
     let deadline = env.control.deadline;
     let context = q.mode == GrepMode::Content;
     let slow = slow_on_non_ascii(q);
+    let heavy = cost::heavy_buffer_max(&q.pattern, q.fixed_strings);
     // The index rules files out by what they hold and lists what ignore files leave:
     // neither helps an inverted search or one past the ignore files.
     let unindexed;
@@ -653,11 +676,52 @@ boundaries, or search a smaller file",
                     Some(false) => {}
                 }
             }
+            // A pattern whose states explode runs on an engine that cannot be stopped
+            // once the fast one gives up: a buffer too long for it is not searched
+            // (round 24), and the answer says so and how to search it.
+            if let Some(max) = heavy
+                && size > max
+            {
+                match long_buffer(&file, q.multiline, max, false, env.control) {
+                    None => return !env.control.stopped(),
+                    Some(true) => {
+                        env.control.warn(format!(
+                            "{}: not searched: the pattern's classes and counted repetitions over {} would run on \
+a slow engine that cannot be stopped at the deadline (with this pattern at most {} KiB are searched at once); use \
+smaller counts or + and *, a literal part of the text, or search a smaller file",
+                            ws.shown_name(&found.ws_path(ws)),
+                            if q.multiline {
+                                format!("a {} KiB file (multiline holds it whole)", size >> 10)
+                            } else {
+                                "a line this long".to_string()
+                            },
+                            max >> 10
+                        ));
+                        return true;
+                    }
+                    Some(false) => {}
+                }
+            }
             // The searcher's buffer grows by doubling, up to the heap limit.
             let hold = size.saturating_mul(2).min(LINE_HEAP_LIMIT as u64);
+            // Waited for a moment only: a search does not wait behind one big file while
+            // the files after it could answer (round 24: five calls holding the pool
+            // made a tree's grep answer TIMEOUT with nothing, though its small files
+            // matched). Passed over, the answer says so.
             let pooled = if hold > cost::BIG_LINE_FROM {
-                match cost::LINES.take(hold, env.control) {
+                let until = Some(Instant::now() + cost::LINE_WAIT);
+                match cost::LINES.take_within(hold, cost::LINE_POOL, until, env.control) {
                     Ok(p) => Some(p),
+                    Err(e) if e.code == ErrorCode::Timeout && !env.control.stopped() => {
+                        env.control.warn(format!(
+                            "{}: not searched: its long lines need {} MiB of the {} MiB that searches of long lines \
+share, and other searches hold it now; search it again alone in a moment, or read it in parts with read_file",
+                            ws.shown_name(&found.ws_path(ws)),
+                            hold.div_ceil(1 << 20),
+                            cost::LINE_POOL >> 20
+                        ));
+                        return true;
+                    }
                     Err(_) => return false,
                 }
             } else {

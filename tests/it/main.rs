@@ -50,6 +50,7 @@ mod res_r22;
 mod safety;
 mod sandbox;
 mod search;
+mod search_r24;
 mod secrets_r24;
 mod security_doc;
 mod shell;

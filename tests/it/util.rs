@@ -316,6 +316,11 @@ impl StdioServer {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Peak resident memory so far, in MiB.
     pub fn peak_mib(&self) -> u64 {
         let status =
