@@ -68,7 +68,16 @@ pub struct Ferret {
     index: std::sync::Mutex<Option<Arc<crate::search::live::Live>>>,
     /// Warnings every call carries ([`Ferret::with_notices`]).
     notices: Vec<String>,
+    /// Calls refused by the budgets are audited within this window: a client past its
+    /// budget sends them as fast as the wire takes them.
+    refusals: crate::audit::Window,
 }
+
+/// Calls the budgets refuse, audited one by one per [`REFUSAL_WINDOW`]; the rest are
+/// counted in one record.
+pub const REFUSALS_PER_WINDOW: u32 = 20;
+/// See [`REFUSALS_PER_WINDOW`].
+pub const REFUSAL_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Ferret {
     /// Opens the workspace roots and the audit log named by `config`, with every tool
@@ -93,6 +102,7 @@ impl Ferret {
             seen: crate::history::Seen::new(),
             index: Default::default(),
             notices: Vec::new(),
+            refusals: crate::audit::Window::new(REFUSALS_PER_WINDOW, REFUSAL_WINDOW),
             config,
         };
         // No recovery here: a change a killed process left half-done is settled just
@@ -542,6 +552,43 @@ impl Ferret {
         error: Option<&ToolError>,
         bytes_sent: u64,
     ) {
+        // A budget's refusals within their window, the rest counted (said in the
+        // window's first record after them).
+        if let Some(e) = error
+            && matches!(
+                e.code,
+                ErrorCode::RoundLimitExceeded | ErrorCode::RateLimitExceeded
+            )
+        {
+            let (log, unlogged) = self.refusals.admit();
+            if unlogged > 0 {
+                self.audit.log(AuditEntry {
+                    timestamp: crate::clock::now_rfc3339(),
+                    session_id: "-".into(),
+                    principal: None,
+                    agent_id: "-".into(),
+                    operation: "tools/call".into(),
+                    path: None,
+                    result: Outcome::Denied,
+                    code: Some("REFUSALS_NOT_LOGGED".into()),
+                    reason: Some(format!(
+                        "{unlogged} more calls refused by the budgets in {} ms were not logged one by one",
+                        REFUSAL_WINDOW.as_millis()
+                    )),
+                    bytes_read: 0,
+                    bytes_sent: 0,
+                    file_count: 0,
+                    duration_ms: 0.0,
+                    command: None,
+                    decision: None,
+                    exit_code: None,
+                    engine: None,
+                });
+            }
+            if !log {
+                return;
+            }
+        }
         let (outcome, code, reason) = match error {
             None => (Outcome::Success, None, None),
             Some(e) => (

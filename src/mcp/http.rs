@@ -1784,9 +1784,7 @@ pub(crate) struct Rejections {
     ferret: Arc<Ferret>,
     /// The transport, named in the summary record.
     front: &'static str,
-    /// Start of the current window, records logged in it, records only counted.
-    window: Mutex<(Instant, u32, u64)>,
-    length: Duration,
+    window: crate::audit::Window,
 }
 
 impl Rejections {
@@ -1799,33 +1797,24 @@ impl Rejections {
         Rejections {
             ferret,
             front,
-            window: Mutex::new((Instant::now(), 0, 0)),
-            length: REJECTION_WINDOW,
+            window: crate::audit::Window::new(REJECTIONS_PER_WINDOW, REJECTION_WINDOW),
         }
     }
 
     pub(crate) fn reject(&self, operation: &str, code: &str, reason: String) {
-        let mut w = crate::error::lock(&self.window);
-        let now = Instant::now();
-        if now.duration_since(w.0) >= self.length {
-            if w.2 > 0 {
-                self.record(
-                    self.front,
-                    "REJECTIONS_NOT_LOGGED",
-                    format!(
-                        "{} more rejections in {} ms were not logged one by one",
-                        w.2,
-                        self.length.as_millis()
-                    ),
-                );
-            }
-            *w = (now, 0, 0);
+        let (log, unlogged) = self.window.admit();
+        if unlogged > 0 {
+            self.record(
+                self.front,
+                "REJECTIONS_NOT_LOGGED",
+                format!(
+                    "{unlogged} more rejections in {} ms were not logged one by one",
+                    self.window.length().as_millis()
+                ),
+            );
         }
-        if w.1 < REJECTIONS_PER_WINDOW {
-            w.1 += 1;
+        if log {
             self.record(operation, code, reason);
-        } else {
-            w.2 += 1;
         }
     }
 
@@ -2431,7 +2420,7 @@ mod tests {
         c.roots = vec![root.path().to_path_buf()];
         let ferret = Arc::new(Ferret::new(c).unwrap());
         let mut log = Rejections::new(ferret.clone());
-        log.length = Duration::from_millis(200);
+        log.window = crate::audit::Window::new(REJECTIONS_PER_WINDOW, Duration::from_millis(200));
         for i in 0..25 {
             log.reject("http", "HTTP_401", format!("try {i}"));
         }

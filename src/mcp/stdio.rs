@@ -79,18 +79,55 @@ impl Out {
 
 /// Requests handed to rmcp and not yet answered (see [`Framed`]), shared with the sends
 /// that answer them.
+///
+/// rmcp sees each request under an id of ferret's own, never the client's: rmcp keeps
+/// one entry per id and drops the answer of a cancelled request when it comes, so a
+/// client that cancelled id 7 and at once sent a new request 7 got the cancelled one's
+/// answer under 7 and none for the new one, whose change had landed (round 24: told
+/// `CANCELLED`, a client retrying applied it twice). With ids of its own, the cancelled
+/// request's answer is dropped as rmcp means to, the new one's is answered under the
+/// client's id.
 #[derive(Default)]
 struct Flight {
-    ids: std::collections::HashMap<rmcp::model::RequestId, usize>,
+    /// The client's id of each request under way: its line's bytes and ferret's id.
+    ids: std::collections::HashMap<rmcp::model::RequestId, (usize, rmcp::model::RequestId)>,
+    /// ferret's id of each request under way: the client's.
+    back: std::collections::HashMap<rmcp::model::RequestId, rmcp::model::RequestId>,
     /// The bytes of their request lines together.
     bytes: usize,
+    /// The last of ferret's ids given.
+    last: i64,
 }
 
 impl Flight {
-    fn answered(&mut self, id: &rmcp::model::RequestId) {
-        if let Some(size) = self.ids.remove(id) {
+    /// A request with the client's `id` and a line of `size` bytes is handed on: the id
+    /// rmcp sees it under.
+    fn start(&mut self, id: rmcp::model::RequestId, size: usize) -> rmcp::model::RequestId {
+        self.last = self.last.wrapping_add(1);
+        let mine = rmcp::model::RequestId::Number(self.last);
+        self.back.insert(mine.clone(), id.clone());
+        self.ids.insert(id, (size, mine.clone()));
+        self.bytes += size;
+        mine
+    }
+
+    /// The request rmcp knows as `mine` is answered: the client's id, freed, if it was
+    /// under way.
+    fn answered(&mut self, mine: &rmcp::model::RequestId) -> Option<rmcp::model::RequestId> {
+        let theirs = self.back.remove(mine)?;
+        if let Some((size, _)) = self.ids.remove(&theirs) {
             self.bytes = self.bytes.saturating_sub(size);
         }
+        Some(theirs)
+    }
+
+    /// The client cancelled its request `theirs`: the id rmcp knows it by, freed (rmcp
+    /// drops its answer).
+    fn cancelled(&mut self, theirs: &rmcp::model::RequestId) -> Option<rmcp::model::RequestId> {
+        let (size, mine) = self.ids.remove(theirs)?;
+        self.back.remove(&mine);
+        self.bytes = self.bytes.saturating_sub(size);
+        Some(mine)
     }
 }
 
@@ -208,13 +245,6 @@ impl<R: AsyncRead + Unpin + Send> Framed<R> {
     }
 }
 
-impl<R> Framed<R> {
-    /// Request `id` is answered (or cancelled): what it held is free.
-    fn answered(&mut self, id: &rmcp::model::RequestId) {
-        crate::error::lock(&self.flight).answered(id);
-    }
-}
-
 /// Requests under way at once, at most (each has a task and its arguments held).
 const MAX_IN_FLIGHT: usize = 256;
 /// The bytes of the request lines under way at once, at most (one line may take all of
@@ -239,33 +269,48 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
 
     fn send(
         &mut self,
-        item: TxJsonRpcMessage<RoleServer>,
+        mut item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         use rmcp::model::JsonRpcMessage;
-        let answers = match &item {
+        // An answer goes out under the client's id (see [`Flight`]); the id stays under
+        // way until the answer is queued, so it is freed before the client can read it.
+        let mine = match &item {
             JsonRpcMessage::Response(r) => Some(r.id.clone()),
             JsonRpcMessage::Error(e) => e.id.clone(),
             _ => None,
         };
+        let theirs = mine
+            .as_ref()
+            .map(|m| crate::error::lock(&self.flight).back.get(m).cloned());
+        match (&mut item, theirs.clone().flatten()) {
+            (JsonRpcMessage::Response(r), Some(t)) => r.id = t,
+            (JsonRpcMessage::Error(e), Some(t)) => e.id = Some(t),
+            _ => {}
+        }
         let out = self.out.clone();
         let flight = self.flight.clone();
+        // An answer to no request under way (one cancelled as it ended) is not sent:
+        // the client took it back, and its id may already name a new request.
+        let stray = matches!(theirs, Some(None));
         let line = serde_json::to_vec(&item).map(|mut l| {
             l.push(b'\n');
             l
         });
         async move {
+            if stray {
+                return Ok(());
+            }
             let line = line.map_err(std::io::Error::other)?;
-            // Under way until its answer is queued (or cannot be).
             let answered = || {
-                if let Some(id) = &answers {
-                    crate::error::lock(&flight).answered(id);
+                if let Some(m) = &mine {
+                    crate::error::lock(&flight).answered(m);
                 }
             };
             let sent = out.send_then(line, answered).await;
             if sent.is_err()
-                && let Some(id) = &answers
+                && let Some(m) = &mine
             {
-                crate::error::lock(&flight).answered(id);
+                crate::error::lock(&flight).answered(m);
             }
             sent.map_err(|()| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdout closed"))
         }
@@ -370,9 +415,9 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
             }
             match parsed {
                 None => continue,
-                Some(Ok(msg)) => {
+                Some(Ok(mut msg)) => {
                     use rmcp::model::{ClientNotification, JsonRpcMessage};
-                    match &msg {
+                    match &mut msg {
                         JsonRpcMessage::Request(r) if long_request_id(&r.id) => {
                             tracing::warn!("a request with an overlong id was refused");
                             self.pending = Some(id_too_long());
@@ -419,15 +464,21 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Framed<R> 
                             continue;
                         }
                         JsonRpcMessage::Request(r) => {
-                            let mut f = crate::error::lock(&self.flight);
-                            f.ids.insert(r.id.clone(), size);
-                            f.bytes += size;
+                            r.id = crate::error::lock(&self.flight).start(r.id.clone(), size);
                         }
                         JsonRpcMessage::Notification(n) => {
-                            if let ClientNotification::CancelledNotification(c) = &n.notification
+                            if let ClientNotification::CancelledNotification(c) =
+                                &mut n.notification
                                 && let Some(id) = &c.params.request_id
                             {
-                                self.answered(id);
+                                // Told to rmcp by the id it knows; one not under way
+                                // is nothing to rmcp (an id of ferret's own it never
+                                // had).
+                                c.params.request_id = Some(
+                                    crate::error::lock(&self.flight)
+                                        .cancelled(id)
+                                        .unwrap_or(rmcp::model::RequestId::Number(0)),
+                                );
                             }
                         }
                         _ => {}

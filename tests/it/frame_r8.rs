@@ -352,6 +352,80 @@ fn stdio_a_cancelled_request_frees_its_id() {
     s.ping(json!(9));
 }
 
+/// Round 24: a call, its cancellation and a new call under the same id, sent at once:
+/// the client got the cancelled call's `CANCELLED` under the id and never the new one's
+/// answer, though its change had landed (a client retrying it applied it twice). The id
+/// names the newest request: its answer comes under it, alone, and the cancelled one's
+/// never does.
+#[test]
+fn stdio_a_new_request_under_a_cancelled_id_gets_its_own_answer() {
+    let (_t, root) = util::tempdir();
+    util::write(&root, "a.txt", "a\n");
+    util::write(&root, "counter.txt", "counter = 0\n");
+    let (_s, state) = util::tempdir();
+    let state_arg = state.to_string_lossy().to_string();
+    // The cancelled call still waiting (its question unanswered) when the new one comes.
+    let mut s = Raw::spawn(
+        &root,
+        &["--allow-write", "--state-dir", &state_arg],
+        json!({"elicitation": {}}),
+    );
+    s.line(&asking_delete(&json!(9)));
+    assert_eq!(s.next()["method"], "elicitation/create");
+    s.line(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}"#);
+    s.line(br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"file_exists","arguments":{"path":"a.txt"}}}"#);
+    let v = s.next();
+    assert_eq!(v["id"], 9, "{v}");
+    assert_eq!(v["result"]["structuredContent"]["exists"], true, "{v}");
+    s.ping(json!(10));
+    assert!(s.quiet(500), "a second answer under 9 came");
+    assert!(root.join("a.txt").exists());
+    drop(s);
+    // Each of eight rounds at once: an edit, its cancellation, a read under its id. The
+    // one answer under each id is the read's.
+    let mut s = Raw::spawn(
+        &root,
+        &["--allow-write", "--state-dir", &state_arg],
+        json!({}),
+    );
+    let mut batch = Vec::new();
+    for i in 0..8 {
+        let id = 100 + i;
+        batch.extend_from_slice(
+            json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"edit",
+                "arguments":{"path":"counter.txt","old_string":format!("counter = {i}"),
+                "new_string":format!("counter = {}", i + 1)}}})
+            .to_string()
+            .as_bytes(),
+        );
+        batch.push(b'\n');
+        batch.extend_from_slice(
+            json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":id}})
+                .to_string()
+                .as_bytes(),
+        );
+        batch.push(b'\n');
+        batch.extend_from_slice(
+            json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"file_exists",
+                "arguments":{"path":"counter.txt"}}})
+            .to_string()
+            .as_bytes(),
+        );
+        batch.push(b'\n');
+    }
+    s.line(&batch);
+    let mut seen = std::collections::BTreeMap::new();
+    for _ in 0..8 {
+        let v = s.next();
+        let id = v["id"].as_u64().expect("an id");
+        assert_eq!(v["result"]["structuredContent"]["exists"], true, "{v}");
+        assert!(seen.insert(id, v).is_none(), "two answers under {id}");
+    }
+    assert_eq!(seen.len(), 8);
+    s.ping(json!(1));
+    assert!(s.quiet(500), "an answer more came");
+}
+
 /// `ferret --root ROOT ARGS serve --http 127.0.0.1:0 --no-index`.
 fn http(root: &std::path::Path, args: &[&str]) -> util::HttpServer {
     let mut cmd = bin();

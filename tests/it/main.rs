@@ -47,6 +47,7 @@ mod race_r22;
 mod race_r7;
 mod recover_r13;
 mod res_r22;
+mod res_r24;
 mod safety;
 mod sandbox;
 mod search;
