@@ -185,13 +185,21 @@ pub const HEAVY_WORK: u64 = 1 << 28;
 pub const MAX_CLASS_POSITIONS: u64 = HEAVY_WORK / (64 << 10);
 
 /// How many positions of a regex can be alive at once in the slow engine, per byte: each
-/// class, `.` or alternation counts one, times the counted repetitions around it (a
-/// literal is matched as a string, never a set of positions). `\w+` and `foo.*bar`
-/// count 1, `\d{4}-\d{2}-\d{2}` 8, `[a-m].{3000}` 3 001. Saturating.
+/// class, `.` or alternation counts one, and so does a literal under a counted
+/// repetition, times the counted repetitions around it (a literal outside one is matched
+/// as a string, never a set of positions). `\w+` and `foo.*bar` count 1,
+/// `\d{4}-\d{2}-\d{2}` 8, `[a-m].{3000}` 3 001, `a{2999}b` 2 999 (round 25: counted as
+/// none, it ran for minutes over long runs of `a`). Saturating.
 pub fn class_positions(ast: &regex_syntax::ast::Ast) -> u64 {
+    positions(ast, false)
+}
+
+/// [`class_positions`] of `ast`, `repeated` when a counted repetition is around it.
+fn positions(ast: &regex_syntax::ast::Ast, repeated: bool) -> u64 {
     use regex_syntax::ast::{Ast, RepetitionKind, RepetitionRange};
     match ast {
-        Ast::Empty(_) | Ast::Flags(_) | Ast::Assertion(_) | Ast::Literal(_) => 0,
+        Ast::Empty(_) | Ast::Flags(_) | Ast::Assertion(_) => 0,
+        Ast::Literal(_) => u64::from(repeated),
         Ast::Dot(_) | Ast::ClassUnicode(_) | Ast::ClassPerl(_) | Ast::ClassBracketed(_) => 1,
         Ast::Repetition(r) => {
             let times = match &r.op.kind {
@@ -202,18 +210,18 @@ pub fn class_positions(ast: &regex_syntax::ast::Ast) -> u64 {
                 | RepetitionKind::Range(RepetitionRange::AtLeast(n))
                 | RepetitionKind::Range(RepetitionRange::Bounded(_, n)) => u64::from(*n),
             };
-            class_positions(&r.ast).saturating_mul(times.max(1))
+            positions(&r.ast, repeated || times > 1).saturating_mul(times.max(1))
         }
-        Ast::Group(g) => class_positions(&g.ast),
+        Ast::Group(g) => positions(&g.ast, repeated),
         Ast::Alternation(a) => a
             .asts
             .iter()
-            .fold(0u64, |n, x| n.saturating_add(class_positions(x)))
+            .fold(0u64, |n, x| n.saturating_add(positions(x, repeated)))
             .max(1),
         Ast::Concat(c) => c
             .asts
             .iter()
-            .fold(0u64, |n, x| n.saturating_add(class_positions(x))),
+            .fold(0u64, |n, x| n.saturating_add(positions(x, repeated))),
     }
 }
 
@@ -731,6 +739,31 @@ mod tests {
 
     fn control(ms: u64) -> Control {
         Control::new(CancelToken::new(), None, Duration::from_millis(ms))
+    }
+
+    #[test]
+    fn class_positions_count_what_the_slow_engine_keeps_alive() {
+        let at =
+            |p: &str| class_positions(&regex_syntax::ast::parse::Parser::new().parse(p).unwrap());
+        for (p, n) in [
+            ("fn main", 0),
+            (r"\w+", 1),
+            ("foo.*bar", 1),
+            (r"\d{4}-\d{2}-\d{2}", 8),
+            ("[a-m].{3000}", 3001),
+            // Literals under a counted repetition count (round 25), outside one not.
+            ("a{2999}b", 2999),
+            ("(?:a{2999}|zz)b", 2999),
+            ("a(?i:a){1000}b", 1000),
+            ("(abc){100}", 300),
+            ("x{3}", 3),
+        ] {
+            assert_eq!(at(p), n, "{p}");
+        }
+        // Light patterns are never held back; heavy ones get a bound.
+        assert_eq!(heavy_buffer_max("fn main", false), None);
+        assert_eq!(heavy_buffer_max("a{2999}b", true), None);
+        assert_eq!(heavy_buffer_max("a{2999}b", false), Some(HEAVY_WORK / 2999));
     }
 
     #[test]

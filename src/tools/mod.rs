@@ -385,7 +385,8 @@ pub fn holds_secrets(
 ) -> ToolResult<Option<&'static str>> {
     if dry_run {
         return Ok(Some(
-            "if it holds secrets or VCS internals (a dry run does not say whether it does)",
+            "if it holds secrets or VCS internals (a dry run does not say whether it does, nor whether a \
+             real run would refuse to leave them unguarded)",
         ));
     }
     Ok(holds()?.then_some("which holds secrets or VCS internals"))

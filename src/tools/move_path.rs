@@ -311,7 +311,7 @@ impl Tool for Move {
         // (`.docker/config.json`) would be readable once the folder is renamed, so no
         // yes can let that through (round 24).
         if let Some(h) = holder {
-            match ws.move_changes_denied(h, &to.real, &|| ctx.check())? {
+            match ws.move_changes_denied(h, &to.real, !dry_run, &|| ctx.check())? {
                 Some(crate::workspace::DenyChange::Makes(made)) => {
                     return Err(crate::workspace::denied_error(&ws.shown_name(&made)).with_hint(
                         "the moved folder would put a file at a name ferret keeps private; choose another destination",

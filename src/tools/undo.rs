@@ -611,7 +611,7 @@ fn undo_move(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -> 
         None => String::new(),
     };
     if let Some(h) = holder {
-        match ws.move_changes_denied(h, &from.real, &check)? {
+        match ws.move_changes_denied(h, &from.real, !out.dry_run, &check)? {
             Some(crate::workspace::DenyChange::Makes(made)) => {
                 return Err(crate::workspace::denied_error(&ws.shown_name(&made)).with_hint(
                     "moved back, the folder would put a file at a name ferret keeps private; move that file out of it first",

@@ -233,10 +233,16 @@ impl Workspace {
     /// moved as `dock` makes `.docker/config.json` readable as `dock/config.json`: a
     /// secret given away by a move, round 24). Walked through handles, never following
     /// a link, within `check` and `max_path_depth`.
+    ///
+    /// With `look_at_denied` false (a dry run), the entries the rules guard now are
+    /// passed over unlooked at, so the answer is the same whatever secrets the folder
+    /// holds (round 25: a dry run's `DENIED_PATTERN` told which `.kube` held `config`);
+    /// the real run then refuses what would give one away.
     pub fn move_changes_denied(
         &self,
         at: &Resolved,
         to: &WsPath,
+        look_at_denied: bool,
         check: &dyn Fn() -> ToolResult<()>,
     ) -> ToolResult<Option<DenyChange>> {
         let shown = self.shown_name(&at.real);
@@ -253,14 +259,6 @@ impl Workspace {
                 let entry = entry.map_err(|e| ToolError::io(&shown, &e))?;
                 let ft = entry.file_type().map_err(|e| ToolError::io(&shown, &e))?;
                 let here = here.join(entry.file_name());
-                let limit = self.max_path_depth();
-                if limit > 0 && to.rel.join(&here).components().count() > limit {
-                    return Err(ToolError::new(
-                        ErrorCode::PathTooDeep,
-                        format!("{shown} holds entries deeper than {limit} levels once moved: ferret cannot check what they are"),
-                    )
-                    .with_hint("move it outside ferret, or raise max_path_depth"));
-                }
                 let old = at.real.rel.join(&here);
                 let new = to.rel.join(&here);
                 let (was, would) = if ft.is_dir() {
@@ -271,6 +269,23 @@ impl Workspace {
                         self.deny.matches_any_type(&new),
                     )
                 };
+                // What the rules guard now is judged before its depth is: the levels of
+                // a hidden `.git` are nothing the agent may learn (round 25).
+                if was {
+                    if look_at_denied && !would {
+                        return Ok(Some(DenyChange::Exposes));
+                    }
+                    // A denied folder is asked about as a whole (holds_denied).
+                    continue;
+                }
+                let limit = self.max_path_depth();
+                if limit > 0 && to.rel.join(&here).components().count() > limit {
+                    return Err(ToolError::new(
+                        ErrorCode::PathTooDeep,
+                        format!("{shown} holds entries deeper than {limit} levels once moved: ferret cannot check what they are"),
+                    )
+                    .with_hint("move it outside ferret, or raise max_path_depth"));
+                }
                 // Nor is a link inside put at a name whose contents a deny rule guards,
                 // as a link moved itself is not: what is written through it later lands
                 // where the agent reads it (round 23: `w/prod -> ../data` moved as
@@ -279,22 +294,18 @@ impl Workspace {
                     && here
                         .file_name()
                         .is_some_and(|n| self.names_denied_folder(n));
-                if (would && !was) || guarded_link {
+                if would || guarded_link {
                     return Ok(Some(DenyChange::Makes(WsPath {
                         root: to.root,
                         rel: new,
                     })));
                 }
-                if was && !would {
-                    return Ok(Some(DenyChange::Exposes));
-                }
                 // Nor does a move carry a file `allowed_extensions` does not serve to a
                 // name of its own: no tool shows it, and no tool makes it (round 24).
-                if !ft.is_dir() && !was && !self.extension_allowed(&new) {
+                if !ft.is_dir() && !self.extension_allowed(&new) {
                     return Ok(Some(DenyChange::Unserved));
                 }
-                // A denied folder is asked about as a whole (holds_denied).
-                if ft.is_dir() && !was {
+                if ft.is_dir() {
                     let sub = dir
                         .open_dir_nofollow(entry.file_name())
                         .map_err(|e| raced_or_io(&shown, &e))?;
@@ -351,6 +362,27 @@ impl Workspace {
                 let entry = entry.map_err(|e| ToolError::io(&shown, &e))?;
                 let ft = entry.file_type().map_err(|e| ToolError::io(&shown, &e))?;
                 let here = rel.join(entry.file_name());
+                // ferret's own staging file of a change in flight is no secret (it is
+                // denied so no agent reads or feeds it): it does not make a delete ask.
+                // The change then finds its folder gone and is refused, unchanged.
+                let for_deny = std::ptr::eq(set, &self.deny);
+                if ft.is_file()
+                    && for_deny
+                    && super::write::is_temp_name(entry.file_name().as_os_str())
+                {
+                    continue;
+                }
+                // A denied entry is judged before anything else, and never named, walked
+                // or measured by any other rule: what the agent is told must not depend
+                // on it beyond the one reason "holds secrets" (round 25: a confirm-listed
+                // destination named `.github/s/.env.production`, and the depth limit
+                // counted the levels of a hidden `.git`).
+                if self.deny.matches_any_type(&here) {
+                    if for_deny {
+                        return Ok(Some(here));
+                    }
+                    continue;
+                }
                 // A tree nested past the depth limit cannot be vouched for: its names are
                 // past what any tool may address, and each level checked costs the whole
                 // path again (10 000 levels took minutes).
@@ -363,15 +395,6 @@ impl Workspace {
                         ),
                     )
                     .with_hint("delete or move it outside ferret, or raise max_path_depth"));
-                }
-                // ferret's own staging file of a change in flight is no secret (it is
-                // denied so no agent reads or feeds it): it does not make a delete ask.
-                // The change then finds its folder gone and is refused, unchanged.
-                if ft.is_file()
-                    && std::ptr::eq(set, &self.deny)
-                    && super::write::is_temp_name(entry.file_name().as_os_str())
-                {
-                    continue;
                 }
                 // Whatever the entry is: a link or a file at a name a directory rule
                 // lists (`.github`) counts as the directory would.

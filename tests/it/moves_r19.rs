@@ -35,7 +35,13 @@ fn undoing_a_folder_move_asks_when_the_folder_now_holds_a_secret() {
         "{}",
         said(&direct)
     );
-    for args in [&["undo"][..], &["--dry-run", "undo"], &["undo", "--yes"]] {
+    // (A dry run does not look at what the folder holds: it says so.)
+    let dry = said(&run(&root, &state, &["--dry-run", "undo"]));
+    assert!(
+        dry.contains("a dry run does not say") && !dry.contains("token"),
+        "{dry}"
+    );
+    for args in [&["undo"][..], &["undo", "--yes"]] {
         let undo = run(&root, &state, args);
         let s = said(&undo);
         assert!(!undo.status.success(), "{args:?}: {s}");

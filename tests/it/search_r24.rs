@@ -15,6 +15,13 @@ use std::time::{Duration, Instant};
 fn heavy_tree(root: &Path) {
     // A 2 MB line of a/b: `a[ab]{3000}c` thrashes the lazy DFA over it.
     write(root, "one.txt", "ab".repeat(1 << 20));
+    // A 2 MB line of runs of `a`: `a{2999}b` thrashes it too (round 25: literals under a
+    // counted repetition were not counted).
+    write(
+        root,
+        "runs.txt",
+        format!("{}x", "a".repeat(2999)).repeat(700),
+    );
     // A 1.5 MB text of ordinary words on short lines (multiline holds it whole).
     let words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu\n";
     write(root, "corpus.txt", words.repeat(24_000));
@@ -22,7 +29,12 @@ fn heavy_tree(root: &Path) {
     write(
         root,
         "small.txt",
-        format!("a{}c\nm{}\u{1}\n", "b".repeat(3000), "x".repeat(3000)),
+        format!(
+            "a{}c\nm{}\u{1}\n{}c\n",
+            "b".repeat(3000),
+            "x".repeat(3000),
+            "a".repeat(2999)
+        ),
     );
 }
 
@@ -45,18 +57,23 @@ fn a_heavy_pattern_passes_over_buffers_it_could_not_stop_in_and_says_so() {
     for (args, passed_over, found) in [
         (
             json!({"pattern": "a[ab]{3000}c"}),
-            &["one.txt"][..],
+            &["one.txt", "runs.txt"][..],
+            "small.txt",
+        ),
+        (
+            json!({"pattern": "a{2999}c"}),
+            &["one.txt", "runs.txt"][..],
             "small.txt",
         ),
         (
             json!({"pattern": "[a-m].{3000}[\\x00-\\x08]", "multiline": true}),
-            &["corpus.txt", "one.txt"][..],
+            &["corpus.txt", "one.txt", "runs.txt"][..],
             "small.txt",
         ),
-        // Line by line, the big text's short lines are searched; the long line is not.
+        // Line by line, the big text's short lines are searched; the long lines are not.
         (
             json!({"pattern": "[a-m].{3000}[\\x00-\\x08]"}),
-            &["one.txt"][..],
+            &["one.txt", "runs.txt"][..],
             "small.txt",
         ),
     ] {
@@ -113,6 +130,7 @@ fn forty_heavy_greps_at_once_leave_no_thread_running_and_others_answer() {
         json!({"pattern": "a[ab]{3000}c"}),
         json!({"pattern": "[a-m].{3000}[\\x00-\\x08]", "multiline": true}),
         json!({"pattern": "[a-z].{2900}[A-Z]"}),
+        json!({"pattern": "a{2999}b"}),
         json!({"pattern": "(?s)[a-m][\\w\\s]{300}[\\x00-\\x08]", "multiline": true}),
     ];
     for i in 0..40u64 {

@@ -81,7 +81,7 @@ fn a_folder_move_never_takes_a_secret_out_of_the_name_that_guards_it() {
         );
         write(&root, &format!("{folder}/notes.md"), "plain\n");
         let before = tree(&root);
-        for extra in [&["--yes"][..], &["--dry-run", "--yes"], &[]] {
+        for extra in [&["--yes"][..], &[]] {
             let mut args: Vec<&str> = sets.to_vec();
             args.extend(["mv", folder, to]);
             args.extend(extra);
@@ -100,6 +100,14 @@ fn a_folder_move_never_takes_a_secret_out_of_the_name_that_guards_it() {
             );
             assert_eq!(tree(&root), before, "{folder} -> {to} {extra:?}: {s}");
         }
+        // A dry run does not look (it would tell which folders hold the secret): it
+        // says so, and changes nothing either.
+        let mut args: Vec<&str> = sets.to_vec();
+        args.extend(["--dry-run", "mv", folder, to]);
+        let dry = said(&run(&root, &state, &args));
+        assert!(dry.contains("a dry run does not say"), "{dry}");
+        assert!(!dry.contains("SECRET1"), "{dry}");
+        assert_eq!(tree(&root), before);
     }
     // Moved where the rules still guard it, the move asks, and a yes moves it; the
     // secret stays unreadable at its new place.
@@ -131,17 +139,111 @@ fn an_agent_cannot_move_a_secret_out_of_its_guarded_name() {
     let (_t, root) = tempdir();
     let (_s, state) = tempdir();
     write(&root, ".kube/config", "token: SECRET2\n");
+    // Another `.kube`, holding what the first holds but the secret.
+    write(&root, ".kube/notes.txt", "n\n");
+    write(&root, "q/.kube/notes.txt", "n\n");
     let mut s = agent(&root, &state, &[]);
-    for dry in [false, true] {
+    let r = s.call("move", &json!({"source": ".kube", "destination": "k"}));
+    let t = text_of(&r);
+    assert!(t.starts_with("DENIED_PATTERN"), "{t}");
+    assert!(!t.contains("SECRET2"), "{t}");
+    assert!(root.join(".kube/config").exists() && !root.join("k").exists());
+    // Round 25: the dry run's refusal told which `.kube` held `config`; a dry run says
+    // the same of both.
+    let dry = |s: &mut crate::util::StdioServer, from: &str, to: &str| {
         let r = s.call(
             "move",
-            &json!({"source": ".kube", "destination": "k", "dry_run": dry}),
+            &json!({"source": from, "destination": to, "dry_run": true}),
         );
-        let t = text_of(&r);
-        assert!(t.starts_with("DENIED_PATTERN"), "{t}");
-        assert!(!t.contains("SECRET2"), "{t}");
+        json!({"text": text_of(&r), "structured": r["structuredContent"]})
+            .to_string()
+            .replace(from, "F")
+            .replace(to, "T")
+    };
+    assert_eq!(
+        dry(&mut s, ".kube", "kdest"),
+        dry(&mut s, "q/.kube", "q/kdest")
+    );
+}
+
+/// Round 25: with no secret named or counted anywhere, the depth limit still counted the
+/// levels of a hidden `.env` or `.git` (a folder holding only `.env` could not be moved
+/// 20 levels deep, an empty one could), and a confirm-listed destination named a hidden
+/// `.env.production` as the entry on the list. Neither tells anything now.
+#[test]
+fn no_limit_or_question_names_or_measures_a_hidden_entry() {
+    let (_t, root) = tempdir();
+    let (_s, state) = tempdir();
+    write(&root, "e1/.env", "K=SECRET4\n");
+    std::fs::create_dir_all(root.join("e2")).expect("mkdir");
+    write(&root, "q1/.git/refs/heads/main", "0000\n");
+    write(&root, "q1/r.txt", "r\n");
+    write(&root, "q2/r.txt", "r\n");
+    write(&root, "s1/.env.production", "K=SECRET5\n");
+    std::fs::create_dir_all(root.join("s2")).expect("mkdir");
+    let mut s = agent(&root, &state, &[]);
+    let deep = (1..=19)
+        .map(|i| format!("d{i}"))
+        .collect::<Vec<_>>()
+        .join("/");
+    let answer = |s: &mut crate::util::StdioServer, tool: &str, args: Value, names: &[&str]| {
+        let r = s.call(tool, &args);
+        let mut t = json!({"text": text_of(&r), "structured": r["structuredContent"]}).to_string();
+        for (k, n) in names.iter().enumerate() {
+            t = t.replace(n, &format!("N{k}"));
+        }
+        assert!(
+            !t.contains("SECRET")
+                && !t.contains(".env")
+                && !t.replace(".github", "").contains(".git"),
+            "{t}"
+        );
+        t
+    };
+    for (a, b) in [("e1", "e2"), ("q1", "q2")] {
+        for dry in [true, false] {
+            let to = |f: &str| format!("{deep}/{f}");
+            if !dry {
+                // A real run asks about the one with secrets (that needs a person, or
+                // says so): only the dry runs must agree.
+                continue;
+            }
+            assert_eq!(
+                answer(
+                    &mut s,
+                    "move",
+                    json!({"source": a, "destination": to(a), "dry_run": dry}),
+                    &[a]
+                ),
+                answer(
+                    &mut s,
+                    "move",
+                    json!({"source": b, "destination": to(b), "dry_run": dry}),
+                    &[b]
+                ),
+                "{a} / {b}"
+            );
+        }
     }
-    assert!(root.join(".kube/config").exists() && !root.join("k").exists());
+    for dry in [true, false] {
+        let one = answer(
+            &mut s,
+            "move",
+            json!({"source": "s1", "destination": ".github/s1", "dry_run": dry}),
+            &["s1"],
+        );
+        assert!(one.contains("on the confirm list"), "{one}");
+        if dry {
+            let two = answer(
+                &mut s,
+                "move",
+                json!({"source": "s2", "destination": ".github/s2", "dry_run": true}),
+                &["s2"],
+            );
+            assert_eq!(one, two);
+        }
+    }
+    assert!(root.join("e1/.env").exists() && root.join("s1/.env.production").exists());
 }
 
 /// Round 24: a dry run of moving or deleting a folder said "which holds secrets" of a
