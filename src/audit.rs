@@ -60,6 +60,32 @@ pub struct AuditEntry {
     pub engine: Option<String>,
 }
 
+impl AuditEntry {
+    /// A refusal made before any session's call (a transport's rejection, a flood's
+    /// summary): no session, agent, path or byte counts.
+    pub fn refusal(operation: &str, code: &str, reason: String) -> AuditEntry {
+        AuditEntry {
+            timestamp: crate::clock::now_rfc3339(),
+            session_id: "-".into(),
+            principal: None,
+            agent_id: "-".into(),
+            operation: operation.into(),
+            path: None,
+            result: Outcome::Denied,
+            code: Some(code.into()),
+            reason: Some(reason),
+            bytes_read: 0,
+            bytes_sent: 0,
+            file_count: 0,
+            duration_ms: 0.0,
+            command: None,
+            decision: None,
+            exit_code: None,
+            engine: None,
+        }
+    }
+}
+
 /// The most bytes a name kept in a record may take (session, agent, operation, code):
 /// these may be chosen by a client (an MCP client's name), and a record is kept in
 /// memory and written to the log.

@@ -562,28 +562,14 @@ impl Ferret {
         {
             let (log, unlogged) = self.refusals.admit();
             if unlogged > 0 {
-                self.audit.log(AuditEntry {
-                    timestamp: crate::clock::now_rfc3339(),
-                    session_id: "-".into(),
-                    principal: None,
-                    agent_id: "-".into(),
-                    operation: "tools/call".into(),
-                    path: None,
-                    result: Outcome::Denied,
-                    code: Some("REFUSALS_NOT_LOGGED".into()),
-                    reason: Some(format!(
+                self.audit.log(AuditEntry::refusal(
+                    "tools/call",
+                    "REFUSALS_NOT_LOGGED",
+                    format!(
                         "{unlogged} more calls refused by the budgets in {} ms were not logged one by one",
                         REFUSAL_WINDOW.as_millis()
-                    )),
-                    bytes_read: 0,
-                    bytes_sent: 0,
-                    file_count: 0,
-                    duration_ms: 0.0,
-                    command: None,
-                    decision: None,
-                    exit_code: None,
-                    engine: None,
-                });
+                    ),
+                ));
             }
             if !log {
                 return;

@@ -1819,25 +1819,9 @@ impl Rejections {
     }
 
     fn record(&self, operation: &str, code: &str, reason: String) {
-        self.ferret.audit().log(AuditEntry {
-            timestamp: crate::clock::now_rfc3339(),
-            session_id: "-".into(),
-            principal: None,
-            agent_id: "-".into(),
-            operation: operation.into(),
-            path: None,
-            result: Outcome::Denied,
-            code: Some(code.into()),
-            reason: Some(reason),
-            bytes_read: 0,
-            bytes_sent: 0,
-            file_count: 0,
-            duration_ms: 0.0,
-            command: None,
-            decision: None,
-            exit_code: None,
-            engine: None,
-        });
+        self.ferret
+            .audit()
+            .log(AuditEntry::refusal(operation, code, reason));
     }
 }
 
