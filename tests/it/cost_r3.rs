@@ -289,7 +289,7 @@ fn hostile_request_shapes_keep_the_process_small() {
 }
 
 /// The compile caps hold for shapes the length caps let through: nested and Unicode
-/// repetitions are refused at 16 MiB of compiled regex (before the caps, each compiled to
+/// repetitions are refused (by the class-position count, or at 16 MiB of compiled regex) (before the caps, each compiled to
 /// ~100 MB and ran: 76-134 MiB peak on the release binary), and what is admitted stays
 /// small.
 #[test]
@@ -301,14 +301,22 @@ fn regex_shapes_under_the_length_cap_stay_small() {
         ("((a{100}){100}){100}", true),
         ("[\\p{L}\\p{N}]{1000}", true),
         ("(?i)(\\w+\\s*){500}", true),
-        ("(x|y|z){1000}(x|y|z){1000}", false),
+        // Each literal of an alternation under a counted repetition is a position the
+        // slow engine keeps alive: 6 000 here, over the 4 096 cap; 3 600 is admitted.
+        ("(x|y|z){1000}(x|y|z){1000}", true),
+        ("(x|y|z){600}(x|y|z){600}", false),
     ] {
         let mut s = start(&root, &[]);
         let r = s.call("grep", &json!({"pattern": pattern}));
         assert!(s.peak_mib() < 70, "{pattern}: peak {} MiB", s.peak_mib());
         if refused {
             assert!(said(&r).contains("INVALID_REGEX"), "{pattern}: {r}");
-            assert!(said(&r).contains("16 MiB"), "{pattern}: {r}");
+            // Refused by whichever cap judges first: the class-position count (round
+            // 25) or the 16 MiB compile cap.
+            assert!(
+                said(&r).contains("16 MiB") || said(&r).contains("class positions"),
+                "{pattern}: {r}"
+            );
         } else {
             assert_eq!(r["structuredContent"]["file_count"], 0, "{pattern}: {r}");
         }
