@@ -326,7 +326,9 @@ impl Workspace {
     /// any case, and ferret's state and the OS trash are denied where they lie in a
     /// root. A stored index made under other rules is not used (it may list them).
     pub fn rules_id(&self) -> Vec<String> {
-        std::iter::once("deny-caseless".to_string())
+        // "any-type": since round 26 a file at a folder rule's name is denied too; an
+        // index made before may hold such files.
+        std::iter::once("deny-caseless-any-type".to_string())
             .chain(self.protected.iter().cloned())
             .collect()
     }
@@ -430,9 +432,11 @@ impl Workspace {
         self.confirm.matches_any_type(&p.rel)
     }
 
-    /// Whether a path is a secret. Walks use this to leave entries out.
-    pub fn is_denied(&self, p: &WsPath, is_dir: bool) -> bool {
-        self.deny.matches(&p.rel, is_dir)
+    /// Whether a path is a secret. Walks use this to leave entries out. Whatever the
+    /// entry's type, as a named path is judged: a file named `.git` (a worktree's) is
+    /// as denied as the folder. `_is_dir` is what the caller knows of the entry.
+    pub fn is_denied(&self, p: &WsPath, _is_dir: bool) -> bool {
+        self.deny.matches_any_type(&p.rel)
     }
 
     /// [`Workspace::display`] as the text a model reads gives it ([`shown`]): for the

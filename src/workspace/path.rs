@@ -185,10 +185,9 @@ impl Workspace {
                 ),
             ));
         }
-        let denied = match is_dir {
-            Some(d) => self.deny.matches(&p.rel, d),
-            None => self.deny.matches_any_type(&p.rel),
-        };
+        // Whatever the type (a file named `.git` is denied as the folder is), as the
+        // resolver and the walks judge it.
+        let denied = self.deny.matches_any_type(&p.rel);
         if denied {
             return Err(denied_error(shown));
         }

@@ -168,8 +168,12 @@ impl Workspace {
     /// pruned, on the way down).
     /// A file whose extension `allowed_extensions` does not serve is left out too: a
     /// walk must not read (grep) or name (glob) what a read would refuse.
+    /// A file at a name a folder deny rule lists (`.git/`, `.aws/`: a worktree's `.git`
+    /// file names a path outside the root) is left out as the named path's check
+    /// refuses it: the deny rules match whatever the entry's type.
     pub fn walk_excludes(&self, rel: &Path, is_dir: bool) -> bool {
-        self.walk_exclude.matches_leaf(rel, is_dir) || (!is_dir && !self.extension_allowed(rel))
+        self.walk_exclude.matches_leaf(rel, is_dir)
+            || (!is_dir && (!self.extension_allowed(rel) || self.deny.matches_leaf(rel, true)))
     }
 
     /// Whether a file named `rel` is served by `allowed_extensions` (empty: every

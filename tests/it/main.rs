@@ -53,6 +53,7 @@ mod sandbox;
 mod search;
 mod search_r24;
 mod secrets_r24;
+mod secrets_r26;
 mod security_doc;
 mod shell;
 mod small_r5;
