@@ -61,9 +61,10 @@ pub struct AuditEntry {
 }
 
 impl AuditEntry {
-    /// A refusal made before any session's call (a transport's rejection, a flood's
-    /// summary): no session, agent, path or byte counts.
-    pub fn refusal(operation: &str, code: &str, reason: String) -> AuditEntry {
+    /// A record of `operation` outside any tool call (a transport's event, a refusal, a
+    /// direct bash line): no session, agent, path, byte counts or timing unless the
+    /// caller fills them in with struct update syntax.
+    pub fn event(operation: &str, result: Outcome) -> AuditEntry {
         AuditEntry {
             timestamp: crate::clock::now_rfc3339(),
             session_id: "-".into(),
@@ -71,9 +72,9 @@ impl AuditEntry {
             agent_id: "-".into(),
             operation: operation.into(),
             path: None,
-            result: Outcome::Denied,
-            code: Some(code.into()),
-            reason: Some(reason),
+            result,
+            code: None,
+            reason: None,
             bytes_read: 0,
             bytes_sent: 0,
             file_count: 0,
@@ -82,6 +83,16 @@ impl AuditEntry {
             decision: None,
             exit_code: None,
             engine: None,
+        }
+    }
+
+    /// A refusal made before any session's call (a transport's rejection, a flood's
+    /// summary).
+    pub fn refusal(operation: &str, code: &str, reason: String) -> AuditEntry {
+        AuditEntry {
+            code: Some(code.into()),
+            reason: Some(reason),
+            ..AuditEntry::event(operation, Outcome::Denied)
         }
     }
 }

@@ -1180,28 +1180,20 @@ impl Gate {
         operation: &str,
         reason: &str,
     ) {
+        let evicted = operation == "session_evicted";
+        let outcome = if evicted {
+            Outcome::Denied
+        } else {
+            Outcome::Success
+        };
+        // Cut before copying: `log` would cut too, but only after the copy is made.
         self.ferret.audit().log(AuditEntry {
-            timestamp: crate::clock::now_rfc3339(),
             session_id: crate::audit::clip(sid, crate::audit::MAX_NAME_BYTES),
             principal: Some(principal.to_string()),
             agent_id: crate::audit::clip(agent, crate::audit::MAX_NAME_BYTES),
-            operation: operation.into(),
-            path: None,
-            result: if operation == "session_evicted" {
-                Outcome::Denied
-            } else {
-                Outcome::Success
-            },
-            code: (operation == "session_evicted").then(|| "SESSION_EVICTED".to_string()),
+            code: evicted.then(|| "SESSION_EVICTED".to_string()),
             reason: Some(format!("{reason}; client {client}")),
-            bytes_read: 0,
-            bytes_sent: 0,
-            file_count: 0,
-            duration_ms: 0.0,
-            command: None,
-            decision: None,
-            exit_code: None,
-            engine: None,
+            ..AuditEntry::event(operation, outcome)
         });
     }
 }

@@ -134,26 +134,20 @@ fn probe(root: &Path, home: Option<&Path>, p: &str) -> Option<Kind> {
 fn audit(d: &Direct, decision: &str, reason: Option<String>, code: Option<i32>, started: Instant) {
     let c = d.caller;
     c.ferret.audit().log(AuditEntry {
-        timestamp: crate::clock::now_rfc3339(),
         session_id: c.session.id.clone(),
-        principal: None,
         agent_id: c.session.agent_id.clone(),
-        operation: "direct_bash".to_string(),
-        path: None,
-        result: match decision {
-            "ran" => Outcome::Success,
-            "failed" => Outcome::Error,
-            _ => Outcome::Denied,
-        },
-        code: None,
         reason,
-        bytes_read: 0,
-        bytes_sent: 0,
-        file_count: 0,
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
         command: Some(d.line.to_string()),
         decision: Some(decision.to_string()),
         exit_code: code,
-        engine: None,
+        ..AuditEntry::event(
+            "direct_bash",
+            match decision {
+                "ran" => Outcome::Success,
+                "failed" => Outcome::Error,
+                _ => Outcome::Denied,
+            },
+        )
     });
 }
