@@ -1186,9 +1186,10 @@ impl Gate {
         } else {
             Outcome::Success
         };
-        // Cut before copying: `log` would cut too, but only after the copy is made.
+        // The session's label, not its id (a credential); the agent's name cut before
+        // copying: `log` would cut too, but only after the copy is made.
         self.ferret.audit().log(AuditEntry {
-            session_id: crate::audit::clip(sid, crate::audit::MAX_NAME_BYTES),
+            session_id: super::session_label(sid),
             principal: Some(principal.to_string()),
             agent_id: crate::audit::clip(agent, crate::audit::MAX_NAME_BYTES),
             code: evicted.then(|| "SESSION_EVICTED".to_string()),

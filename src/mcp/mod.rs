@@ -403,15 +403,24 @@ impl FerretServer {
             let id = parts
                 .and_then(|p| p.headers.get("mcp-session-id"))
                 .and_then(|v| v.to_str().ok())
-                .map_or_else(
-                    || self.connection.clone(),
-                    |sid| crate::audit::clip(sid, 256),
-                );
+                .map_or_else(|| self.connection.clone(), session_label);
             Session::new(id, agent).with_budget(principal)
         } else {
             Session::new(self.connection.clone(), agent)
         }
     }
+}
+
+/// The name an HTTP session goes by in everything ferret records or shows (audit
+/// records, the journal's owner, `history`, an undo's question): a digest of the
+/// `Mcp-Session-Id` the server issued, never the id itself. The id is the session's
+/// credential: a refusal that named it would hand it to another session, which could
+/// then act as its owner (undo its changes unasked, or end it). 64 bits of a digest of a
+/// random id keep sessions apart across restarts, as the journal outlives the server.
+pub fn session_label(sid: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(sid.as_bytes());
+    format!("http-{}", &hex::encode(digest)[..16])
 }
 
 fn uuid_like() -> String {

@@ -452,12 +452,18 @@ fn initialize_is_charged_and_sessions_are_audited() {
             .iter()
             .all(|r| from_loopback(r) && r["result"] == "success")
     );
-    assert_eq!(opened[0]["session_id"], first.as_str());
+    assert_eq!(
+        opened[0]["session_id"],
+        ferret::mcp::session_label(&first).as_str()
+    );
     assert!(opened[0]["agent_id"].as_str().unwrap().len() <= 256);
     assert!(opened[0]["agent_id"].as_str().unwrap().starts_with("NNN"));
     let closed = ops(&records, "session_close");
     assert_eq!(closed.len(), 1);
-    assert_eq!(closed[0]["session_id"], second.as_str());
+    assert_eq!(
+        closed[0]["session_id"],
+        ferret::mcp::session_label(&second).as_str()
+    );
     assert!(records.iter().any(|r| r["code"] == "HTTP_429"));
     assert!(
         std::fs::read_to_string(&audit_path)
@@ -744,4 +750,104 @@ fn a_session_waiting_only_for_an_answer_can_be_closed() {
     let rest = read_all(&mut waiting);
     assert!(!rest.contains("\"isError\":false"), "{rest}");
     assert!(root.join("a.txt").exists());
+}
+
+/// Round 27: an HTTP session's id is its credential, so nothing ferret shows or records
+/// names it: a refusal that told session B the id of the session whose change it tried
+/// to undo let B send that id and undo the change unasked (or end the session). Every
+/// place a session is named (the question, `history`, the audit log) uses its label, a
+/// digest of the id; the label is no credential; the owner's own undo still finds its
+/// change by it.
+#[test]
+fn a_session_is_never_named_to_another_by_its_id() {
+    let (_t, root) = util::tempdir();
+    let (_o, outside) = util::tempdir();
+    util::write(&root, "a.txt", "original\n");
+    let state = outside.join("state");
+    let audit_path = outside.join("audit.jsonl");
+    let server = serve(
+        &root,
+        &[
+            "--allow-write",
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--audit-log",
+            audit_path.to_str().unwrap(),
+        ],
+        "127.0.0.1:0",
+        &[],
+    );
+    let c = Client {
+        ip: "127.0.0.1".parse().unwrap(),
+        port: server.port,
+    };
+    let call = |sid: &str, id: u64, tool: &str, args: serde_json::Value| {
+        let body = serde_json::json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+            "params":{"name":tool,"arguments":args}})
+        .to_string();
+        c.post(Some(sid), &body)
+    };
+    let a = c.session("agent-A");
+    let b = c.session("agent-B");
+    let (status, text) = call(
+        &a,
+        3,
+        "write_file",
+        serde_json::json!({"path":"a.txt","content":"A's work\n","overwrite":true}),
+    );
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "A's work\n",
+        "{text}"
+    );
+    let label = ferret::mcp::session_label(&a);
+    // B asks to undo A's change by its id: refused (no elicitation), naming A's label.
+    let (_, text) = call(&b, 4, "undo", serde_json::json!({"id": 1}));
+    assert!(text.contains("CONFIRMATION_REQUIRED"), "{text}");
+    assert!(
+        text.contains(&label),
+        "the question names the session: {text}"
+    );
+    assert!(!text.contains(&a), "A's id reached B: {text}");
+    // Neither A's label nor any other string B saw opens A's session.
+    for guess in [label.as_str(), label.trim_start_matches("http-")] {
+        let (status, text) = call(guess, 5, "undo", serde_json::json!({}));
+        assert_ne!(status, 200, "{text}");
+        c.delete(guess);
+        assert_eq!(
+            c.ping(&a),
+            200,
+            "A's session was ended by a DELETE of {guess}"
+        );
+    }
+    // B's own undo has nothing of its own to undo.
+    let (_, text) = call(&b, 6, "undo", serde_json::json!({}));
+    assert!(text.contains("NOT_FOUND"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "A's work\n"
+    );
+    // A still owns its change under the label.
+    let (_, text) = call(&a, 7, "undo", serde_json::json!({}));
+    assert!(text.contains("Undid change 1"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "original\n"
+    );
+    drop(server);
+    let out = util::bin()
+        .arg("--root")
+        .arg(&root)
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("history")
+        .output()
+        .unwrap();
+    let history = String::from_utf8_lossy(&out.stdout);
+    assert!(history.contains(&label), "{history}");
+    assert!(!history.contains(&a) && !history.contains(&b), "{history}");
+    let log = std::fs::read_to_string(&audit_path).unwrap();
+    assert!(log.contains(&label), "{log}");
+    assert!(!log.contains(&a) && !log.contains(&b), "{log}");
 }

@@ -163,8 +163,8 @@ fn an_absolute_form_target_is_refused_and_a_long_method_is_cut_over_http() {
     );
 }
 
-/// Over HTTP, a tool call's audit record carries the MCP session id the server issued,
-/// the one its `session_open` record names.
+/// Over HTTP, a tool call's audit record names the MCP session the server issued, as
+/// its `session_open` record does: by the id's label, never the id.
 #[test]
 fn http_tool_records_name_the_session_the_server_issued() {
     let (_t, root) = tempdir();
@@ -202,13 +202,16 @@ fn http_tool_records_name_the_session_the_server_issued() {
         .iter()
         .find(|r| r["operation"] == "file_exists")
         .expect("the call's record");
-    assert_eq!(call["session_id"], sid.as_str(), "{call}");
+    // By its label (a digest), never by the id itself, a credential.
+    let label = ferret::mcp::session_label(&sid);
+    assert_eq!(call["session_id"], label.as_str(), "{call}");
     assert!(
         records
             .iter()
-            .any(|r| r["session_id"] == sid.as_str() && r.to_string().contains("session_open")),
+            .any(|r| r["session_id"] == label.as_str() && r.to_string().contains("session_open")),
         "{log}"
     );
+    assert!(!log.contains(&sid), "{log}");
 }
 
 /// A search's audit record says what it read: the bytes of the files it opened to

@@ -1,6 +1,7 @@
 """The real ferret binary driven by the official MCP Python SDK (PyPI `mcp`), over stdio
 (protocol 2026-07-28 and the legacy 2025-11-25 handshake) and streamable HTTP."""
 
+import hashlib
 import json
 import logging
 import os
@@ -1665,7 +1666,10 @@ def test_http_a_full_session_table_still_lets_a_client_in(ws, tmp_path):
     records = audit_records(audit)
     assert [r["operation"] for r in records].count("session_open") == 7
     evicted = [r for r in records if r["operation"] == "session_evicted"]
-    assert len(evicted) == 1 and evicted[0]["session_id"] == hog[0], evicted
+    # Named by its label (a digest of the id), never by the id, a credential.
+    label = "http-" + hashlib.sha256(hog[0].encode()).hexdigest()[:16]
+    assert len(evicted) == 1 and evicted[0]["session_id"] == label, evicted
+    assert not any(s in audit.read_text() for s in hog)
 
 
 @pytest.mark.anyio
