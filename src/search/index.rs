@@ -26,7 +26,7 @@ use super::store;
 use super::{Base, Found, SearchEnv, WalkOptions};
 use crate::error::{ErrorCode, ToolError, ToolResult};
 use roaring::RoaringBitmap;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -69,6 +69,11 @@ impl Stamp {
 
     pub fn size(&self) -> u64 {
         self.size
+    }
+
+    /// The content's identity: device and inode, shared by every hard link to it.
+    fn file_id(&self) -> (u64, u64) {
+        (self.dev, self.ino)
     }
 
     /// The stamp as words (for the index file).
@@ -925,6 +930,8 @@ impl Index {
         });
         let over = AtomicBool::new(false);
         let read_files = AtomicU64::new(0);
+        // The contents this walk found behind more than one name and read anew.
+        let new_links: Mutex<HashSet<(u64, u64)>> = Mutex::new(HashSet::new());
         let bounds = self.bounds;
         let past = |n: &AtomicU64, add: u64, bound: u64| {
             let now = n.fetch_add(add, Ordering::Relaxed) + add;
@@ -947,6 +954,7 @@ impl Index {
             let (listed_n, read_n, over, past) = (&listed_n, &read_n, &over, &past);
             let paths_n = &paths_n;
             let read_files = &read_files;
+            let new_links = &new_links;
             move |f: &Found| {
                 if past(paths_n, path_bytes(f.rel), path_bytes_max()) {
                     over.store(true, Ordering::Relaxed);
@@ -977,6 +985,9 @@ impl Index {
                             listed.stamp = o.stamp;
                         }
                         _ => {
+                            if stamp.linked() {
+                                crate::error::lock(new_links).insert(stamp.file_id());
+                            }
                             if let Some((list, read, filter)) =
                                 file_grams(&mut file, stamp.size(), env.max_file_size, &mut grams)
                             {
@@ -1132,6 +1143,23 @@ impl Index {
             dirs = splice(&old.dirs, dirs, &spans, dir_key);
             visible_dirs = splice(&old.visible_dirs, visible_dirs, &spans, dir_key);
             ignored_dirs = splice(&old.ignored_dirs, ignored_dirs, &spans, dir_key);
+        }
+        // A link made inside the root in another directory: Linux reports the new
+        // name's directory, never the old name's, so the old name is still listed with
+        // its one link and would be skipped on the index's word after a write through
+        // the new one. Any listed name of a content this walk found linked anew loses
+        // its stamp: not trusted, it is read by every search until a walk stamps it.
+        let new_links = new_links
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !new_links.is_empty() {
+            for l in &mut list {
+                if l.stamp
+                    .is_some_and(|s| !s.linked() && new_links.contains(&s.file_id()))
+                {
+                    l.stamp = None;
+                }
+            }
         }
         let bytes = list
             .iter()

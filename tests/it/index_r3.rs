@@ -467,6 +467,76 @@ fn a_write_through_a_second_link_inside_the_root_is_seen_under_both_names() {
     );
 }
 
+/// Round 27: a link made inside the root while the server runs, in another directory
+/// than the name it links: Linux reports the new name's directory only, so the old name
+/// stayed listed with one link and was skipped on the index's word after a write
+/// through the new one. Variants: a sibling directory, a new nested one, a link moved
+/// in from outside the root, and a write back through the old name.
+#[test]
+fn a_link_made_inside_the_root_during_the_run_leaves_neither_name_stale() {
+    let (_t, root) = tempdir();
+    let (_o, outside) = tempdir();
+    let (_s, state) = tempdir();
+    tree(&root);
+    write(&root, "d0/first.rs", "first_old_word\n");
+    write(&root, "d1/second.rs", "second_old_word\n");
+    write(&root, "d2/third.rs", "third_old_word\n");
+    let f = server(&root, &state);
+    assert_eq!(grep_paths(&f, "first_old_word"), vec!["d0/first.rs"]);
+    // A sibling directory.
+    std::fs::hard_link(root.join("d0/first.rs"), root.join("d5/twin.rs")).expect("ln");
+    // A new nested directory.
+    std::fs::create_dir_all(root.join("d3/new/deep")).expect("mkdir");
+    std::fs::hard_link(root.join("d1/second.rs"), root.join("d3/new/deep/twin.rs")).expect("ln");
+    // Linked outside the root, then moved in.
+    std::fs::hard_link(root.join("d2/third.rs"), outside.join("third")).expect("ln");
+    std::fs::rename(outside.join("third"), root.join("d4/moved.rs")).expect("mv");
+    // The links are seen (a search drains their events) before the writes.
+    assert_eq!(
+        grep_paths(&f, "first_old_word"),
+        vec!["d0/first.rs", "d5/twin.rs"]
+    );
+    assert_eq!(
+        grep_paths(&f, "third_old_word"),
+        vec!["d2/third.rs", "d4/moved.rs"]
+    );
+    past_racy_window();
+    write_in_place(&root.join("d5/twin.rs"), "first_new_word\n");
+    write_in_place(&root.join("d3/new/deep/twin.rs"), "second_new_word\n");
+    write_in_place(&root.join("d4/moved.rs"), "third_new_word\n");
+    assert_eq!(
+        grep_paths(&f, "first_new_word"),
+        vec!["d0/first.rs", "d5/twin.rs"]
+    );
+    assert_eq!(
+        grep_paths(&f, "second_new_word"),
+        vec!["d1/second.rs", "d3/new/deep/twin.rs"]
+    );
+    assert_eq!(
+        grep_paths(&f, "third_new_word"),
+        vec!["d2/third.rs", "d4/moved.rs"]
+    );
+    for old in ["first_old_word", "second_old_word", "third_old_word"] {
+        assert!(grep_paths(&f, old).is_empty(), "{old}");
+    }
+    // Back through an old name, twice (the second time with no link made since).
+    for word in ["first_back_word", "first_again_word"] {
+        past_racy_window();
+        write_in_place(&root.join("d0/first.rs"), &format!("{word}\n"));
+        assert_eq!(grep_paths(&f, word), vec!["d0/first.rs", "d5/twin.rs"]);
+    }
+    // Saved and loaded again: still exact.
+    f.save_index().expect("saved");
+    drop(f);
+    let f = server(&root, &state);
+    past_racy_window();
+    write_in_place(&root.join("d5/twin.rs"), "after_restart_word\n");
+    assert_eq!(
+        grep_paths(&f, "after_restart_word"),
+        vec!["d0/first.rs", "d5/twin.rs"]
+    );
+}
+
 #[test]
 fn a_write_through_a_shared_mapping_is_seen_by_a_warm_server() {
     let (_t, root) = tempdir();
