@@ -293,6 +293,26 @@ fn undo_delete(ctx: &Ctx, history: &History, target: &Entry, out: &mut Output) -
         .trash
         .as_ref()
         .and_then(|rec| history.trashed_dir(rec));
+    // A folder brought back holding what the deny rules guard asks, as moving such a
+    // folder does (its entries stay guarded where they return; a dry run does not look).
+    // Round 27: a restore asked only when its confirm list did, so a folder whose
+    // entries became denied after its delete came back unasked.
+    let holds = match &trashed {
+        Some(d) => {
+            let d = d.try_clone().map_err(|e| ToolError::io(&target.path, &e))?;
+            super::holds_secrets(out.dry_run, || {
+                ws.tree_holds_denied(d, &target.rel, &target.path, &|| ctx.check())
+            })?
+        }
+        None => None,
+    };
+    if let Some(holds) = holds {
+        ctx.note_question(format!(
+            "undoing change {} restores {}, {holds}",
+            target.id,
+            crate::workspace::shown_in_prose(&target.path)
+        ));
+    }
     let asked = ask_confirm_listed(ctx, target, &[(target.root, &target.rel, trashed.as_ref())]);
     if out.dry_run {
         return preview(out, asked);

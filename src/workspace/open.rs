@@ -329,6 +329,21 @@ impl Workspace {
         self.tree_holds(dir, rel.to_path_buf(), shown, &self.confirm, check)
     }
 
+    /// Whether the directory `dir` (anywhere: the trash) would hold an entry the deny
+    /// rules match were it at `rel` in a root: restoring it brings secrets or VCS
+    /// internals back, which asks as moving such a folder does.
+    pub fn tree_holds_denied(
+        &self,
+        dir: Dir,
+        rel: &std::path::Path,
+        shown: &str,
+        check: &dyn Fn() -> ToolResult<()>,
+    ) -> ToolResult<bool> {
+        Ok(self
+            .tree_holds(dir, rel.to_path_buf(), shown, &self.deny, check)?
+            .is_some())
+    }
+
     fn holds(
         &self,
         at: &Resolved,

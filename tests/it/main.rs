@@ -48,6 +48,7 @@ mod race_r7;
 mod recover_r13;
 mod res_r22;
 mod res_r24;
+mod restore_r27;
 mod safety;
 mod sandbox;
 mod search;
