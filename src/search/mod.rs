@@ -254,6 +254,20 @@ fn types(names: &[String]) -> ToolResult<Option<ignore::types::Types>> {
 /// `-g` globs, matched against paths relative to the walk's start.
 fn overrides(globs: &[String]) -> ToolResult<Override> {
     cost::check_globs(globs)?;
+    // A `..` component matches nothing (paths are matched below the walk's start): a
+    // refusal, as `glob` gives, not a silent empty answer (round 28).
+    if let Some(g) = globs
+        .iter()
+        .find(|g| g.trim_start_matches('!').split('/').any(|c| c == ".."))
+    {
+        return Err(ToolError::new(
+            ErrorCode::InvalidGlob,
+            format!(
+                "glob {g:?} has a `..` component, which matches nothing: a glob matches paths below                  the directory searched"
+            ),
+        )
+        .with_hint("search from the directory above instead (path), and drop the `../` from the glob"));
+    }
     let mut b = OverrideBuilder::new(".");
     for g in globs {
         // In NFC, as the names are when matched: `café` finds an NFD `café` on disk.

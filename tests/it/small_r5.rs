@@ -460,6 +460,25 @@ fn a_glob_climbing_out_of_where_it_searches_says_why() {
         let e = call(&f, &agent("a"), "glob", json!({"pattern": pat}));
         assert_eq!(crate::util::code(e), ErrorCode::InvalidGlob, "{pat}");
     }
+    // A glob filter of a search is refused the same (round 28: grep's `glob`,
+    // search_files' `file_pattern` and file_search's `include` answered an empty list).
+    for g in ["../**", "d/../d/*", "!../x", "**/../*.rs"] {
+        for (tool, args) in [
+            ("grep", json!({"pattern": "x", "glob": [g]})),
+            ("search_files", json!({"pattern": "x", "file_pattern": g})),
+            ("file_search", json!({"query": "x", "include": g})),
+        ] {
+            let e = call(&f, &agent("a"), tool, args);
+            assert_eq!(crate::util::code(e), ErrorCode::InvalidGlob, "{tool} {g}");
+        }
+        let out = w.cmd(&sub, &["grep", "-g", g, "x"]);
+        assert_eq!(out.status.code(), Some(2), "grep -g {g}: {out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("INVALID_GLOB"));
+    }
+    // A name with two dots in it is no `..` component.
+    write(&w.root, "sub/a..b.rs", "x\n");
+    let out = w.cmd(&sub, &["grep", "-l", "-g", "*..b.rs", "x"]);
+    assert!(out.status.success(), "{out:?}");
     // What the hint says works.
     let out = w.cmd(&sub, &["glob", "*.rs", ".."]);
     assert!(out.status.success(), "{out:?}");
