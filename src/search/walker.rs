@@ -528,7 +528,13 @@ impl Walker<'_> {
                     }),
                     _ => None,
                 };
-                self.compile(dir, read, || path.display().to_string())
+                // Named from the root (`../../.gitignore`), never by its host path, and
+                // said without its size or rules: it is outside the root (round 28).
+                let up = canonical
+                    .components()
+                    .count()
+                    .saturating_sub(dir.components().count());
+                self.compile(dir, read, true, || format!("{}{k}", "../".repeat(up)))
             });
             chain = push(chain, rules, true);
         }
@@ -659,7 +665,10 @@ impl Walker<'_> {
                 return Compiled::none();
             }
             let read = read_capped_at(fd, Path::new(k), IGNORE_FILE_MAX);
-            self.compile(root, read, || {
+            // `.git/info/exclude` is inside the denied `.git`: a warning may say it was
+            // not used, never its size, line count or rules (round 28).
+            let private = k.starts_with(".git/");
+            self.compile(root, read, private, || {
                 self.ws
                     .shown_name(&self.ws.root_path(self.root).join(rel).join(k))
             })
@@ -692,13 +701,30 @@ narrow path to search below them",
         &self,
         root: &Path,
         read: Option<Result<Vec<u8>, u64>>,
+        private: bool,
         shown: impl Fn() -> String,
     ) -> Compiled {
         let control = self.env.control;
+        // A file the agent may not read (inside `.git`, above the root) is said not to
+        // be used in one constant sentence: its size, lines, weight or a rule quoted by
+        // a compile error would tell what it holds.
+        let warn = |said: String| {
+            if private {
+                control.warn(format!(
+                    "{}: ignore file not used: over the caps an ignore file may have ({} MiB, \
+{IGNORE_FILE_MAX_LINES} lines, wildcard weight {IGNORE_FILE_MAX_COSTLY}), or its rules do not compile, \
+or the memory for them was not there; its rules do not apply, so files it would hide may be listed",
+                    shown(),
+                    IGNORE_FILE_MAX >> 20
+                ));
+            } else {
+                control.warn(said);
+            }
+        };
         let bytes = match read {
             None => return Compiled::none(),
             Some(Err(size)) => {
-                control.warn(format!(
+                warn(format!(
                     "{}: ignore file not used: {size} bytes, over the {} MiB an ignore file may have; \
 its rules do not apply, so files it would hide may be listed",
                     shown(),
@@ -718,7 +744,7 @@ its rules do not apply, so files it would hide may be listed",
         let lines = memchr::memchr_iter(b'\n', &bytes).count() as u64 + 1;
         let costly: u64 = bytes.split(|&b| b == b'\n').map(weight).sum();
         if lines > IGNORE_FILE_MAX_LINES || costly > IGNORE_FILE_MAX_COSTLY {
-            control.warn(format!(
+            warn(format!(
                 "{}: ignore file not used: {lines} lines, wildcard weight {costly} (a line and its \
 wildcards, a bracket class one more per {} non-ASCII members; a line of over {IGNORE_LINE_MAX_WILDCARDS} \
 wildcards or a class of over {} non-ASCII members counts as too many), over the \
@@ -748,7 +774,7 @@ apply, so files it would hide may be listed",
         let held = match super::cost::hold(compile_weight(lines, costly), &shown(), control) {
             Ok(p) => p,
             Err(e) => {
-                control.warn(format!(
+                warn(format!(
                     "{}: ignore file not used: {}; its rules do not apply, so files it would hide may be listed",
                     shown(),
                     e.message
@@ -763,7 +789,7 @@ apply, so files it would hide may be listed",
                 // as any other file not used is, never a silent no-op.
                 let why = e.to_string();
                 let why: String = why.chars().take(200).collect();
-                control.warn(format!(
+                warn(format!(
                     "{}: ignore file not used: its rules do not compile together ({}); its rules do not \
 apply, so files it would hide may be listed",
                     shown(),

@@ -17,7 +17,7 @@ pub struct Params {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     pub path: String,
-    /// Size in bytes.
+    /// Size in bytes; 0 for a directory.
     pub size: u64,
     /// Last modification, RFC 3339.
     pub modified: String,
@@ -72,12 +72,20 @@ impl Tool for GetFileInfo {
             t.ok()
                 .map(|t| humantime::format_rfc3339_seconds(t.into_std()).to_string())
         };
+        let kind = EntryType::of(&meta.file_type());
         Ok(Output {
-            size: meta.len(),
+            // A directory's own size is the filesystem's bookkeeping of its entries (on
+            // tmpfs 20 bytes each, on btrfs the names' lengths): it would count the
+            // denied entries its listing hides (round 28). As `list_directory`, no size.
+            size: if kind == EntryType::Directory {
+                0
+            } else {
+                meta.len()
+            },
             modified: time(meta.modified()).unwrap_or_default(),
             created: time(meta.created()),
             accessed: time(meta.accessed()),
-            kind: EntryType::of(&meta.file_type()),
+            kind,
             permissions: permissions(&meta),
             readonly: meta.permissions().readonly(),
             symlink,
@@ -87,12 +95,15 @@ impl Tool for GetFileInfo {
     }
 
     fn render(&self, o: &Output) -> String {
+        let size = if o.kind == EntryType::Directory {
+            String::new()
+        } else {
+            format!("  size: {} ({} bytes)\n", human_size(o.size), o.size)
+        };
         let mut s = format!(
-            "{}\n  type: {}\n  size: {} ({} bytes)\n  modified: {}\n",
+            "{}\n  type: {}\n{size}  modified: {}\n",
             shown(&o.path),
             o.kind.as_str(),
-            human_size(o.size),
-            o.size,
             o.modified
         );
         if let Some(c) = &o.created {

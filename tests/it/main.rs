@@ -55,6 +55,7 @@ mod search;
 mod search_r24;
 mod secrets_r24;
 mod secrets_r26;
+mod secrets_r28;
 mod security_doc;
 mod shell;
 mod small_r5;
