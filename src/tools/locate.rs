@@ -206,6 +206,12 @@ fn locate_places(
                 .collect();
             return Err(Miss::NotUnique { rule, lines, total });
         }
+        if total == 1
+            && !replace_all
+            && let Some(miss) = overlapping(text, &needle, rule)
+        {
+            return Err(miss);
+        }
         if total > MAX_PLACES {
             return Err(Miss::TooMany { count: total });
         }
@@ -307,6 +313,43 @@ fn locate_places(
         return Err(Miss::Stopped);
     }
     Err(Miss::NotFound { closest })
+}
+
+/// Most overlapping places counted for a `NotUnique` miss: each is a search of a window
+/// twice the needle's length.
+const OVERLAPS_COUNTED: usize = 64;
+
+/// When `needle` occurs once counted end to end, a second place overlapping the first
+/// (`x\nx\n` in `A\nx\nx\nx\n`): a miss naming both, since one change needs one place and
+/// taking the first would be a guess (round 28: edit and apply_patch changed the first).
+/// Every other occurrence starts inside the first one, so only that window is searched.
+fn overlapping(text: &str, needle: &str, rule: Rule) -> Option<Miss> {
+    let first = text.find(needle)?;
+    let window_end = first.saturating_add(2 * needle.len()).min(text.len());
+    let mut starts = vec![first];
+    let mut from = first;
+    while starts.len() <= OVERLAPS_COUNTED {
+        from += text[from..].chars().next().map_or(1, char::len_utf8);
+        if from >= window_end {
+            break;
+        }
+        match text[from..window_end].find(needle) {
+            Some(j) => {
+                from += j;
+                starts.push(from);
+            }
+            None => break,
+        }
+    }
+    (starts.len() > 1).then(|| Miss::NotUnique {
+        rule,
+        total: starts.len(),
+        lines: starts
+            .iter()
+            .take(LINES_NAMED)
+            .map(|&i| line_of(text, i))
+            .collect(),
+    })
 }
 
 /// The ASCII look-alike of a Unicode punctuation mark or space, if `c` is one.
@@ -437,7 +480,10 @@ fn normalized(
         if total == 1 || (replace_all && total <= MAX_PLACES) {
             hits.push(p..end);
         }
-        next = end.max(p + 1);
+        // One change needs one place: a second start inside the first match is another
+        // place (`x\nx\n` in `x\nx\nx\n`), so starts are tried past every match's
+        // first character. Replacing all takes the matches one after another.
+        next = if replace_all { end.max(p + 1) } else { p + 1 };
     }
     if total == 0 {
         return Ok(None);
@@ -987,6 +1033,63 @@ mod tests {
     /// Without a size limit (the tools pass theirs).
     fn locate(text: &str, old: &str, new: &str, all: bool) -> Result<Located, Miss> {
         super::locate(text, old, new, all, u64::MAX, &|| false)
+    }
+
+    /// Round 28: a text found at two overlapping places is not unique, by every rule
+    /// (the exact and punctuation searches counted matches end to end and took the first).
+    #[test]
+    fn overlapping_places_are_two_places_under_every_rule() {
+        let cases: [(&str, &str, Rule); 6] = [
+            ("A\nx\nx\nx\nB\n", "x\nx\n", Rule::Exact),
+            ("  });\n});\n});\n", "});\n});", Rule::Exact),
+            ("aaa", "aa", Rule::Exact),
+            ("x....y\n", "\u{2026}", Rule::Punctuation),
+            ("A\r\nx\r\nx\r\nx\r\n", "x\nx\n", Rule::LineEndings),
+            ("q \u{2014}\u{2014}\u{2014} r\n", "--", Rule::Punctuation),
+        ];
+        for (text, old, rule) in cases {
+            match locate(text, old, "Z", false) {
+                Err(Miss::NotUnique { rule: r, total, .. }) => {
+                    assert_eq!(r, rule, "{text:?} {old:?}");
+                    assert!(total >= 2, "{text:?} {old:?}");
+                }
+                other => panic!("{text:?} {old:?}: {other:?}"),
+            }
+        }
+        // Each place of an overlapping run is named.
+        let Err(Miss::NotUnique { lines, total, .. }) =
+            locate("A\nx\nx\nx\nB\n", "x\nx\n", "Z", false)
+        else {
+            panic!("not unique");
+        };
+        assert_eq!((lines, total), (vec![2, 3], 2));
+        let Err(Miss::NotUnique { lines, total, .. }) = locate("aaaa a", "aaa", "Z", false) else {
+            panic!("not unique");
+        };
+        assert_eq!((lines, total), (vec![1, 1], 2));
+        // Adjacent, not overlapping: still two, as before. One place alone still applies,
+        // and replace_all still takes the matches one after another.
+        assert!(matches!(
+            locate("xx", "x", "y", false),
+            Err(Miss::NotUnique { total: 2, .. })
+        ));
+        assert_eq!(
+            locate("abcab", "ca", "Z", false)
+                .expect("one")
+                .apply("abcab"),
+            "abZb"
+        );
+        assert_eq!(
+            locate("aaaa", "aa", "b", true).expect("all").apply("aaaa"),
+            "bb"
+        );
+        // A long needle is searched in its window only: quick on a big file.
+        let needle = "n".repeat(100_000);
+        let text = format!("{}{}", "m".repeat(1 << 20), "n".repeat(150_000));
+        assert!(matches!(
+            locate(&text, &needle, "Z", false),
+            Err(Miss::NotUnique { .. })
+        ));
     }
 
     /// The attacker pass: a 1 MB file of one letter, every letter replaced by 8 KiB, built

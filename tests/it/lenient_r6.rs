@@ -406,3 +406,42 @@ fn a_forgiving_match_rewrites_only_the_changed_lines() {
     assert_eq!(show(&after), "a  \r\nB\nc\t\r\n");
     assert_eq!(rule, json!("trailing_whitespace"));
 }
+
+/// Round 28: a text found at two overlapping places (`x\nx\n` in `x\nx\nx\n`) is two
+/// places for edit and apply_patch alike, exact or forgiving: NOT_UNIQUE, nothing
+/// changed (the first was changed).
+#[test]
+fn overlapping_places_are_not_one_place_for_edit_or_patch() {
+    for (before, old, new) in [
+        ("A\nx\nx\nx\nB\n", "x\nx\n", "x\nY\n"),
+        ("  });\n});\n});\n", "});\n});", "});\n// end\n});"),
+        ("x....y\n", "\u{2026}", "E"),
+        ("A\r\nx\r\nx\r\nx\r\nB\r\n", "x\nx\n", "x\nY\n"),
+    ] {
+        let ws = Ws::new();
+        std::fs::write(ws.root.join("f.txt"), before).expect("write");
+        let snap = snapshot(&ws.root);
+        let e = call(
+            &ws,
+            "edit",
+            json!({"path": "f.txt", "old_string": old, "new_string": new}),
+        )
+        .expect_err("not unique");
+        assert_eq!(e.0, "NOT_UNIQUE", "{before:?} {old:?}: {e:?}");
+        assert_eq!(snapshot(&ws.root), snap, "{before:?}");
+    }
+    // The patch shape models emit for it: one context line, one change.
+    let e = patched(
+        b"A\nx\nx\nx\nB\n",
+        "*** Begin Patch\n*** Update File: f.txt\n@@\n x\n-x\n+Y\n*** End Patch",
+    )
+    .expect_err("not unique");
+    assert_eq!(e.0, "NOT_UNIQUE", "{e:?}");
+    // With enough context it is one place again.
+    let (after, _) = patched(
+        b"A\nx\nx\nx\nB\n",
+        "*** Begin Patch\n*** Update File: f.txt\n@@\n A\n x\n-x\n+Y\n*** End Patch",
+    )
+    .expect("unique");
+    assert_eq!(after, b"A\nx\nY\nx\nB\n");
+}
