@@ -1014,16 +1014,28 @@ impl<'a> Ctx<'a> {
     /// Checks a path the agent gave (see [`Workspace::resolve`]) and, when the call is
     /// narrowed to a client's roots, that its real location lies inside one of them.
     pub fn resolve(&self, input: &str) -> ToolResult<WsPath> {
+        let wp = self.workspace().resolve(input)?;
+        self.check_scope(&wp, input)?;
+        Ok(wp)
+    }
+
+    /// When the call is narrowed to a client's roots, that the real location of `wp`
+    /// lies inside one of them (`shown` names it in the refusal). A name that does not
+    /// exist yet is judged by where it would be made: its directories' links resolved
+    /// (round 29: `pub/lnk/new.txt` with `lnk -> ../priv` was judged by its spelling, so
+    /// files were made in the folder not shared, and an absent name there answered
+    /// `NOT_FOUND` where a present one answered `PATH_ESCAPE`).
+    pub fn check_scope(&self, wp: &WsPath, shown: &str) -> ToolResult<()> {
         let ws = self.workspace();
-        let wp = ws.resolve(input)?;
         let Some(scope) = &self.scope else {
-            return Ok(wp);
+            return Ok(());
         };
-        let real = ws.real_path(&wp)?.unwrap_or_else(|| wp.clone());
+        let real = ws.entry(wp, true)?.real;
         let abs = ws.abs_path(&real);
         if scope.iter().any(|d| abs.starts_with(d)) {
-            return Ok(wp);
+            return Ok(());
         }
+        let input = shown;
         let shared: Vec<String> = scope.iter().map(|d| d.display().to_string()).collect();
         Err(ToolError::new(
             ErrorCode::PathEscape,

@@ -198,6 +198,13 @@ fn refuse_first(ctx: &Ctx, target: &Entry) -> ToolResult<()> {
         )
     };
     for (root, rel) in paths {
+        // Inside what the client shares now, as a direct change of the path must be
+        // (round 29: an undo after the client's roots narrowed rewrote, removed or moved
+        // back files outside them, and its conflict diff showed their content).
+        ctx.check_scope(
+            &ws.root_path(root).join(rel),
+            &ws.display(&ws.root_path(root).join(rel)),
+        )?;
         match ws.entry(&ws.root_path(root).join(rel), false) {
             Err(e) if refused(&e) => return Err(e),
             Err(_) => {}

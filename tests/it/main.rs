@@ -49,6 +49,7 @@ mod recover_r13;
 mod res_r22;
 mod res_r24;
 mod restore_r27;
+mod roots_r29;
 mod safety;
 mod sandbox;
 mod search;
