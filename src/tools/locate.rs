@@ -325,7 +325,11 @@ const OVERLAPS_COUNTED: usize = 64;
 /// Every other occurrence starts inside the first one, so only that window is searched.
 fn overlapping(text: &str, needle: &str, rule: Rule) -> Option<Miss> {
     let first = text.find(needle)?;
-    let window_end = first.saturating_add(2 * needle.len()).min(text.len());
+    let mut window_end = first.saturating_add(2 * needle.len()).min(text.len());
+    // Sliced below: on a character boundary (the text's end is one).
+    while !text.is_char_boundary(window_end) {
+        window_end += 1;
+    }
     let mut starts = vec![first];
     let mut from = first;
     while starts.len() <= OVERLAPS_COUNTED {
@@ -1083,6 +1087,24 @@ mod tests {
             locate("aaaa", "aa", "b", true).expect("all").apply("aaaa"),
             "bb"
         );
+        // Multibyte text around the window's end (a slice there panicked).
+        for (text, old) in [
+            ("Le café est très chaud.\nLa crème\n", "café"),
+            ("日本語の文章。電車が多い。\n", "本語"),
+            ("ééé", "é"),
+            ("abcé", "ab"),
+            ("xyé\n", "xy"),
+        ] {
+            let r = locate(text, old, "Z", false);
+            assert!(
+                r.is_ok() || matches!(r, Err(Miss::NotUnique { .. })),
+                "{text:?}: {r:?}"
+            );
+        }
+        assert!(matches!(
+            locate("éaéaé", "éaé", "Z", false),
+            Err(Miss::NotUnique { total: 2, .. })
+        ));
         // A long needle is searched in its window only: quick on a big file.
         let needle = "n".repeat(100_000);
         let text = format!("{}{}", "m".repeat(1 << 20), "n".repeat(150_000));
