@@ -187,9 +187,18 @@ impl Trash {
         ) {
             Ok(fd) => {
                 let mut f = std::fs::File::from(fd);
-                f.write_all(body.as_bytes())
-                    .and_then(|()| f.sync_all())
-                    .map_err(|e| io_err("trash info", &e))?;
+                if let Err(e) = f.write_all(body.as_bytes()).and_then(|()| f.sync_all()) {
+                    // Made by this call (exclusively): a full disk left it empty or cut,
+                    // naming nothing recovery could know as ours, and it would stay in
+                    // the person's trash for good (round 30).
+                    drop(f);
+                    let _ = rustix::fs::unlinkat(
+                        info,
+                        format!("{name}{TRASHINFO}").as_str(),
+                        AtFlags::empty(),
+                    );
+                    return Err(io_err("trash info", &e));
+                }
                 Ok(true)
             }
             Err(e) if e == rustix::io::Errno::EXIST => Ok(false),

@@ -765,6 +765,10 @@ impl Workspace {
         self.check_name(&whole, &shown, Some(is_dir))?;
         settle(&whole)?;
         let mut created = Vec::new();
+        // What this call made so far, removed again if a later step fails (a full disk
+        // refusing the third folder of `x/y/z/new.txt` left `x/y`, unjournalled: round
+        // 30). Handed on, kept, once every folder stands: the caller guards them then.
+        let mut made: Option<MadeDirs> = None;
         let mut real = base_real;
         while missing.len() > 1 {
             let Some(name) = missing.pop() else { break };
@@ -773,15 +777,25 @@ impl Workspace {
             // included (a `.local` made here would be on the way to `.local/state`).
             self.check_new(&real, true)?;
             let here = self.shown_name(&real);
-            match rustix::fs::mkdirat(&dir, &name, rustix::fs::Mode::from_raw_mode(0o755)) {
-                Ok(()) => created.push(real.rel.clone()),
+            let ours = match rustix::fs::mkdirat(&dir, &name, rustix::fs::Mode::from_raw_mode(0o755))
+            {
+                Ok(()) => {
+                    created.push(real.rel.clone());
+                    true
+                }
                 // Made by someone else meanwhile: used if it is a real directory.
-                Err(rustix::io::Errno::EXIST) => {}
+                Err(rustix::io::Errno::EXIST) => false,
                 Err(e) => return Err(ToolError::io(&here, &e.into())),
-            }
+            };
             dir = dir
                 .open_dir_nofollow(&name)
                 .map_err(|e| raced_or_io(&here, &e))?;
+            if ours {
+                if let Some(before) = made.take() {
+                    before.keep();
+                }
+                made = Some(self.made_dirs(Some(&dir), &created));
+            }
         }
         let Some(name) = missing.pop() else {
             return Err(not_found(&shown));
@@ -792,6 +806,9 @@ impl Workspace {
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(ToolError::io(&shown, &e)),
         };
+        if let Some(made) = made {
+            made.keep();
+        }
         Ok((
             Resolved {
                 real,

@@ -359,3 +359,95 @@ fn a_real_full_filesystem_loses_nothing() {
         "a temporary file was left: {text}"
     );
 }
+
+/// A filesystem out of inodes (a tmpfs with few): a write, a patch's new file, a move
+/// and a patch's move into `x/y/z/` make `x` and `x/y`, then fail on `z`. Each reports
+/// IO_ERROR and takes the folders it made away again (round 30: they stayed, named in
+/// no journal, so undo could not take them either).
+#[test]
+fn a_change_that_runs_out_of_room_on_its_way_leaves_no_folder_it_made() {
+    let (_t, base) = tempdir();
+    let (root, state) = (base.join("ws"), base.join("state"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    let script = r#"
+        mount -t tmpfs -o size=4m,nr_inodes=64 none "$1"
+        echo m > "$1/m.txt"
+        i=0; while touch "$1/fill$i" 2>/dev/null; do i=$((i+1)); done
+        # Two inodes left: room for two folders of three.
+        rm "$1/fill$((i-1))" "$1/fill$((i-2))"
+        n=0
+        f() { n=$((n+1)); "$FERRET" --root "$1" --state-dir "$2" --allow-write call "$4" "$5" > "$3/$n.json" || true
+              echo "after $n: $(find "$1" -mindepth 1 -type d | wc -l) folders"; }
+        f "$1" "$2" "$3" write_file '{"path": "x/y/z/new.txt", "content": "x"}'
+        f "$1" "$2" "$3" apply_patch '{"changes": [{"path": "u/v/w/a.txt", "create": "x"}]}'
+        f "$1" "$2" "$3" move '{"source": "m.txt", "destination": "p/q/r/m.txt"}'
+        f "$1" "$2" "$3" apply_patch '{"changes": [{"path": "m.txt", "move_to": "k/l/o/m.txt"}]}'
+        cat "$1/m.txt"
+    "#;
+    let Some((out, answers)) = in_mount_namespace(script, &root, &state) else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        answers.len(),
+        4,
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for a in &answers {
+        assert_eq!(code(a), "IO_ERROR", "{a}\n{text}");
+    }
+    for n in 1..=4 {
+        assert!(
+            text.contains(&format!("after {n}: 0 folders")),
+            "call {n} left folders behind: {text}"
+        );
+    }
+    assert!(text.ends_with("m\n"), "the moved file stayed: {text}");
+}
+
+/// The freedesktop trash on a full filesystem: a delete whose `.trashinfo` cannot be
+/// written is refused IO_ERROR, leaves the file where it was, and leaves no empty or cut
+/// `.trashinfo` in the person's trash (round 30: two zero-byte ones stayed for good,
+/// and the next delete of the name went to `a.txt.2`).
+#[test]
+fn a_delete_the_full_trash_cannot_take_leaves_no_trash_info_behind() {
+    let (_t, base) = tempdir();
+    let (root, state) = (base.join("ws"), base.join("state"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    let script = r#"
+        mount -t tmpfs -o size=1m none "$1"
+        mkdir -p "$1/w/d" "$1/xdg/Trash/files" "$1/xdg/Trash/info"
+        echo hi > "$1/w/a.txt"; echo there > "$1/w/d/b.txt"
+        export XDG_DATA_HOME="$1/xdg"
+        head -c 2000000 /dev/zero > "$1/fill" 2>/dev/null || true
+        n=0
+        f() { n=$((n+1)); "$FERRET" --root "$1/w" --state-dir "$2" --allow-write call "$4" "$5" > "$3/$n.json" || true; }
+        f "$1" "$2" "$3" file_delete '{"path": "a.txt"}'
+        f "$1" "$2" "$3" file_delete '{"path": "d"}'
+        echo "info: [$(ls -A "$1/xdg/Trash/info")] files: [$(ls -A "$1/xdg/Trash/files")]"
+        cat "$1/w/a.txt" "$1/w/d/b.txt"
+        # With room again, the same names go to the trash as themselves.
+        rm "$1/fill"
+        f "$1" "$2" "$3" file_delete '{"path": "a.txt"}'
+        echo "then: [$(ls -A "$1/xdg/Trash/info" | tr '\n' ' ')]"
+    "#;
+    let Some((out, answers)) = in_mount_namespace(script, &root, &state) else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        answers.len(),
+        3,
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(code(&answers[0]), "IO_ERROR", "{}\n{text}", answers[0]);
+    assert_eq!(code(&answers[1]), "IO_ERROR", "{}\n{text}", answers[1]);
+    assert!(text.contains("info: [] files: []"), "{text}");
+    assert!(text.contains("hi\nthere\n"), "the files stayed: {text}");
+    assert!(answers[2]["error"].is_null(), "{}", answers[2]);
+    assert!(text.contains("then: [a.txt.trashinfo ]"), "{text}");
+}
