@@ -642,7 +642,7 @@ impl ServerHandler for FerretServer {
                         ErrorCode::ConfirmationRequired,
                         format!("{}; {why}", e.message),
                     )
-                    .with_hint(UNANSWERED_HINT);
+                    .with_hint(unanswered_hint(e.hint.as_deref()));
                     outcome = Err(e);
                 }
             }
@@ -770,11 +770,22 @@ enum Answered {
     Unanswered(String),
 }
 
-/// The hint of a call whose question went unanswered.
-const UNANSWERED_HINT: &str = "answer the confirmation question when the client shows it, then retry; or allow \
-     the change without asking: the user can take the path out of the `confirm` setting in their own \
-     config (a workspace's ferret.toml can only add to it), or for a permanent delete set \
-     allow_permanent_delete=true; without permanent, a delete goes to the trash and needs no confirmation";
+/// The hint of a call whose question went unanswered (`asked`: the question's own
+/// hint). A setting that lets it through unasked is named only where the question's own
+/// hint names one, a permanent delete's (round 30: every unanswered question, an undo of
+/// another's change included, was told to take its path out of `confirm`).
+fn unanswered_hint(asked: Option<&str>) -> String {
+    let mut hint = "answer the confirmation question when the client shows it, then retry; else the user runs it \
+         with --yes on the command line (`ferret edit`, `ferret write`, `ferret mv`, `ferret rm`, `ferret undo`)"
+        .to_string();
+    if asked.is_some_and(|h| h.contains("allow_permanent_delete")) {
+        hint.push_str(
+            ". Without permanent the delete goes to the trash and needs no confirmation (undo restores it); the \
+             user can allow permanent deletes with the `allow_permanent_delete` setting",
+        );
+    }
+    hint
+}
 
 impl FerretServer {
     /// Asks the client the question, waiting at most the question timeout; at most

@@ -797,13 +797,26 @@ share, and other searches hold it now; search it again alone in a moment, or rea
             if let Err(e) = &result
                 && e.to_string().contains("allocation limit")
             {
+                // With context asked, the lines held around a match may be what passed
+                // the limit, not one line: the warning says both and the way out of each.
+                let context = context && q.before + q.after > 0;
                 env.control.warn(format!(
-                    "{}: not searched: it has a line over {} MiB (the most a search holds in memory{}); \
+                    "{}: not searched: {} over {} MiB (the most a search holds in memory{}); {}\
 read its bytes in parts with read_file, encoding base64 (offset and limit count bytes)",
                     ws.shown_name(&found.ws_path(ws)),
+                    if context {
+                        "a line of it, or the lines of context asked around a match, come to"
+                    } else {
+                        "it has a line"
+                    },
                     LINE_HEAP_LIMIT >> 20,
                     if q.multiline {
                         ", and a multiline search holds the whole file"
+                    } else {
+                        ""
+                    },
+                    if context {
+                        "ask for less context (context, context_before, context_after), or "
                     } else {
                         ""
                     }

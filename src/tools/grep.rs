@@ -225,13 +225,20 @@ files_with_matches (cheapest), content (lines), count. Skips .gitignored, hidden
             }
             _ => max,
         };
+        // Context past what the budget can show is never shown, only held: 740 000 lines
+        // asked before a match made the search hold 64 MiB of them, give the file up
+        // and miss its match (round 30). Without a budget (`--full`), all is kept.
+        let context_fit = |n: usize| match budget {
+            Some(b) => n.min(b / LINE_OVERHEAD + 1),
+            None => n,
+        };
         let q = GrepQuery {
             pattern: p.pattern,
             fixed_strings: p.fixed_strings,
             ignore_case: p.ignore_case,
             multiline: p.multiline,
-            before: p.context_before.unwrap_or(around),
-            after: p.context_after.unwrap_or(around),
+            before: context_fit(p.context_before.unwrap_or(around)),
+            after: context_fit(p.context_after.unwrap_or(around)),
             mode,
             needed: if max == 0 {
                 0

@@ -341,13 +341,25 @@ fn read_as(
             .map_err(|e| ToolError::io(&shown, &e))?;
     }
     let ranged = p.offset.is_some_and(|o| o > 1) || limit.is_some();
+    // A UTF-16 file over the limit is read as text in no parts either: its hint sends to
+    // a read that works (round 30: it sent to offset and limit, refused the same way).
+    let utf16 = crate::text::bom(&peek(&file, 4)).is_some_and(|c| c.encoding != encoding_rs::UTF_8);
+    let whole_size = || {
+        check_whole_size(&shown, size, max, Encoding::Utf8).map_err(|e| {
+            if utf16 {
+                e.with_hint(UTF16_OVER_HINT)
+            } else {
+                e
+            }
+        })
+    };
     if head_is_whole && p.offset.is_none() {
         // The size of the file opened (no race with a swap): the same error and hint.
-        check_whole_size(&shown, size, max, Encoding::Utf8)?;
+        whole_size()?;
     }
 
     if !ranged {
-        check_whole_size(&shown, size, max, Encoding::Utf8)?;
+        whole_size()?;
         let bytes = read_capped(file, size, max, &shown)?;
         let version = crate::history::version_of(&bytes);
         let (content, codec) = into_text(bytes, &shown)?;
@@ -493,6 +505,11 @@ fn ranged_text(
     ))
 }
 
+/// The way to read a UTF-16 file over `max_file_size`.
+const UTF16_OVER_HINT: &str = "a UTF-16 file is read as text only whole, and this one is over max_file_size: read its \
+bytes in parts with encoding base64 (offset and limit count bytes, e.g. offset 0, limit 524288), or grep for what you \
+need (up to search_max_file_size, lines under 64 MiB)";
+
 #[allow(clippy::too_many_arguments)] // the read's parts, each already checked
 /// A ranged read of a UTF-16 file: decoded whole (it must fit the size limit), then the
 /// lines asked for.
@@ -506,13 +523,8 @@ fn ranged_utf16(
     limit: Option<u64>,
     budget: Option<usize>,
 ) -> ToolResult<Output> {
-    check_whole_size(&shown, size, max, Encoding::Utf8).map_err(|e| {
-        e.with_hint(
-            "a UTF-16 file is read as text only whole, and this one is over max_file_size: read its bytes \
-in parts with encoding base64 (offset and limit count bytes, e.g. offset 0, limit 524288), or grep for what you \
-need (up to search_max_file_size, lines under 64 MiB)",
-        )
-    })?;
+    check_whole_size(&shown, size, max, Encoding::Utf8)
+        .map_err(|e| e.with_hint(UTF16_OVER_HINT))?;
     let bytes = read_capped(file, size, max, &shown)?;
     let edit_max = ctx.config().max_edit_file_size;
     let version = (edit_max == 0 || size <= edit_max).then(|| crate::history::version_of(&bytes));

@@ -79,6 +79,15 @@ impl Tool for ReadFiles {
                 ToolError::invalid("paths is empty").with_hint("name at least one file or glob")
             );
         }
+        // Said once, for the call, with read_files' own words (round 30: each file
+        // failed it in place, its hint sending to the input schema).
+        if p.offset == Some(0) {
+            return Err(
+                ToolError::invalid("offset is 1-based: the first line is 1").with_hint(
+                    "give offset 1 or more (the line each file is read from), or leave it out to read from the first line",
+                ),
+            );
+        }
         // Expand globs in order, without repeats. An entry is a name first: one that
         // exists as written (or is quoted, as ferret shows odd names) is read as that
         // object and no other, `[` and all; only an entry that names nothing is a glob.
@@ -298,6 +307,15 @@ fn in_place(mut e: ToolError) -> ToolError {
                  bytes"
                     .to_string(),
             );
+        }
+        // A file no line range can read (UTF-16 over the size limit, a line over the
+        // budget): read_file's way, said as read_file's (round 30: it was rewritten to
+        // offset and max_lines_each, which fail the same way).
+        ErrorCode::FileTooLarge if e.hint.as_deref().is_some_and(|h| h.contains("base64")) => {
+            e.hint = Some(format!(
+                "no offset or max_lines_each reads this file as text; read it alone with read_file: {}",
+                e.hint.as_deref().unwrap_or_default()
+            ));
         }
         ErrorCode::FileTooLarge if e.hint.as_deref().is_some_and(|h| h.contains("limit")) => {
             e.hint = Some(

@@ -777,16 +777,16 @@ impl Workspace {
             // included (a `.local` made here would be on the way to `.local/state`).
             self.check_new(&real, true)?;
             let here = self.shown_name(&real);
-            let ours = match rustix::fs::mkdirat(&dir, &name, rustix::fs::Mode::from_raw_mode(0o755))
-            {
-                Ok(()) => {
-                    created.push(real.rel.clone());
-                    true
-                }
-                // Made by someone else meanwhile: used if it is a real directory.
-                Err(rustix::io::Errno::EXIST) => false,
-                Err(e) => return Err(ToolError::io(&here, &e.into())),
-            };
+            let ours =
+                match rustix::fs::mkdirat(&dir, &name, rustix::fs::Mode::from_raw_mode(0o755)) {
+                    Ok(()) => {
+                        created.push(real.rel.clone());
+                        true
+                    }
+                    // Made by someone else meanwhile: used if it is a real directory.
+                    Err(rustix::io::Errno::EXIST) => false,
+                    Err(e) => return Err(ToolError::io(&here, &e.into())),
+                };
             dir = dir
                 .open_dir_nofollow(&name)
                 .map_err(|e| raced_or_io(&here, &e))?;
