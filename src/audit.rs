@@ -34,6 +34,11 @@ pub struct AuditEntry {
     pub operation: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The other paths the call names: a move's destination, every file of a patch
+    /// (at most [`MAX_PATHS`]; `file_count` says how many a change touched). Round 30:
+    /// a move's record named its source alone, a patch's its first file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
     pub result: Outcome,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
@@ -72,6 +77,7 @@ impl AuditEntry {
             agent_id: "-".into(),
             operation: operation.into(),
             path: None,
+            paths: Vec::new(),
             result,
             code: None,
             reason: None,
@@ -103,6 +109,10 @@ impl AuditEntry {
 pub const MAX_NAME_BYTES: usize = 256;
 /// The most bytes a path, reason or command line kept in a record may take.
 pub const MAX_TEXT_BYTES: usize = 4096;
+/// The most other paths a record keeps, and the most bytes each may take: a patch of
+/// thousands of files is one record of bounded size.
+pub const MAX_PATHS: usize = 16;
+pub const MAX_PATH_BYTES: usize = 512;
 
 /// `s` cut to at most `max` bytes at a character boundary; a cut string ends in `…`
 /// (counted in the `max`).
@@ -150,6 +160,10 @@ impl AuditEntry {
             .flatten()
         {
             clip_in_place(text, MAX_TEXT_BYTES);
+        }
+        self.paths.truncate(MAX_PATHS);
+        for p in &mut self.paths {
+            clip_in_place(p, MAX_PATH_BYTES);
         }
     }
 }
@@ -303,6 +317,7 @@ mod tests {
             agent_id: long.clone(),
             operation: long.clone(),
             path: Some(long.clone()),
+            paths: vec![long.clone(); 100],
             result: Outcome::Denied,
             code: Some(long.clone()),
             reason: Some(long.clone()),
@@ -316,6 +331,12 @@ mod tests {
             engine: Some(long),
         });
         let e = &log.export()[0];
+        assert_eq!(e.paths.len(), MAX_PATHS);
+        assert!(
+            e.paths
+                .iter()
+                .all(|p| p.len() <= MAX_PATH_BYTES && p.ends_with('…'))
+        );
         for s in [&e.session_id, &e.agent_id, &e.operation] {
             assert!(s.len() <= MAX_NAME_BYTES && s.ends_with('…'), "{}", s.len());
         }

@@ -316,7 +316,14 @@ impl Ferret {
         args: Value,
         opts: CallOptions,
     ) -> ToolResult<CallOutput> {
-        let audit_path = args.get("path").and_then(Value::as_str).map(str::to_string);
+        // Named in the record as the agent spelled them, for a call refused before its
+        // tool knows the names as shown (round 30: a move refused onto a denied name
+        // was recorded with no path at all).
+        let audit_path = ["path", "source"]
+            .iter()
+            .find_map(|k| args.get(*k).and_then(Value::as_str))
+            .map(str::to_string);
+        let audit_paths = named_paths(&args);
         let Some(t) = self.registry.get(tool) else {
             let hint = format!("available tools: {}", self.registry.names().join(", "));
             return Err(self.refuse_unknown(session, tool, &hint));
@@ -330,6 +337,7 @@ impl Ferret {
             audit_path,
             opts,
             |ctx| {
+                ctx.set_audit_paths(audit_paths);
                 self.gate(&meta, dry_run)?;
                 let out = t.call(ctx, args)?;
                 if let Some(max) = opts_max_result
@@ -595,6 +603,7 @@ impl Ferret {
             agent_id: session.agent_id.clone(),
             operation: tool.to_string(),
             path,
+            paths: ctx.audit_paths(),
             result: outcome,
             code,
             reason,
@@ -620,4 +629,48 @@ impl Ferret {
 /// (a text of control characters is six bytes a character there).
 pub fn sent_once(text: u64, structured: u64) -> u64 {
     text.max(structured)
+}
+
+/// The paths a call's arguments name besides `path`/`source`, as spelled: a move's
+/// destination, a patch's files and `Move to`s (structured or in its text). At most
+/// [`crate::audit::MAX_PATHS`]; the record keeps no more.
+fn named_paths(args: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(d) = args.get("destination").and_then(Value::as_str) {
+        out.push(d.to_string());
+    }
+    for c in args
+        .get("changes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        for k in ["path", "move_to"] {
+            if let Some(p) = c.get(k).and_then(Value::as_str) {
+                out.push(p.to_string());
+            }
+        }
+        if out.len() >= crate::audit::MAX_PATHS {
+            break;
+        }
+    }
+    if let Some(text) = args.get("patch").and_then(Value::as_str) {
+        const HEADS: [&str; 4] = [
+            "*** Update File:",
+            "*** Add File:",
+            "*** Delete File:",
+            "*** Move to:",
+        ];
+        for line in text.lines() {
+            if out.len() >= crate::audit::MAX_PATHS {
+                break;
+            }
+            let line = line.trim_start();
+            if let Some(p) = HEADS.iter().find_map(|h| line.strip_prefix(h)) {
+                out.push(p.trim().to_string());
+            }
+        }
+    }
+    out.truncate(crate::audit::MAX_PATHS);
+    out
 }

@@ -868,6 +868,7 @@ pub struct Ctx<'a> {
     bytes_read: AtomicU64,
     file_count: AtomicU64,
     path: Mutex<Option<String>>,
+    paths: Mutex<Vec<String>>,
     engine: Mutex<Option<&'static str>>,
     /// `max_output_chars` for this call, in place of the configuration's.
     output_chars: Option<u64>,
@@ -899,6 +900,7 @@ impl<'a> Ctx<'a> {
             bytes_read: AtomicU64::new(0),
             file_count: AtomicU64::new(0),
             path: Mutex::new(audit_path),
+            paths: Mutex::new(Vec::new()),
             engine: Mutex::new(None),
             output_chars: None,
             media_bytes: None,
@@ -1169,6 +1171,17 @@ impl<'a> Ctx<'a> {
     /// Names the path the audit record shows (by default the `path` argument).
     pub fn set_audit_path(&self, path: impl Into<String>) {
         *crate::error::lock(&self.path) = Some(path.into());
+    }
+
+    /// The other paths the audit record names (see [`crate::audit::AuditEntry::paths`]),
+    /// replacing those named so far (the arguments' spellings, until the tool knows the
+    /// names as shown).
+    pub fn set_audit_paths(&self, paths: Vec<String>) {
+        *crate::error::lock(&self.paths) = paths;
+    }
+
+    pub fn audit_paths(&self) -> Vec<String> {
+        crate::error::lock(&self.paths).clone()
     }
 
     pub fn progress(&self, p: Progress) {

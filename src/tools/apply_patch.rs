@@ -913,6 +913,15 @@ fn commit(ctx: &Ctx, plan: Vec<PlannedFile>, out: &mut Output) -> ToolResult<()>
         path
     };
     ctx.set_audit_path(label.clone());
+    // Every file the record names, as shown, and how many the patch touches.
+    ctx.set_audit_paths(
+        planned
+            .iter()
+            .map(|p| p.op.path.clone())
+            .take(crate::audit::MAX_PATHS)
+            .collect(),
+    );
+    ctx.count_files(planned.len() as u64);
     let entry = Entry::new(Action::Patch, label, root, &rel);
     let placed = super::group_placed(ctx.workspace());
     // A patch runs one at a time with every ferret process's moves and deletes, as they

@@ -73,6 +73,7 @@ impl Tool for Move {
         let src_shown = ws.display(&src);
         let dst_shown = ws.display(&dst);
         ctx.set_audit_path(src_shown.clone());
+        ctx.set_audit_paths(vec![dst_shown.clone()]);
         // In messages, a name ends where it visibly ends (quoted when odd or spaced).
         let src_said = crate::workspace::shown_in_prose(&src_shown).into_owned();
         let dst_said = crate::workspace::shown_in_prose(&dst_shown).into_owned();

@@ -2,6 +2,7 @@
 //! helpers in `util`, a module per area.
 
 mod adversarial;
+mod audit_r30;
 mod changes;
 mod changes_r4;
 mod cli;
@@ -19,6 +20,7 @@ mod everyday_b;
 mod exists_r5;
 mod faults;
 mod frame_r8;
+mod hints_r30;
 mod http_r3;
 mod http_r5;
 mod index;
