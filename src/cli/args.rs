@@ -358,6 +358,20 @@ impl Command {
             _ => None,
         }
     }
+
+    /// Whether the subcommand was given `--yes` (it answers its own questions).
+    pub fn says_yes(&self) -> bool {
+        match self {
+            Command::Edit(a) => a.yes,
+            Command::Write(a) => a.yes,
+            Command::Mv(a) => a.yes,
+            Command::Patch(a) => a.yes,
+            Command::Rm(a) => a.yes,
+            Command::Undo(a) => a.yes,
+            Command::Shell(a) => a.yes,
+            _ => false,
+        }
+    }
 }
 
 impl From<ColorWhen> for anstream::ColorChoice {

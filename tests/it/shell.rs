@@ -352,6 +352,58 @@ fn in_a_script_every_question_answers_no_unless_yes() {
     assert!(!ws.path("x").exists());
 }
 
+/// Round 30: a script line's own `--yes` (or `-y`) answered its question: a piped
+/// script edited a confirm-listed CI file though every question answers no. Each
+/// subcommand that takes it is refused on a script line; the shell's own --yes still
+/// answers yes to all.
+#[test]
+fn a_script_line_cannot_answer_its_own_question_with_yes() {
+    let ws = Ws::new();
+    write(&ws.root, ".github/workflows/ci.yml", "on: push\n");
+    write(&ws.root, "a.txt", "a\n");
+    write(&ws.root, "ferret.toml", "# x\n");
+    let lines = [
+        "edit .github/workflows/ci.yml --old push --new pull_request --yes",
+        "edit .github/workflows/ci.yml --old push --new pull_request -y",
+        "write .github/new.yml --content x --yes",
+        "mv a.txt .github/a.txt --yes",
+        "rm a.txt --permanent --yes",
+        "rm -y .github/workflows/ci.yml",
+        "edit ferret.toml --old x --new y --yes",
+    ];
+    for line in lines {
+        let (code, _, err) = ws.script(&["--allow-write"], &format!("{line}\n"));
+        assert_eq!(code, 2, "{line}: {err}");
+        assert!(err.contains("--yes on a line is refused"), "{line}: {err}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.path(".github/workflows/ci.yml"))
+            .ok()
+            .as_deref(),
+        Some("on: push\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path("a.txt")).ok().as_deref(),
+        Some("a\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path("ferret.toml"))
+            .ok()
+            .as_deref(),
+        Some("# x\n")
+    );
+    assert!(!ws.path(".github/new.yml").exists() && !ws.path(".github/a.txt").exists());
+    // Started with --yes, the same line runs: the person said yes to all.
+    let (code, _, err) = ws.script(&["--allow-write", "--yes"], &format!("{}\n", lines[0]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path(".github/workflows/ci.yml"))
+            .ok()
+            .as_deref(),
+        Some("on: pull_request\n")
+    );
+}
+
 #[test]
 fn direct_bash_confirm_off_runs_harmless_commands_but_still_asks_about_destructive_ones() {
     let ws = Ws::new();

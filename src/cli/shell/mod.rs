@@ -246,6 +246,16 @@ impl Shell {
                 "--allow-write and --dry-run are set when the shell starts (and /dry-run on|off inside it)"
             );
         }
+        // A script's line answers no question for itself: without a terminal every
+        // question answers no unless the shell was started with --yes (round 30: a
+        // script line's own `--yes` edited a confirm-listed CI file unasked). At a
+        // terminal the person typing it is the one who would be asked.
+        if self.answer == Answer::No && line.command.says_yes() {
+            anyhow::bail!(
+                "--yes on a line is refused without a terminal: every question answers no; start the shell with \
+                 --yes to answer yes to all, or run the command at a terminal"
+            );
+        }
         match &mut line.command {
             Command::Write(w) if w.content.is_none() => anyhow::bail!(
                 "in the shell, give the content with --content '…' (standard input is the shell's)"
